@@ -1,0 +1,68 @@
+package gate
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrInvalidInput is matched (errors.Is) by every error fencegate returns for
+// input it refuses before touching the database: a bad name, a non-positive
+// fence, malformed token text. Nothing is written when it is returned. The
+// concrete type is *InvalidInputError.
+var ErrInvalidInput = errors.New("fencegate: invalid input")
+
+// ErrStaleFence is matched (errors.Is) by *StaleFenceError, returned by
+// Gate.Commit, Gate.Do and Gate.Admit when a token's fence is below the
+// resource's floor.
+var ErrStaleFence = errors.New("fencegate: stale fence")
+
+// ErrFenceNotIssued is matched (errors.Is) by the *StaleFenceError that
+// Gate.Commit returns, under Options.VerifyIssued, for a fence the co-located
+// coordinator never issued to that holder for that resource (forged, mistyped,
+// or made up). The floor is not raised.
+var ErrFenceNotIssued = errors.New("fencegate: fence was never issued for this resource and holder")
+
+// InvalidInputError describes refused input. It matches ErrInvalidInput.
+type InvalidInputError struct {
+	Field  string // which input: "resource", "holder", "fence", "token", ...
+	Reason string // what is wrong with it, in words
+}
+
+func (e *InvalidInputError) Error() string {
+	return fmt.Sprintf("fencegate: invalid %s: %s", e.Field, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrInvalidInput) true.
+func (e *InvalidInputError) Is(target error) bool { return target == ErrInvalidInput }
+
+// StaleFenceError is the refusal of a token by the gate. The transaction the
+// token was presented in has been rolled back, so none of its writes commit,
+// and the refusal is in the rejection log under Seq.
+//
+// It matches ErrStaleFence, and also ErrFenceNotIssued when NotIssued is set.
+type StaleFenceError struct {
+	Resource    string    // the guarded resource
+	Holder      string    // the refused holder
+	Fence       int64     // the refused fence
+	FloorHolder string    // who raised the floor to its current value
+	Floor       int64     // the resource's floor when the token was refused
+	NotIssued   bool      // the fence was never issued to Holder (Options.VerifyIssued)
+	Seq         int64     // the refusal's sequence number in the rejection log
+	At          time.Time // when the refusal was logged, in the database's clock
+}
+
+func (e *StaleFenceError) Error() string {
+	if e.NotIssued {
+		return fmt.Sprintf("fencegate: %s: fence %d was never issued to %q (floor %d held by %q; rejection #%d)",
+			e.Resource, e.Fence, e.Holder, e.Floor, e.FloorHolder, e.Seq)
+	}
+	return fmt.Sprintf("fencegate: %s: stale fence %d from %q is below floor %d from %q (rejection #%d)",
+		e.Resource, e.Fence, e.Holder, e.Floor, e.FloorHolder, e.Seq)
+}
+
+// Is makes errors.Is match ErrStaleFence, and ErrFenceNotIssued for a fence
+// that was never issued.
+func (e *StaleFenceError) Is(target error) bool {
+	return target == ErrStaleFence || (e.NotIssued && target == ErrFenceNotIssued)
+}

@@ -1,0 +1,461 @@
+package gate_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/internal/dbtest"
+	"github.com/fencegate/fencegate/sqlstore"
+)
+
+// harness runs the same rules over *sql.Tx on both dialects.
+type harness struct {
+	d *sqlstore.SQLDriver
+	g *gate.Gate[*sql.Tx]
+}
+
+func newHarness(t *testing.T, open func(testing.TB) *sqlstore.SQLDriver, opts *gate.Options) *harness {
+	t.Helper()
+	d := open(t)
+	h := &harness{d: d, g: gate.New(d, opts)}
+	h.exec(t, `CREATE TABLE items (id INTEGER PRIMARY KEY, resource TEXT NOT NULL, fence BIGINT NOT NULL, holder TEXT NOT NULL)`)
+	return h
+}
+
+// q adapts $n placeholders to SQLite's ?n.
+func (h *harness) q(query string) string {
+	if h.d.Dialect() == sqlstore.SQLite {
+		return strings.ReplaceAll(query, "$", "?")
+	}
+	return query
+}
+
+func (h *harness) exec(t *testing.T, query string, args ...any) {
+	t.Helper()
+	if _, err := h.d.DB().Exec(h.q(query), args...); err != nil {
+		t.Fatalf("exec %s: %v", query, err)
+	}
+}
+
+func (h *harness) count(t *testing.T, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := h.d.DB().QueryRow(h.q(query), args...).Scan(&n); err != nil {
+		t.Fatalf("count %s: %v", query, err)
+	}
+	return n
+}
+
+// write commits one item under token, through Commit in the caller's tx.
+func (h *harness) write(ctx context.Context, id int, tok gate.Token) error {
+	tx, err := h.d.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := h.g.Commit(ctx, tx, tok); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, h.q(`INSERT INTO items (id, resource, fence, holder) VALUES ($1, $2, $3, $4)`),
+		id, tok.Resource, tok.Fence, tok.Holder); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+func (h *harness) floor(t *testing.T, resource string) gate.Floor {
+	t.Helper()
+	f, err := h.g.Floor(context.Background(), resource)
+	if err != nil {
+		t.Fatalf("floor %s: %v", resource, err)
+	}
+	return f
+}
+
+func forEachDialect(t *testing.T, fn func(t *testing.T, open func(testing.TB) *sqlstore.SQLDriver)) {
+	for name, open := range dbtest.Drivers() {
+		t.Run(name, func(t *testing.T) { fn(t, open) })
+	}
+}
+
+func TestCommitAdmitsEqualRaisesHigherRefusesLower(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, open func(testing.TB) *sqlstore.SQLDriver) {
+		ctx := context.Background()
+		h := newHarness(t, open, nil)
+		a5 := gate.Token{Resource: "slot", Holder: "a", Fence: 5}
+		b7 := gate.Token{Resource: "slot", Holder: "b", Fence: 7}
+
+		if err := h.write(ctx, 1, a5); err != nil {
+			t.Fatalf("first fence: %v", err)
+		}
+		if err := h.write(ctx, 2, a5); err != nil {
+			t.Fatalf("equal fence must be admitted: %v", err)
+		}
+		if err := h.write(ctx, 3, b7); err != nil {
+			t.Fatalf("higher fence: %v", err)
+		}
+		if f := h.floor(t, "slot"); f.Floor != 7 || f.Holder != "b" {
+			t.Fatalf("floor = %d by %q, want 7 by b", f.Floor, f.Holder)
+		}
+
+		err := h.write(ctx, 4, a5)
+		var stale *gate.StaleFenceError
+		if !errors.As(err, &stale) || !errors.Is(err, gate.ErrStaleFence) || errors.Is(err, gate.ErrFenceNotIssued) {
+			t.Fatalf("lower fence: got %v, want *StaleFenceError", err)
+		}
+		if stale.Resource != "slot" || stale.Holder != "a" || stale.Fence != 5 || stale.Floor != 7 || stale.FloorHolder != "b" || stale.Seq <= 0 {
+			t.Fatalf("refusal = %+v", stale)
+		}
+		if n := h.count(t, `SELECT count(*) FROM items WHERE id = 4`); n != 0 {
+			t.Fatalf("refused write committed")
+		}
+		if f := h.floor(t, "slot"); f.Floor != 7 {
+			t.Fatalf("refusal changed the floor to %d", f.Floor)
+		}
+		rejs, err := h.g.Rejections(ctx, gate.RejectionQuery{Resource: "slot"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rejs) != 1 || rejs[0].Seq != stale.Seq || rejs[0].Fence != 5 || rejs[0].Holder != "a" ||
+			rejs[0].Floor != 7 || rejs[0].FloorHolder != "b" || rejs[0].At.IsZero() {
+			t.Fatalf("rejection log = %+v, want the refusal %+v", rejs, stale)
+		}
+	})
+}
+
+func TestRefusedCommitRollsBackCallerTransaction(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, open func(testing.TB) *sqlstore.SQLDriver) {
+		ctx := context.Background()
+		h := newHarness(t, open, nil)
+		if err := h.g.Admit(ctx, gate.Token{Resource: "r", Holder: "new", Fence: 10}); err != nil {
+			t.Fatal(err)
+		}
+		tx, err := h.d.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A write before Commit (against the rules) must not commit either.
+		if _, err := tx.Exec(h.q(`INSERT INTO items (id, resource, fence, holder) VALUES (1, 'r', 3, 'old')`)); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.g.Commit(ctx, tx, gate.Token{Resource: "r", Holder: "old", Fence: 3}); !errors.Is(err, gate.ErrStaleFence) {
+			t.Fatalf("got %v, want stale", err)
+		}
+		// The caller ignores the error and carries on: the tx is gone.
+		if _, err := tx.Exec(h.q(`INSERT INTO items (id, resource, fence, holder) VALUES (2, 'r', 3, 'old')`)); !errors.Is(err, sql.ErrTxDone) {
+			t.Fatalf("write after refusal: got %v, want sql.ErrTxDone", err)
+		}
+		if err := tx.Commit(); !errors.Is(err, sql.ErrTxDone) {
+			t.Fatalf("commit after refusal: got %v, want sql.ErrTxDone", err)
+		}
+		if n := h.count(t, `SELECT count(*) FROM items`); n != 0 {
+			t.Fatalf("%d refused writes committed", n)
+		}
+	})
+}
+
+// A holder that was superseded while it was away comes back with its older
+// fence: refused, although it was admitted before.
+func TestReentrantOlderFenceRefused(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, open func(testing.TB) *sqlstore.SQLDriver) {
+		ctx := context.Background()
+		h := newHarness(t, open, nil)
+		a := gate.Token{Resource: "r", Holder: "a", Fence: 1}
+		b := gate.Token{Resource: "r", Holder: "b", Fence: 2}
+		if err := h.write(ctx, 1, a); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.write(ctx, 2, b); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.write(ctx, 3, a); !errors.Is(err, gate.ErrStaleFence) {
+			t.Fatalf("got %v, want stale", err)
+		}
+		if n := h.count(t, `SELECT count(*) FROM items WHERE holder = 'a'`); n != 1 {
+			t.Fatalf("a has %d writes, want 1", n)
+		}
+	})
+}
+
+func TestDoFailingCallbackLeavesFloorRaised(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, open func(testing.TB) *sqlstore.SQLDriver) {
+		ctx := context.Background()
+		h := newHarness(t, open, nil)
+		if err := h.g.Admit(ctx, gate.Token{Resource: "r", Holder: "a", Fence: 4}); err != nil {
+			t.Fatal(err)
+		}
+		boom := errors.New("boom")
+		err := h.g.Do(ctx, gate.Token{Resource: "r", Holder: "b", Fence: 9}, func(ctx context.Context, tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, h.q(`INSERT INTO items (id, resource, fence, holder) VALUES (1, 'r', 9, 'b')`)); err != nil {
+				return err
+			}
+			return boom // half-way
+		})
+		if !errors.Is(err, boom) {
+			t.Fatalf("Do = %v, want the callback's error", err)
+		}
+		if n := h.count(t, `SELECT count(*) FROM items`); n != 0 {
+			t.Fatal("the failed callback's write committed")
+		}
+		if f := h.floor(t, "r"); f.Floor != 9 || f.Holder != "b" {
+			t.Fatalf("floor = %d by %s, want 9 by b", f.Floor, f.Holder)
+		}
+		if err := h.write(ctx, 2, gate.Token{Resource: "r", Holder: "a", Fence: 4}); !errors.Is(err, gate.ErrStaleFence) {
+			t.Fatalf("older holder after the failed attempt: got %v, want stale", err)
+		}
+	})
+}
+
+func TestDoCommitsAndRefuses(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, open func(testing.TB) *sqlstore.SQLDriver) {
+		ctx := context.Background()
+		h := newHarness(t, open, nil)
+		insert := func(id int, tok gate.Token) error {
+			return h.g.Do(ctx, tok, func(ctx context.Context, tx *sql.Tx) error {
+				_, err := tx.ExecContext(ctx, h.q(`INSERT INTO items (id, resource, fence, holder) VALUES ($1, $2, $3, $4)`),
+					id, tok.Resource, tok.Fence, tok.Holder)
+				return err
+			})
+		}
+		if err := insert(1, gate.Token{Resource: "r", Holder: "b", Fence: 2}); err != nil {
+			t.Fatal(err)
+		}
+		called := false
+		err := h.g.Do(ctx, gate.Token{Resource: "r", Holder: "a", Fence: 1}, func(context.Context, *sql.Tx) error {
+			called = true
+			return nil
+		})
+		if !errors.Is(err, gate.ErrStaleFence) || called {
+			t.Fatalf("Do with a stale fence = %v (callback ran: %v)", err, called)
+		}
+		if n := h.count(t, `SELECT count(*) FROM items`); n != 1 {
+			t.Fatalf("%d items, want 1", n)
+		}
+	})
+}
+
+func TestVerifyIssued(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, open func(testing.TB) *sqlstore.SQLDriver) {
+		ctx := context.Background()
+		h := newHarness(t, open, &gate.Options{VerifyIssued: true})
+		// Issue fence 3 to "a" the way the coordinator records it.
+		grant := func(holder string, fence int64, replace bool) {
+			t.Helper()
+			err := h.d.InTx(ctx, func(ex sqlstore.Executor) error {
+				_, _, err := ex.LeaseGrant(ctx, sqlstore.LeaseGrantParams{
+					Resource: "r", Holder: holder, Fence: fence, RequestID: "req", TTL: time.Minute, Replace: replace})
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		grant("a", 3, false)
+
+		forged := gate.Token{Resource: "r", Holder: "a", Fence: 1000}
+		err := h.write(ctx, 1, forged)
+		var stale *gate.StaleFenceError
+		if !errors.Is(err, gate.ErrFenceNotIssued) || !errors.As(err, &stale) || !stale.NotIssued {
+			t.Fatalf("forged fence: got %v, want ErrFenceNotIssued", err)
+		}
+		if _, err := h.g.Floor(ctx, "r"); !errors.Is(err, sqlstore.ErrNotFound) {
+			t.Fatalf("a forged fence created a floor: %v", err)
+		}
+		if err := h.write(ctx, 2, gate.Token{Resource: "r", Holder: "mallory", Fence: 3}); !errors.Is(err, gate.ErrFenceNotIssued) {
+			t.Fatalf("issued fence, wrong holder: got %v", err)
+		}
+		if err := h.write(ctx, 3, gate.Token{Resource: "r", Holder: "a", Fence: 3}); err != nil {
+			t.Fatalf("issued fence: %v", err)
+		}
+		grant("b", 4, true)
+		if err := h.write(ctx, 4, gate.Token{Resource: "r", Holder: "b", Fence: 4}); err != nil {
+			t.Fatalf("next generation: %v", err)
+		}
+		err = h.write(ctx, 5, gate.Token{Resource: "r", Holder: "a", Fence: 3})
+		if !errors.Is(err, gate.ErrStaleFence) || errors.Is(err, gate.ErrFenceNotIssued) {
+			t.Fatalf("superseded fence: got %v, want stale (not 'never issued')", err)
+		}
+		if f := h.floor(t, "r"); f.Floor != 4 {
+			t.Fatalf("floor = %d, want 4", f.Floor)
+		}
+		if n := h.count(t, `SELECT count(*) FROM items`); n != 2 {
+			t.Fatalf("%d items, want 2", n)
+		}
+	})
+}
+
+func TestBadInputChangesNothing(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, open func(testing.TB) *sqlstore.SQLDriver) {
+		ctx := context.Background()
+		h := newHarness(t, open, nil)
+		bad := []gate.Token{
+			{Resource: "", Holder: "a", Fence: 1},
+			{Resource: strings.Repeat("x", gate.MaxNameLen+1), Holder: "a", Fence: 1},
+			{Resource: "bad\xffutf8", Holder: "a", Fence: 1},
+			{Resource: "nul\x00", Holder: "a", Fence: 1},
+			{Resource: "r", Holder: "", Fence: 1},
+			{Resource: "r", Holder: "a", Fence: 0},
+			{Resource: "r", Holder: "a", Fence: -4},
+		}
+		for _, tok := range bad {
+			tx, err := h.d.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = h.g.Commit(ctx, tx, tok)
+			var inv *gate.InvalidInputError
+			if !errors.Is(err, gate.ErrInvalidInput) || !errors.As(err, &inv) || inv.Reason == "" {
+				t.Errorf("Commit(%q) = %v, want ErrInvalidInput", tok, err)
+			}
+			_ = tx.Rollback()
+			if err := h.g.Admit(ctx, tok); !errors.Is(err, gate.ErrInvalidInput) {
+				t.Errorf("Admit(%q) = %v, want ErrInvalidInput", tok, err)
+			}
+			if err := h.g.Do(ctx, tok, func(context.Context, *sql.Tx) error { t.Error("callback ran"); return nil }); !errors.Is(err, gate.ErrInvalidInput) {
+				t.Errorf("Do(%q) = %v, want ErrInvalidInput", tok, err)
+			}
+		}
+		if n := h.count(t, `SELECT count(*) FROM fencegate_floor`); n != 0 {
+			t.Fatalf("bad input wrote %d floors", n)
+		}
+		if n := h.count(t, `SELECT count(*) FROM fencegate_rejection`); n != 0 {
+			t.Fatalf("bad input wrote %d rejections", n)
+		}
+	})
+}
+
+// The pgx driver takes pgx.Tx unwrapped.
+func TestPgxCommit(t *testing.T) {
+	ctx := context.Background()
+	d := dbtest.PostgresPgx(t)
+	g := gate.New(d, nil)
+	pool := d.Pool()
+	if _, err := pool.Exec(ctx, `CREATE TABLE items (id int PRIMARY KEY, fence bigint)`); err != nil {
+		t.Fatal(err)
+	}
+	write := func(id int, tok gate.Token) error {
+		return g.Do(ctx, tok, func(ctx context.Context, tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `INSERT INTO items VALUES ($1, $2)`, id, tok.Fence)
+			return err
+		})
+	}
+	if err := write(1, gate.Token{Resource: "r", Holder: "b", Fence: 8}); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Commit(ctx, tx, gate.Token{Resource: "r", Holder: "a", Fence: 7}); !errors.Is(err, gate.ErrStaleFence) {
+		t.Fatalf("got %v, want stale", err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO items VALUES (2, 7)`); !errors.Is(err, pgx.ErrTxClosed) {
+		t.Fatalf("write after refusal: got %v, want pgx.ErrTxClosed", err)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM items`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("items = %d (%v), want 1", n, err)
+	}
+	rejs, err := g.Rejections(ctx, gate.RejectionQuery{})
+	if err != nil || len(rejs) != 1 || rejs[0].Fence != 7 {
+		t.Fatalf("rejections = %+v (%v)", rejs, err)
+	}
+}
+
+// Many writers with mixed fences on one hot resource: afterwards the data,
+// in commit order, carries non-decreasing fences, and every refusal is in
+// the log. Commit order is the order of the item ids: each id is drawn after
+// Commit has locked the floor row, which is held until the transaction ends.
+func TestHammerOneResourcePostgres(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, dbtest.Postgres, nil)
+	h.exec(t, `DROP TABLE items`)
+	h.exec(t, `CREATE TABLE items (id bigserial PRIMARY KEY, resource text, fence bigint, holder text)`)
+	h.d.DB().SetMaxOpenConns(24)
+
+	const workers, perWorker = 16, 40
+	var base atomic.Int64 // the "current generation", moving up
+	base.Store(10)
+	var refused, admitted atomic.Int64
+	var mu sync.Mutex
+	refusedSet := map[string]int{}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range perWorker {
+				fence := base.Load() - int64((w+i)%3) // some current, some one or two behind
+				if (w*perWorker+i)%7 == 0 {
+					fence = base.Add(1) // a new generation starts
+				}
+				tok := gate.Token{Resource: "hot", Holder: fmt.Sprintf("w%d", w), Fence: fence}
+				err := h.g.Do(ctx, tok, func(ctx context.Context, tx *sql.Tx) error {
+					_, err := tx.ExecContext(ctx, `INSERT INTO items (resource, fence, holder) VALUES ($1, $2, $3)`, tok.Resource, tok.Fence, tok.Holder)
+					return err
+				})
+				switch {
+				case err == nil:
+					admitted.Add(1)
+				case errors.Is(err, gate.ErrStaleFence):
+					refused.Add(1)
+					mu.Lock()
+					refusedSet[tok.String()]++
+					mu.Unlock()
+				default:
+					t.Errorf("write %s: %v", tok, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+
+	rows, err := h.d.DB().Query(`SELECT fence FROM items ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var last, n int64
+	for rows.Next() {
+		var f int64
+		if err := rows.Scan(&f); err != nil {
+			t.Fatal(err)
+		}
+		if f < last {
+			t.Fatalf("write %d carries fence %d after a committed write under %d", n, f, last)
+		}
+		last, n = f, n+1
+	}
+	if n != admitted.Load() {
+		t.Fatalf("%d items, but %d writes were admitted", n, admitted.Load())
+	}
+	if refused.Load() == 0 {
+		t.Fatal("the workload refused nothing; it does not test refusal")
+	}
+	rejs, err := h.g.Rejections(ctx, gate.RejectionQuery{Resource: "hot", Limit: workers * perWorker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(rejs)) != refused.Load() {
+		t.Fatalf("rejection log has %d records, %d writes were refused", len(rejs), refused.Load())
+	}
+	for _, r := range rejs {
+		key := gate.Token{Resource: r.Resource, Holder: r.Holder, Fence: r.Fence}.String()
+		if refusedSet[key] == 0 {
+			t.Fatalf("logged refusal %+v that no writer saw", r)
+		}
+		if r.Fence >= r.Floor {
+			t.Fatalf("logged refusal %+v is not below its floor", r)
+		}
+		refusedSet[key]--
+	}
+	t.Logf("%d admitted, %d refused, final fence %d", admitted.Load(), refused.Load(), last)
+}

@@ -1,0 +1,178 @@
+// Package dbtest gives tests real, migrated, isolated fencegate databases:
+// a SQLite file per test, and a Postgres schema per test.
+//
+// Postgres comes from FENCEGATE_TEST_DATABASE_URL. Without it, a program may
+// register a fallback (the integration module starts a testcontainers
+// Postgres when Docker answers); otherwise Postgres tests skip with a loud
+// message, or fail when FENCEGATE_REQUIRE_POSTGRES is "true", as in CI.
+package dbtest
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+
+	"github.com/fencegate/fencegate/sqlstore"
+)
+
+// Environment variables read by this package.
+const (
+	EnvDatabaseURL     = "FENCEGATE_TEST_DATABASE_URL"
+	EnvRequirePostgres = "FENCEGATE_REQUIRE_POSTGRES"
+)
+
+// Fallback, when set (before any test runs), supplies a Postgres URL when
+// the environment has none; it returns "" when it cannot (no Docker).
+var Fallback func() (string, error)
+
+var (
+	baseOnce sync.Once
+	baseURL  string
+	baseErr  error
+)
+
+// PostgresURL returns the Postgres server URL tests use, or skips t (fails
+// it under FENCEGATE_REQUIRE_POSTGRES=true) when there is none.
+func PostgresURL(t testing.TB) string {
+	t.Helper()
+	baseOnce.Do(func() {
+		baseURL = os.Getenv(EnvDatabaseURL)
+		if baseURL == "" && Fallback != nil {
+			baseURL, baseErr = Fallback()
+		}
+	})
+	if baseErr != nil {
+		t.Fatalf("dbtest: starting Postgres: %v", baseErr)
+	}
+	if baseURL == "" {
+		msg := fmt.Sprintf("\n*** POSTGRES TESTS SKIPPED: set %s (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable) or run Docker ***\n", EnvDatabaseURL)
+		if os.Getenv(EnvRequirePostgres) == "true" {
+			t.Fatal(msg + "    and " + EnvRequirePostgres + "=true makes that a failure")
+		}
+		t.Skip(msg)
+	}
+	return baseURL
+}
+
+// PostgresSchemaURL creates an empty schema for t, dropped when t ends, and
+// returns a URL whose connections use it (search_path), unmigrated.
+func PostgresSchemaURL(t testing.TB) string {
+	t.Helper()
+	base := PostgresURL(t)
+	ctx := context.Background()
+	schema := "fgtest_" + randomHex(6)
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("dbtest: connect %s: %v", base, err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatalf("dbtest: create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx := context.WithoutCancel(ctx)
+		conn, err := pgx.Connect(ctx, base)
+		if err != nil {
+			t.Errorf("dbtest: connect for cleanup: %v", err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			t.Errorf("dbtest: drop schema: %v", err)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("dbtest: parse %s: %v", base, err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// PostgresPgx returns a migrated pgx driver on a fresh schema.
+func PostgresPgx(t testing.TB) *sqlstore.PgxDriver {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), PostgresSchemaURL(t))
+	if err != nil {
+		t.Fatalf("dbtest: open pool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	d := sqlstore.NewPgx(pool)
+	migrate(t, d)
+	return d
+}
+
+// Postgres returns a migrated database/sql driver on a fresh schema.
+func Postgres(t testing.TB) *sqlstore.SQLDriver {
+	t.Helper()
+	db, err := sql.Open("pgx", PostgresSchemaURL(t))
+	if err != nil {
+		t.Fatalf("dbtest: open: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	d := sqlstore.NewSQL(db, sqlstore.Postgres)
+	migrate(t, d)
+	return d
+}
+
+// SQLitePath returns the path of a fresh, unmigrated SQLite file for t.
+func SQLitePath(t testing.TB) string {
+	return filepath.Join(t.TempDir(), "fencegate.db")
+}
+
+// SQLite returns a migrated driver on a fresh SQLite file, opened with
+// sqlstore.Open's settings.
+func SQLite(t testing.TB) *sqlstore.SQLDriver {
+	t.Helper()
+	d, err := sqlstore.Open(context.Background(), SQLitePath(t))
+	if err != nil {
+		t.Fatalf("dbtest: open sqlite: %v", err)
+	}
+	t.Cleanup(func() { d.Close() })
+	migrate(t, d)
+	return d
+}
+
+// Drivers lists the database/sql drivers by name, for tests that run on
+// both dialects through *sql.Tx.
+func Drivers() map[string]func(testing.TB) *sqlstore.SQLDriver {
+	return map[string]func(testing.TB) *sqlstore.SQLDriver{
+		"sqlite":       SQLite,
+		"postgres-sql": Postgres,
+	}
+}
+
+// Stores lists every driver as a sqlstore.Store, including pgx.
+func Stores() map[string]func(testing.TB) sqlstore.Store {
+	return map[string]func(testing.TB) sqlstore.Store{
+		"sqlite":       func(t testing.TB) sqlstore.Store { return SQLite(t) },
+		"postgres-sql": func(t testing.TB) sqlstore.Store { return Postgres(t) },
+		"postgres-pgx": func(t testing.TB) sqlstore.Store { return PostgresPgx(t) },
+	}
+}
+
+func migrate(t testing.TB, s sqlstore.Store) {
+	t.Helper()
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatalf("dbtest: migrate: %v", err)
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,116 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+)
+
+// ErrInvalidDSN is matched (errors.Is) by the error Open and SQLiteDSN return
+// for a connection string they cannot use. Nothing is opened or created.
+var ErrInvalidDSN = errors.New("fencegate: invalid DSN")
+
+// sqlitePragmas are set on every pooled SQLite connection. WAL lets readers
+// run beside the writer; synchronous(FULL) keeps an acknowledged fence on
+// disk through power loss (NORMAL could lose it and reissue the fence); the
+// busy timeout queues writers; _txlock=immediate takes the write lock at
+// BEGIN, which avoids SQLITE_BUSY on read-then-write transactions.
+var sqlitePragmas = []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(1)"}
+
+// Open connects to the database a DSN names and returns a driver that owns
+// the connection (Close releases it):
+//
+//   - "postgres://…" or "postgresql://…": Postgres, through a pgx pool and
+//     database/sql on top of it;
+//   - "file:…" URIs and plain paths: a SQLite file (created if missing),
+//     with the settings of SQLiteDSN.
+//
+// Open does not migrate; call Migrate. Malformed input returns an error
+// matching ErrInvalidDSN.
+func Open(ctx context.Context, dsn string) (*SQLDriver, error) {
+	switch {
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		return openPostgres(ctx, dsn)
+	}
+	sqliteDSN, err := SQLiteDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("sqlite", sqliteDSN)
+	if err != nil {
+		return nil, fmt.Errorf("fencegate: open sqlite: %w", err)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("fencegate: open sqlite %s: %w", dsn, err)
+	}
+	d := NewSQL(db, SQLite)
+	d.opened = true
+	return d, nil
+}
+
+// SQLiteDSN turns a path or a "file:" URI into a modernc.org/sqlite DSN with
+// the settings fencegate needs: WAL, a busy timeout, synchronous(FULL) and
+// _txlock=immediate. Settings already in a URI are kept. In-memory databases
+// are refused: fences must outlive the process.
+func SQLiteDSN(dsn string) (string, error) {
+	if dsn == "" {
+		return "", fmt.Errorf("%w: empty", ErrInvalidDSN)
+	}
+	if strings.ContainsRune(dsn, 0) {
+		return "", fmt.Errorf("%w: contains a NUL byte", ErrInvalidDSN)
+	}
+	if i := strings.Index(dsn, "://"); i > 0 && !strings.HasPrefix(dsn, "file:") {
+		return "", fmt.Errorf("%w: %q: unsupported scheme %q (want postgres://, file: or a path)", ErrInvalidDSN, redact(dsn), dsn[:i])
+	}
+	path, rawQuery := dsn, ""
+	if rest, ok := strings.CutPrefix(dsn, "file:"); ok {
+		path, rawQuery, _ = strings.Cut(rest, "?")
+	}
+	if path == "" || path == ":memory:" || strings.Contains(rawQuery, "mode=memory") {
+		return "", fmt.Errorf("%w: %q: fencegate needs a file, not an in-memory database", ErrInvalidDSN, dsn)
+	}
+	query, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return "", fmt.Errorf("%w: %q: %v", ErrInvalidDSN, dsn, err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("%w: %q: %v", ErrInvalidDSN, dsn, err)
+	}
+	have := map[string]bool{}
+	for _, p := range query["_pragma"] {
+		name, _, _ := strings.Cut(p, "(")
+		have[strings.ToLower(strings.TrimSpace(name))] = true
+	}
+	for _, p := range sqlitePragmas {
+		name, _, _ := strings.Cut(p, "(")
+		if !have[name] {
+			query.Add("_pragma", p)
+		}
+	}
+	if query.Get("_txlock") == "" {
+		query.Set("_txlock", "immediate")
+	}
+	u := url.URL{Scheme: "file", OmitHost: true, Path: filepath.ToSlash(abs), RawQuery: query.Encode()}
+	return u.String(), nil
+}
+
+// redact hides a password in a URL-shaped DSN before it goes into an error.
+func redact(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.User == nil {
+		return dsn
+	}
+	return u.Redacted()
+}
+
+func invalidDSN(dsn string, err error) error {
+	return fmt.Errorf("%w: %q: %v", ErrInvalidDSN, redact(dsn), err)
+}

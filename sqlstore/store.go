@@ -1,0 +1,185 @@
+package sqlstore
+
+import (
+	"context"
+	"time"
+)
+
+// Dialect names a SQL dialect fencegate speaks.
+type Dialect string
+
+// The dialects fencegate supports.
+const (
+	Postgres Dialect = "postgres"
+	SQLite   Dialect = "sqlite"
+)
+
+// Driver is what the gate needs from a database: its own transactions, in
+// the caller's native transaction type TTx (pgx.Tx or *sql.Tx), and the
+// fencegate statements run inside them.
+//
+// PgxDriver implements Driver[pgx.Tx]; SQLDriver implements Driver[*sql.Tx].
+type Driver[TTx any] interface {
+	Store
+
+	// Begin starts a read-write transaction; on SQLite it takes the write
+	// lock at once (BEGIN IMMEDIATE).
+	Begin(ctx context.Context) (TTx, error)
+	// Commit commits tx.
+	Commit(ctx context.Context, tx TTx) error
+	// Rollback rolls tx back. Rolling back a finished transaction is not an
+	// error.
+	Rollback(ctx context.Context, tx TTx) error
+	// UnwrapExecutor runs fencegate statements inside the caller's tx.
+	UnwrapExecutor(tx TTx) Executor
+}
+
+// Store is the transaction-type-free part of a Driver, which is all the lease
+// coordinator needs.
+type Store interface {
+	// Dialect reports the SQL dialect.
+	Dialect() Dialect
+	// Executor runs each statement on its own, outside any caller's
+	// transaction (autocommit).
+	Executor() Executor
+	// InTx runs fn in a new read-write transaction and commits it if fn
+	// returns nil; otherwise it rolls back and returns fn's error.
+	InTx(ctx context.Context, fn func(Executor) error) error
+	// Migrate applies every pending fencegate migration.
+	Migrate(ctx context.Context) error
+}
+
+// Executor runs fencegate's statements. Implementations hold SQL text for
+// their dialect; callers hold the policy. Every argument is bound.
+type Executor interface {
+	// FloorRaise creates the resource's floor at fence, or raises it to
+	// max(floor, fence), and reports the floor after the statement. The row
+	// stays locked until the transaction ends. With verifyIssued, the floor is
+	// touched only when the lease table holds exactly (resource, holder,
+	// fence); otherwise Issued is false and nothing is written.
+	FloorRaise(ctx context.Context, p FloorRaiseParams) (FloorRaiseResult, error)
+	// FloorGet reads a floor; ErrNotFound if the resource has none.
+	FloorGet(ctx context.Context, resource string) (Floor, error)
+	// FloorList reads every floor, ordered by resource.
+	FloorList(ctx context.Context) ([]Floor, error)
+
+	// RejectionInsert appends to the rejection log and returns the record
+	// with its sequence number and time filled in.
+	RejectionInsert(ctx context.Context, r Rejection) (Rejection, error)
+	// RejectionList reads the log in sequence order, after AfterSeq, at most
+	// Limit records, for one resource when Resource is set.
+	RejectionList(ctx context.Context, p RejectionListParams) ([]Rejection, error)
+
+	// SetLockTimeout bounds how long the current transaction waits for a row
+	// lock (Postgres SET LOCAL lock_timeout; a no-op on SQLite, whose
+	// transaction already holds the write lock).
+	SetLockTimeout(ctx context.Context, d time.Duration) error
+	// FenceNext takes the next fence from the sequence.
+	FenceNext(ctx context.Context) (int64, error)
+	// FenceAtLeast makes every later FenceNext return at least min. It must
+	// run in its own transaction; on Postgres it blocks concurrent FenceNext
+	// callers until that transaction ends.
+	FenceAtLeast(ctx context.Context, min int64) error
+
+	// LeaseGetForUpdate reads a resource's lease row and locks it until the
+	// transaction ends. Now is the database's clock at the read. Found is
+	// false when the resource has never been leased.
+	LeaseGetForUpdate(ctx context.Context, resource string) (LeaseRow, error)
+	// LeaseGet reads a resource's lease row without locking it; ErrNotFound
+	// if the resource was never leased.
+	LeaseGet(ctx context.Context, resource string) (LeaseRow, error)
+	// LeaseList reads every lease row, ordered by resource.
+	LeaseList(ctx context.Context) ([]LeaseRow, error)
+	// LeaseGrant writes a new generation: inserts the row, or replaces the
+	// locked one, with expiry ttl after the database's clock. Inserted is
+	// false (and nothing is written) when a concurrent transaction created
+	// the row first; the caller should read it again.
+	LeaseGrant(ctx context.Context, p LeaseGrantParams) (LeaseRow, bool, error)
+	// LeaseRenew extends the live lease (resource, holder, fence) to ttl after
+	// the database's clock. Found is false, and nothing is written, when that
+	// lease is released, expired, or superseded.
+	LeaseRenew(ctx context.Context, p LeaseRenewParams) (LeaseRow, error)
+	// LeaseRelease marks the live lease (resource, holder, fence) released and
+	// reports whether it did; any other lease is left alone.
+	LeaseRelease(ctx context.Context, resource, holder string, fence int64) (bool, error)
+}
+
+// FloorRaiseParams are the inputs of Executor.FloorRaise.
+type FloorRaiseParams struct {
+	Resource     string
+	Holder       string
+	Fence        int64
+	VerifyIssued bool
+}
+
+// FloorRaiseResult is the outcome of Executor.FloorRaise.
+type FloorRaiseResult struct {
+	Issued      bool   // false only under VerifyIssued: no such lease, nothing written
+	Admitted    bool   // the fence is now the floor (it was above or equal to it)
+	Floor       int64  // the floor after the statement
+	FloorHolder string // the holder that raised the floor to Floor
+}
+
+// Floor is one row of fencegate_floor.
+type Floor struct {
+	Resource  string
+	Floor     int64
+	Holder    string
+	UpdatedAt time.Time
+}
+
+// Rejection is one row of fencegate_rejection: a refused token.
+type Rejection struct {
+	Seq         int64
+	Resource    string
+	Fence       int64
+	Holder      string
+	Floor       int64
+	FloorHolder string
+	NotIssued   bool
+	At          time.Time
+}
+
+// RejectionListParams select records for Executor.RejectionList.
+type RejectionListParams struct {
+	Resource string // all resources when empty
+	AfterSeq int64
+	Limit    int // at most this many; 100 when zero
+	Newest   bool // newest first instead of oldest first
+}
+
+// LeaseRow is one row of fencegate_lease: a resource's current generation.
+type LeaseRow struct {
+	Found     bool
+	Resource  string
+	Holder    string
+	Fence     int64
+	RequestID string
+	GrantedAt time.Time
+	ExpiresAt time.Time
+	Released  bool
+	// Now is the database's clock when the row was read or written.
+	Now time.Time
+}
+
+// Live reports whether the row is an unexpired, unreleased lease at Now.
+func (r LeaseRow) Live() bool { return r.Found && !r.Released && r.ExpiresAt.After(r.Now) }
+
+// LeaseGrantParams are the inputs of Executor.LeaseGrant.
+type LeaseGrantParams struct {
+	Resource  string
+	Holder    string
+	Fence     int64
+	RequestID string
+	TTL       time.Duration
+	// Replace is true when LeaseGetForUpdate found (and locked) a row.
+	Replace bool
+}
+
+// LeaseRenewParams are the inputs of Executor.LeaseRenew.
+type LeaseRenewParams struct {
+	Resource string
+	Holder   string
+	Fence    int64
+	TTL      time.Duration
+}
