@@ -144,7 +144,7 @@ type Rejection struct {
 type RejectionListParams struct {
 	Resource string // all resources when empty
 	AfterSeq int64
-	Limit    int // at most this many; 100 when zero
+	Limit    int  // at most this many; 100 when zero
 	Newest   bool // newest first instead of oldest first
 }
 
