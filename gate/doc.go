@@ -1,0 +1,58 @@
+// Package gate makes a SQL database refuse writes from lock holders who lost
+// their lock without knowing it.
+//
+// # The problem
+//
+// A holder of a lease can stall (a GC pause, a slow model call, a paused VM)
+// past its expiry; the resource is granted to a successor; the stale holder
+// wakes up and writes anyway. A holder-side "is my lease still valid?" check
+// cannot stop that: it is true when made and meaningless when the write lands.
+//
+// # Fences and floors
+//
+// Every lease carries a fence, a number that only grows from one generation
+// of ownership to the next. The gate keeps, per resource, the highest fence it
+// has admitted: the floor. Commit runs one conditional upsert in the caller's
+// own transaction that raises the floor to max(floor, fence) and reports
+// whether the token was admitted; the caller's writes follow in the same
+// transaction, so the check and the write commit or abort together:
+//
+//	tx, _ := pool.Begin(ctx)
+//	if err := g.Commit(ctx, tx, lease.Token()); err != nil {
+//		return err // *gate.StaleFenceError: tx is already rolled back
+//	}
+//	applyTheChange(ctx, tx)
+//	return tx.Commit(ctx)
+//
+// Equal fences are admitted (a renewed lease keeps its fence), lower ones are
+// refused with a *StaleFenceError and recorded in the rejection log
+// (Rejections), which survives the refused transaction's rollback.
+//
+// # Transaction types
+//
+// A Gate is generic over the caller's transaction type, fixed by its driver:
+// gate.New(sqlstore.NewPgx(pool), nil) takes pgx.Tx, and
+// gate.New(sqlstore.NewSQL(db, sqlstore.SQLite), nil) takes *sql.Tx. Passing
+// the other kind does not compile.
+//
+// # Where fences come from
+//
+// Any source of numbers that only grow per resource works: fencegate's own
+// lease.Coordinator, etcd revisions, Consul's LockIndex. When the coordinator
+// is fencegate's, in the same database, set Options.VerifyIssued so a fence
+// it never issued (forged, mistyped, made up) is refused without raising the
+// floor.
+//
+// # The guarantee
+//
+// Committed writes on a resource carry non-decreasing fences in commit order,
+// and a write under fence N never commits after a write under a fence above N
+// has committed. Writes that bypass the gate are outside the guarantee.
+//
+// # Isolation
+//
+// Commit is designed for READ COMMITTED, Postgres's default: concurrent
+// writers of one resource queue on the floor row. Under REPEATABLE READ or
+// SERIALIZABLE the same race ends in a serialization failure, which Do
+// retries (sqlstore.IsRetryable).
+package gate

@@ -1,0 +1,204 @@
+package sqlstore_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fencegate/fencegate/internal/dbtest"
+	"github.com/fencegate/fencegate/sqlstore"
+)
+
+func TestOpenRejectsBadDSN(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	for _, dsn := range []string{
+		"", ":memory:", "file::memory:", "file:x.db?mode=memory", "mysql://root@localhost/db",
+		"file:" + filepath.Join(dir, "x.db") + "?_pragma=%zz", "a\x00b",
+		"postgres://user@host:notaport/db",
+	} {
+		d, err := sqlstore.Open(ctx, dsn)
+		if !errors.Is(err, sqlstore.ErrInvalidDSN) {
+			t.Errorf("Open(%q) = %v, want ErrInvalidDSN", dsn, err)
+		}
+		if d != nil {
+			t.Errorf("Open(%q) returned a driver", dsn)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("bad DSNs created files: %v", entries)
+	}
+}
+
+func TestSQLiteDSNSettings(t *testing.T) {
+	dsn, err := sqlstore.SQLiteDSN("file:/tmp/app.db?_pragma=busy_timeout(50)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"busy_timeout%2850%29", "journal_mode%28WAL%29", "synchronous%28FULL%29", "_txlock=immediate"} {
+		if !strings.Contains(dsn, want) {
+			t.Errorf("%s lacks %s", dsn, want)
+		}
+	}
+	if strings.Contains(dsn, "busy_timeout%2810000") {
+		t.Errorf("%s overrides the caller's busy_timeout", dsn)
+	}
+}
+
+func TestSQLiteOpenSettings(t *testing.T) {
+	d := dbtest.SQLite(t)
+	var mode string
+	var sync int
+	if err := d.DB().QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
+		t.Fatalf("journal_mode = %q, %v", mode, err)
+	}
+	if err := d.DB().QueryRow(`PRAGMA synchronous`).Scan(&sync); err != nil || sync != 2 {
+		t.Fatalf("synchronous = %d, %v; want 2 (FULL)", sync, err)
+	}
+	// BEGIN takes the write lock: a second writer cannot begin while the
+	// first is open, instead of failing later with SQLITE_BUSY half-way.
+	ctx := context.Background()
+	tx, err := d.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	other, err := sql.Open("sqlite", "file:"+dbFile(t, d)+"?_txlock=immediate&_pragma=busy_timeout(0)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	_, err = other.BeginTx(ctx, nil)
+	if !sqlstore.IsRetryable(err) {
+		t.Fatalf("second BEGIN IMMEDIATE = %v, want a retryable busy error", err)
+	}
+}
+
+func dbFile(t *testing.T, d *sqlstore.SQLDriver) string {
+	var seq int
+	var name, file string
+	if err := d.DB().QueryRow(`PRAGMA database_list`).Scan(&seq, &name, &file); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+func TestMigrateDownAndUp(t *testing.T) {
+	for name, open := range dbtest.Drivers() {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			d := open(t) // migrated
+			st, err := sqlstore.MigrateStatus(ctx, d.DB(), d.Dialect())
+			if err != nil || len(st) == 0 || !st[0].Applied {
+				t.Fatalf("status = %+v, %v", st, err)
+			}
+			if err := sqlstore.MigrateDown(ctx, d.DB(), d.Dialect()); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := d.Executor().FloorList(ctx); err == nil {
+				t.Fatal("tables survived the down migration")
+			}
+			if err := d.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.Migrate(ctx); err != nil { // idempotent
+				t.Fatal(err)
+			}
+			if _, err := d.Executor().FloorList(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// fencegate's version table, not the host application's.
+			var n int
+			if err := d.DB().QueryRow(`SELECT count(*) FROM fencegate_goose_version`).Scan(&n); err != nil || n == 0 {
+				t.Fatalf("fencegate_goose_version: %d rows, %v", n, err)
+			}
+		})
+	}
+}
+
+func TestFenceSequence(t *testing.T) {
+	for name, open := range dbtest.Stores() {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			s := open(t)
+			next := func() int64 {
+				var f int64
+				if err := s.InTx(ctx, func(ex sqlstore.Executor) (err error) { f, err = ex.FenceNext(ctx); return err }); err != nil {
+					t.Fatal(err)
+				}
+				return f
+			}
+			if a, b := next(), next(); a < 1 || b <= a {
+				t.Fatalf("fences %d then %d", a, b)
+			}
+			if err := s.InTx(ctx, func(ex sqlstore.Executor) error { return ex.FenceAtLeast(ctx, 1000) }); err != nil {
+				t.Fatal(err)
+			}
+			if f := next(); f != 1000 {
+				t.Fatalf("after FenceAtLeast(1000): %d", f)
+			}
+			if err := s.InTx(ctx, func(ex sqlstore.Executor) error { return ex.FenceAtLeast(ctx, 10) }); err != nil {
+				t.Fatal(err)
+			}
+			if f := next(); f != 1001 {
+				t.Fatalf("FenceAtLeast moved the sequence back: %d", f)
+			}
+		})
+	}
+}
+
+func TestIsRetryableAndConnLost(t *testing.T) {
+	if sqlstore.IsRetryable(errors.New("x")) || sqlstore.IsRetryable(nil) {
+		t.Fatal("plain errors are not retryable")
+	}
+	if sqlstore.IsConnLost(context.Canceled) || sqlstore.IsConnLost(nil) {
+		t.Fatal("cancellation is not a lost connection")
+	}
+	if !sqlstore.IsConnLost(sql.ErrConnDone) {
+		t.Fatal("sql.ErrConnDone is a lost connection")
+	}
+	// A Postgres serialization failure, made for real.
+	d := dbtest.Postgres(t)
+	ctx := context.Background()
+	db := d.DB()
+	if _, err := db.Exec(`CREATE TABLE c (id int PRIMARY KEY, v int); INSERT INTO c VALUES (1, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	t1, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer t1.Rollback()
+	if _, err := t1.Exec(`SELECT v FROM c`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`UPDATE c SET v = 1`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = t1.Exec(`UPDATE c SET v = 2`)
+	if !sqlstore.IsRetryable(err) || sqlstore.IsConnLost(err) {
+		t.Fatalf("serialization failure %v: retryable %v", err, sqlstore.IsRetryable(err))
+	}
+}
+
+func FuzzSQLiteDSN(f *testing.F) {
+	for _, s := range []string{"app.db", "file:app.db?_pragma=busy_timeout(5)", ":memory:", "file:?", "x://y", "file:a%zz"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, dsn string) {
+		out, err := sqlstore.SQLiteDSN(dsn)
+		if err != nil {
+			if !errors.Is(err, sqlstore.ErrInvalidDSN) {
+				t.Fatalf("SQLiteDSN(%q) error %v does not match ErrInvalidDSN", dsn, err)
+			}
+			return
+		}
+		if !strings.HasPrefix(out, "file:") || !strings.Contains(out, "_txlock=") {
+			t.Fatalf("SQLiteDSN(%q) = %q lacks the required settings", dsn, out)
+		}
+	})
+}
