@@ -31,10 +31,10 @@ func TestParseRejectsMalformed(t *testing.T) {
 		"fg1:0:r:h", "fg1:-1:r:h", "fg1:+1:r:h", "fg1:01:r:h", "fg1:x:r:h", "fg1:99999999999999999999:r:h",
 		"fg1:1::h", "fg1:1:r:", "fg1:1:%zz:h", "fg1:1:r:%", "fg1:1:a%3Ab:h%00",
 		"fg1:1:" + strings.Repeat("x", gate.MaxNameLen+1) + ":h",
-		"fg1:1:r%20:h",   // not canonical: String escapes a space as "+"
-		"fg1:1:\xff:h",   // invalid UTF-8
-		"fg1:1:%FF:h",    // escaped invalid UTF-8
-		" fg1:1:r:h",     // surrounding space
+		"fg1:1:r%20:h", // not canonical: String escapes a space as "+"
+		"fg1:1:\xff:h", // invalid UTF-8
+		"fg1:1:%FF:h",  // escaped invalid UTF-8
+		" fg1:1:r:h",   // surrounding space
 	} {
 		_, err := gate.Parse(s)
 		var inv *gate.InvalidInputError

@@ -39,7 +39,9 @@ func provider(db *sql.DB, dialect Dialect) (*goose.Provider, error) {
 	switch dialect {
 	case Postgres:
 		gd, fsys = goose.DialectPostgres, migrations.Postgres()
-		locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(migrationLockID))
+		// Poll the lock every second (goose's default is every 5 s): the
+		// migrations take milliseconds, so a waiter should not sleep long.
+		locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(migrationLockID), lock.WithLockTimeout(1, 300))
 		if err != nil {
 			return nil, err
 		}

@@ -128,6 +128,16 @@ func Postgres(t testing.TB) *sqlstore.SQLDriver {
 	return d
 }
 
+// SQLiteFile returns the file a SQLite driver from this package uses.
+func SQLiteFile(t testing.TB, d *sqlstore.SQLDriver) string {
+	t.Helper()
+	var file string
+	if err := d.DB().QueryRow(`SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&file); err != nil {
+		t.Fatalf("dbtest: sqlite file: %v", err)
+	}
+	return file
+}
+
 // SQLitePath returns the path of a fresh, unmigrated SQLite file for t.
 func SQLitePath(t testing.TB) string {
 	return filepath.Join(t.TempDir(), "fencegate.db")
@@ -164,8 +174,14 @@ func Stores() map[string]func(testing.TB) sqlstore.Store {
 	}
 }
 
+// migrateMu keeps this process's tests from queueing on goose's Postgres
+// migration lock, which a waiter polls only once a second.
+var migrateMu sync.Mutex
+
 func migrate(t testing.TB, s sqlstore.Store) {
 	t.Helper()
+	migrateMu.Lock()
+	defer migrateMu.Unlock()
 	if err := s.Migrate(context.Background()); err != nil {
 		t.Fatalf("dbtest: migrate: %v", err)
 	}

@@ -1,0 +1,358 @@
+package lease
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fencegate/fencegate/gate"
+)
+
+// ClientOptions configure a Client.
+type ClientOptions struct {
+	// Holder names this holder: a process, pod or agent. Required; the same
+	// rules as gate.ValidateHolder. Two holders must not share a name, or
+	// neither can tell the coordinator which of them holds a lease.
+	Holder string
+
+	// ClockSkew is subtracted from every deadline. It is how far the holder's
+	// clock may fall behind the database's over one lease term: the
+	// difference in the rate the two clocks run at, times the ttl, plus any
+	// margin you want (a stalled process is not a clock problem: the gate
+	// covers it). Defaults to 0. Must be below TTL when TTL is set.
+	ClockSkew time.Duration
+
+	// Clock is the holder's clock. It must be monotonic; the Client panics if
+	// it reads backwards. Defaults to SystemClock().
+	Clock Clock
+
+	// TTL is the lease term the holder asks for. Defaults to 0, which lets
+	// the coordinator choose (CoordinatorOptions.TTL).
+	TTL time.Duration
+}
+
+// Client is the holder's side of the lease protocol. It dates every lease
+// from the instant its request was sent, on the holder's own clock, so that
+// the holder's belief always ends before the coordinator's:
+//
+//	deadline = request sent + grant.TTL - ClockSkew
+//
+// The coordinator starts its term when it processes the request, which is
+// later, so however slow the request and the reply are, the holder's window
+// lies inside the coordinator's.
+//
+// A Client is safe for concurrent use.
+type Client struct {
+	holder string
+	skew   time.Duration
+	ttl    time.Duration
+	clock  *checkedClock
+}
+
+// NewClient returns a Client for one holder. Invalid options return an error
+// matching gate.ErrInvalidInput.
+func NewClient(opts ClientOptions) (*Client, error) {
+	if err := gate.ValidateHolder(opts.Holder); err != nil {
+		return nil, err
+	}
+	switch {
+	case opts.ClockSkew < 0:
+		return nil, invalid("clock skew", "must not be negative, got %v", opts.ClockSkew)
+	case opts.TTL < 0:
+		return nil, invalid("ttl", "must be positive (or 0 for the coordinator's default), got %v", opts.TTL)
+	case opts.TTL > 0 && opts.ClockSkew >= opts.TTL:
+		return nil, invalid("clock skew", "%v is not below the ttl %v: every lease would be born expired", opts.ClockSkew, opts.TTL)
+	}
+	clock := opts.Clock
+	if clock == nil {
+		clock = SystemClock()
+	}
+	return &Client{holder: opts.Holder, skew: opts.ClockSkew, ttl: opts.TTL, clock: &checkedClock{clock: clock}}, nil
+}
+
+// Holder returns the holder's name.
+func (c *Client) Holder() string { return c.holder }
+
+// AcquireRequest asks the coordinator for a new lease on a resource. Make one
+// with Client.BeginAcquire just before sending it; the exported fields are
+// what goes over the wire, and all Coordinator.Acquire reads.
+//
+// A request is single-use: Client.CompleteAcquire accepts it once. Sending
+// it again (a retry after a lost reply) is safe: while the lease it was
+// granted is current, the coordinator answers with the same grant.
+type AcquireRequest struct {
+	Resource  string        // the resource to lease
+	Holder    string        // who asks
+	RequestID string        // random, unique per request; makes retries idempotent
+	TTL       time.Duration // the term asked for; 0 for the coordinator's default
+
+	sentAt Instant // holder-side only: never sent, never read by the coordinator
+	client *Client
+	used   atomic.Bool
+}
+
+// SentAt returns the instant, on the holder's clock, at which BeginAcquire
+// read the clock: the anchor of the lease's deadline. It is zero for a
+// request no Client began.
+func (r *AcquireRequest) SentAt() Instant { return r.sentAt }
+
+// RenewRequest asks the coordinator to extend a live lease. Make one with
+// Client.BeginRenewal just before sending it; the exported fields are all
+// Coordinator.Renew reads. It is single-use, like AcquireRequest.
+type RenewRequest struct {
+	Resource  string
+	Holder    string
+	Fence     int64 // the lease's fence: renewal keeps it
+	RequestID string
+	TTL       time.Duration // the new term, from when the coordinator processes it; 0 for its default
+
+	sentAt Instant
+	lease  *Lease
+	used   atomic.Bool
+}
+
+// SentAt returns the instant at which BeginRenewal read the holder's clock.
+// The renewed deadline dates from it, not from the reply's arrival.
+func (r *RenewRequest) SentAt() Instant { return r.sentAt }
+
+// Grant is the coordinator's answer to a successful acquisition or renewal.
+type Grant struct {
+	Resource  string
+	Holder    string
+	Fence     int64
+	RequestID string // the request this grant answers
+
+	// TTL is how long the lease had left at the coordinator when it answered
+	// (a whole term for a fresh grant; less for a retried request), less the
+	// database clock's resolution. The holder dates it from its own send
+	// instant, never from the reply's arrival.
+	TTL time.Duration
+
+	// CoordinatorExpiresAt is the expiry in the database's clock. It is for
+	// logs: the holder cannot compare it with its own clock, and the types
+	// keep it from trying.
+	CoordinatorExpiresAt DBTime
+}
+
+// BeginAcquire starts an acquisition of resource: it reads the holder's
+// clock (the instant the lease will be dated from) and returns a request
+// with a fresh random id. Send it to Coordinator.Acquire right away: time
+// spent between BeginAcquire and sending only shortens the lease.
+func (c *Client) BeginAcquire(resource string) (*AcquireRequest, error) {
+	if err := gate.ValidateResource(resource); err != nil {
+		return nil, err
+	}
+	return &AcquireRequest{
+		Resource:  resource,
+		Holder:    c.holder,
+		RequestID: newRequestID(),
+		TTL:       c.ttl,
+		sentAt:    c.clock.Now(),
+		client:    c,
+	}, nil
+}
+
+// CompleteAcquire turns the coordinator's grant into a Lease whose deadline
+// is req.SentAt() + grant.TTL - ClockSkew. It is the only way to make a
+// Lease. Errors: ErrRequestUsed if req was completed before,
+// ErrGrantMismatch if grant answers another request, and an error matching
+// gate.ErrInvalidInput for a request this Client did not begin or a
+// malformed grant.
+func (c *Client) CompleteAcquire(req *AcquireRequest, grant Grant) (*Lease, error) {
+	if req == nil || req.client != c {
+		return nil, invalid("request", "was not begun by this Client's BeginAcquire")
+	}
+	if req.used.Load() {
+		return nil, ErrRequestUsed
+	}
+	if err := checkGrant(grant, req.Resource, req.Holder, req.RequestID, 0); err != nil {
+		return nil, err
+	}
+	if !req.used.CompareAndSwap(false, true) {
+		return nil, ErrRequestUsed // a concurrent completion won
+	}
+	l := &Lease{
+		client: c,
+		token:  gate.Token{Resource: grant.Resource, Holder: grant.Holder, Fence: grant.Fence},
+	}
+	l.set(req.sentAt, grant)
+	return l, nil
+}
+
+// BeginRenewal starts a renewal of l, reading the holder's clock for the new
+// deadline's anchor. Renew one lease at a time: the deadline follows the
+// renewal completed last. Errors: ErrReleased for a lease this Client
+// released, and an error matching gate.ErrInvalidInput for a lease of
+// another Client.
+func (c *Client) BeginRenewal(l *Lease) (*RenewRequest, error) {
+	if l == nil || l.client != c {
+		return nil, invalid("lease", "was not acquired by this Client")
+	}
+	if l.isReleased() {
+		return nil, ErrReleased
+	}
+	return &RenewRequest{
+		Resource:  l.token.Resource,
+		Holder:    l.token.Holder,
+		Fence:     l.token.Fence,
+		RequestID: newRequestID(),
+		TTL:       c.ttl,
+		sentAt:    c.clock.Now(),
+		lease:     l,
+	}, nil
+}
+
+// CompleteRenewal applies the coordinator's renewal grant to the lease the
+// request renews and returns that same *Lease. The fence (and so the token)
+// is unchanged; the new deadline is req.SentAt() + grant.TTL - ClockSkew.
+// Errors: as CompleteAcquire, plus ErrReleased if the lease was released
+// while the renewal was in flight.
+func (c *Client) CompleteRenewal(req *RenewRequest, grant Grant) (*Lease, error) {
+	if req == nil || req.lease == nil || req.lease.client != c {
+		return nil, invalid("request", "was not begun by this Client's BeginRenewal")
+	}
+	if req.used.Load() {
+		return nil, ErrRequestUsed
+	}
+	if err := checkGrant(grant, req.Resource, req.Holder, req.RequestID, req.Fence); err != nil {
+		return nil, err
+	}
+	if !req.used.CompareAndSwap(false, true) {
+		return nil, ErrRequestUsed
+	}
+	l := req.lease
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released {
+		return nil, ErrReleased
+	}
+	l.setLocked(req.sentAt, grant)
+	return l, nil
+}
+
+// Release marks l released on the holder's side, so that it reports Expired
+// and cannot be renewed, and returns the token to pass to
+// Coordinator.Release. Marking first means the holder stops trusting the
+// lease before the coordinator frees it. Releasing twice is harmless.
+func (c *Client) Release(l *Lease) (gate.Token, error) {
+	if l == nil || l.client != c {
+		return gate.Token{}, invalid("lease", "was not acquired by this Client")
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.released = true
+	return l.token, nil
+}
+
+// checkGrant reports how grant fails to answer a request. fence is 0 for an
+// acquisition, whose fence the holder does not know yet.
+func checkGrant(grant Grant, resource, holder, requestID string, fence int64) error {
+	switch {
+	case grant.Resource != resource:
+		return fmt.Errorf("%w: grant is for resource %q, request for %q", ErrGrantMismatch, grant.Resource, resource)
+	case grant.Holder != holder:
+		return fmt.Errorf("%w: grant is for holder %q, request from %q", ErrGrantMismatch, grant.Holder, holder)
+	case grant.RequestID != requestID:
+		return fmt.Errorf("%w: grant answers request %q, not %q", ErrGrantMismatch, grant.RequestID, requestID)
+	case fence != 0 && grant.Fence != fence:
+		return fmt.Errorf("%w: grant has fence %d, the lease renewed has %d", ErrGrantMismatch, grant.Fence, fence)
+	case grant.Fence <= 0:
+		return invalid("grant", "fence must be positive, got %d", grant.Fence)
+	case grant.TTL < 0:
+		return invalid("grant", "ttl must not be negative, got %v", grant.TTL)
+	}
+	return nil
+}
+
+// Lease is a holder's lease: the token to present to the gate, and the
+// holder's own estimate of how long it lasts.
+//
+// Remaining and Expired are ADVISORY ONLY. They are safe for deciding when
+// to renew or whether to start long work, and unsafe to branch a write on:
+// the answer can be stale before the write lands (a GC pause, a slow model
+// call, a stalled network), which is exactly when it matters. Guard the
+// write with gate.Commit in the write's own transaction instead.
+//
+// A Lease is safe for concurrent use. Renewals update it in place.
+type Lease struct {
+	client *Client
+	token  gate.Token // never changes: renewals keep the fence
+
+	mu       sync.Mutex
+	deadline Instant
+	grant    Grant
+	released bool
+}
+
+func (l *Lease) set(sentAt Instant, grant Grant) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.setLocked(sentAt, grant)
+}
+
+func (l *Lease) setLocked(sentAt Instant, grant Grant) {
+	l.deadline = sentAt.Add(grant.TTL - l.client.skew)
+	l.grant = grant
+}
+
+// Token returns the proof of ownership to pass to gate.Commit. It stays the
+// same across renewals.
+func (l *Lease) Token() gate.Token { return l.token }
+
+// Deadline returns the instant, on the holder's clock, at which the holder
+// stops believing it holds the lease. As long as ClockSkew bounds how far
+// the holder's clock falls behind the database's, it is never later than the
+// coordinator's expiry. Advisory: see Lease.
+func (l *Lease) Deadline() Instant {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadline
+}
+
+// Grant returns the grant the lease was last acquired or renewed with, for
+// logs (Grant.CoordinatorExpiresAt) and to learn the term (Grant.TTL).
+func (l *Lease) Grant() Grant {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.grant
+}
+
+// Remaining returns the time left until the deadline on the holder's clock,
+// and 0 once it has passed or the lease was released.
+//
+// ADVISORY ONLY: unsafe to branch a write on. Use gate.Commit.
+func (l *Lease) Remaining() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released {
+		return 0
+	}
+	return max(l.deadline.Sub(l.client.clock.Now()), 0)
+}
+
+// Expired reports whether the deadline has passed or the lease was released.
+// A false answer is already stale when it arrives.
+//
+// ADVISORY ONLY: unsafe to branch a write on. Use gate.Commit.
+func (l *Lease) Expired() bool { return l.Remaining() <= 0 }
+
+func (l *Lease) isReleased() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.released
+}
+
+// newRequestID returns 128 random bits in hex. crypto/rand does not fail
+// (it crashes the program if the system's generator is unavailable).
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func invalid(field, format string, args ...any) error {
+	return &gate.InvalidInputError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,181 @@
+package lease
+
+import (
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Instant is a reading of the holder's clock: how far the clock has run since
+// its origin. Instants exist only on the holder's side; the coordinator's
+// times are DBTime. The two are different types on purpose: a deadline can be
+// compared with a holder reading, and an expiry with a database reading, but
+// subtracting one from the other does not compile.
+//
+// Instants from different clocks share no origin; comparing them means
+// nothing. A Client reads only its own clock.
+type Instant struct {
+	d time.Duration // since the clock's origin
+}
+
+// Add returns the instant d after i (before i if d is negative).
+func (i Instant) Add(d time.Duration) Instant { return Instant{i.d + d} }
+
+// Sub returns the time from j to i.
+func (i Instant) Sub(j Instant) time.Duration { return i.d - j.d }
+
+// Before reports whether i is earlier than j.
+func (i Instant) Before(j Instant) bool { return i.d < j.d }
+
+// After reports whether i is later than j.
+func (i Instant) After(j Instant) bool { return i.d > j.d }
+
+// String formats i as the time since the clock's origin, such as "T+1.5s".
+func (i Instant) String() string { return "T+" + i.d.String() }
+
+// DBTime is a reading of the coordinator's clock: a timestamp taken by the
+// database (clock_timestamp() on Postgres). It is for logs and for the
+// coordinator's own comparisons; a holder must not compare it with its own
+// clock, which is why it has no conversion to Instant.
+type DBTime struct {
+	t time.Time
+}
+
+// Time returns the timestamp as a time.Time, for logs and display. It carries
+// no monotonic reading: it is the database's wall clock.
+func (t DBTime) Time() time.Time { return t.t }
+
+// IsZero reports whether t is unset.
+func (t DBTime) IsZero() bool { return t.t.IsZero() }
+
+// Sub returns the time from u to t, both in the database's clock.
+func (t DBTime) Sub(u DBTime) time.Duration { return t.t.Sub(u.t) }
+
+// Before reports whether t is earlier than u.
+func (t DBTime) Before(u DBTime) bool { return t.t.Before(u.t) }
+
+// After reports whether t is later than u.
+func (t DBTime) After(u DBTime) bool { return t.t.After(u.t) }
+
+// String formats t in RFC 3339 with microseconds, in UTC.
+func (t DBTime) String() string { return t.t.UTC().Format(dbTimeLayout) }
+
+// dbTimeLayout is RFC 3339 with the databases' microsecond resolution.
+const dbTimeLayout = "2006-01-02T15:04:05.000000Z07:00"
+
+// MarshalText encodes t as String does, so that a Grant or Status sent over
+// a wire (JSON) keeps its timestamps.
+func (t DBTime) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
+
+// UnmarshalText decodes an RFC 3339 timestamp.
+func (t *DBTime) UnmarshalText(b []byte) error {
+	parsed, err := time.Parse(time.RFC3339Nano, string(b))
+	if err != nil {
+		return fmt.Errorf("lease: decode DBTime: %w", err)
+	}
+	t.t = parsed.UTC()
+	return nil
+}
+
+// Clock is the holder's clock. It must be monotonic: a reading is never
+// earlier than the one before. A Client panics if its clock goes backwards,
+// because every deadline it computed would then be wrong in the unsafe
+// direction.
+type Clock interface {
+	Now() Instant
+}
+
+// SystemClock returns the process's monotonic clock. Readings ignore changes
+// to the wall clock (NTP steps, an operator's date command); only the rate at
+// which the machine's clock runs matters, and ClientOptions.ClockSkew bounds
+// how far that rate may differ from the database's.
+func SystemClock() Clock { return systemClock{} }
+
+// systemOrigin is the origin of every SystemClock. time.Now carries a
+// monotonic reading, so time.Since(systemOrigin) is monotonic.
+var systemOrigin = time.Now()
+
+type systemClock struct{}
+
+func (systemClock) Now() Instant { return Instant{time.Since(systemOrigin)} }
+
+// ManualClock is a Clock for tests that moves only when told: by Advance, and
+// by a fixed step after every reading. The step makes "check, then act" take
+// time on the holder's clock, as it does in production, so a test can put a
+// deadline between a lease check and the write that trusted it.
+//
+// It is safe for concurrent use. Misuse panics rather than letting a test
+// pass on a clock that ran backwards.
+type ManualClock struct {
+	mu   sync.Mutex
+	now  time.Duration
+	step time.Duration
+}
+
+// NewManualClock returns a clock that reads start first and advances by
+// stepPerRead after every reading. It panics if either is negative.
+func NewManualClock(start, stepPerRead time.Duration) *ManualClock {
+	if start < 0 || stepPerRead < 0 {
+		panic(fmt.Sprintf("lease: NewManualClock(%v, %v): negative durations would run the clock backwards", start, stepPerRead))
+	}
+	return &ManualClock{now: start, step: stepPerRead}
+}
+
+// Now returns the current instant, then advances the clock by the step.
+func (c *ManualClock) Now() Instant {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := Instant{c.now}
+	c.now += c.step
+	return i
+}
+
+// Peek returns the instant the next Now will return, without advancing.
+func (c *ManualClock) Peek() Instant {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Instant{c.now}
+}
+
+// Advance moves the clock forward by d. It panics if d is negative: a clock
+// that runs backwards would make expired leases look valid.
+func (c *ManualClock) Advance(d time.Duration) {
+	if d < 0 {
+		panic(fmt.Sprintf("lease: ManualClock.Advance(%v): a clock must not run backwards", d))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now += d
+}
+
+// AdvanceTo moves the clock forward to i. It panics if i is earlier than the
+// clock's current reading.
+func (c *ManualClock) AdvanceTo(i Instant) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if i.d < c.now {
+		panic(fmt.Sprintf("lease: ManualClock.AdvanceTo(%v): the clock already reads %v", i, Instant{c.now}))
+	}
+	c.now = i.d
+}
+
+// checkedClock reads a Clock and panics if it goes backwards. The read and
+// the comparison happen under one lock, so concurrent readers cannot report
+// a false regression.
+type checkedClock struct {
+	mu    sync.Mutex
+	clock Clock
+	last  Instant
+	read  bool
+}
+
+func (c *checkedClock) Now() Instant {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	if c.read && now.Before(c.last) {
+		panic(fmt.Sprintf("lease: the holder's clock went backwards from %v to %v; deadlines computed from it would be wrong", c.last, now))
+	}
+	c.last, c.read = now, true
+	return now
+}

@@ -1,0 +1,452 @@
+package lease
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/sqlstore"
+)
+
+// dbClockResolution is shaved off every TTL the coordinator reports.
+// SQLite's clock ticks in whole milliseconds (truncated), so the recorded
+// grant time can be up to a tick earlier than the moment the holder's
+// request was actually processed; without the margin the holder's window
+// could outlast the coordinator's by that tick when ClockSkew is 0.
+// Postgres ticks in microseconds; one millisecond covers both.
+const dbClockResolution = time.Millisecond
+
+// maxRequestIDLen bounds request ids; ours are 32 hex digits.
+const maxRequestIDLen = 128
+
+// acquireAttempts bounds the retries of a first grant that loses the race to
+// insert a resource's row to a concurrent acquisition (the loser then reads
+// the winner's lease and is denied, so two attempts suffice).
+const acquireAttempts = 3
+
+// CoordinatorOptions configure a Coordinator. A nil *CoordinatorOptions uses
+// every default.
+type CoordinatorOptions struct {
+	// TTL is the term granted when a request asks for none. Defaults to 30s.
+	TTL time.Duration
+
+	// MaxTTL is the longest term granted; a longer request is refused as
+	// invalid input. Defaults to 24h.
+	MaxTTL time.Duration
+
+	// LockTimeout bounds how long an acquisition waits for a row lock: the
+	// resource's lease row (another acquisition) or its floor row (the
+	// previous holder's write transaction, in co-located mode). When it
+	// expires the acquisition is refused with an error matching ErrBusy and
+	// nothing is granted. Postgres only: a SQLite transaction holds the
+	// whole database from BEGIN, and its busy timeout bounds the wait.
+	// Defaults to 2s.
+	LockTimeout time.Duration
+
+	// StartFence makes the first fence this coordinator issues at least
+	// StartFence, to continue from another fence source (an older
+	// coordinator, etcd revisions) whose fences already sit in the gate's
+	// floors. It never lowers the sequence. It is applied once, in its own
+	// transaction, before the coordinator's first grant. Defaults to 1 (no
+	// effect).
+	StartFence int64
+}
+
+// Coordinator grants, renews and releases leases, keeping them in the
+// database it shares with the gate (sqlstore.Store, any dialect). Fences
+// come from the database's sequence and expiry is computed in the database's
+// clock, so a Coordinator holds no state of its own: any number of them, in
+// any number of processes, can serve the same database, and a restarted one
+// continues where the last left off.
+//
+// Because the gate's floors live in the same database, Acquire raises the
+// resource's floor to the new fence in the granting transaction (co-located
+// mode): from the moment a lease is granted, every older fence is refused,
+// even before the new holder writes.
+//
+// A Coordinator is safe for concurrent use.
+type Coordinator struct {
+	store       sqlstore.Store
+	ttl         time.Duration
+	maxTTL      time.Duration
+	lockTimeout time.Duration
+	startFence  int64
+
+	startMu   sync.Mutex
+	startDone bool // StartFence was applied
+}
+
+// NewCoordinator returns a Coordinator over store, which must be migrated
+// (Store.Migrate). opts may be nil.
+func NewCoordinator(store sqlstore.Store, opts *CoordinatorOptions) *Coordinator {
+	if opts == nil {
+		opts = &CoordinatorOptions{}
+	}
+	return &Coordinator{
+		store:       store,
+		ttl:         cmp.Or(opts.TTL, 30*time.Second),
+		maxTTL:      cmp.Or(opts.MaxTTL, 24*time.Hour),
+		lockTimeout: cmp.Or(opts.LockTimeout, 2*time.Second),
+		startFence:  opts.StartFence,
+	}
+}
+
+// AcquireOutcome is the coordinator's answer to an acquisition.
+type AcquireOutcome struct {
+	// OK is true when the lease was granted; Grant is then set.
+	OK    bool
+	Grant Grant
+
+	// When OK is false, someone holds a live lease on the resource:
+	HeldBy      string        // the holder
+	Fence       int64         // its fence
+	RetryAfter  time.Duration // how long until it expires, unless renewed
+	ExpiresAt   DBTime        // the same, in the database's clock, for logs
+	AlreadyHeld bool          // the holder is the requester itself (under another request)
+}
+
+// RenewOutcome is the coordinator's answer to a renewal.
+type RenewOutcome struct {
+	// OK is true when the lease was extended; Grant is then set, with the
+	// same fence.
+	OK    bool
+	Grant Grant
+
+	// Expired is true when the lease is no longer current at the
+	// coordinator: it expired, was released, or was superseded by a newer
+	// generation. It is never extended again; acquire a new one.
+	Expired bool
+	// HeldBy and Fence name the current live lease on the resource, if any
+	// (the successor), when Expired is true.
+	HeldBy string
+	Fence  int64
+}
+
+// Status is an advisory view of a resource's lease at the database's clock.
+// It is stale as soon as it is read: use it for dashboards, logs and
+// deciding whether to try, never to decide whether a write is safe.
+type Status struct {
+	Resource string
+	// Held is true when a live lease exists (unexpired and unreleased).
+	Held bool
+	// Holder and Fence describe the latest generation, live or not; Fence is
+	// 0 for a resource that was never leased.
+	Holder   string
+	Fence    int64
+	Released bool
+	// Remaining is ExpiresAt - Now when Held, else 0.
+	Remaining time.Duration
+	GrantedAt DBTime
+	ExpiresAt DBTime
+	Now       DBTime // the database's clock at the read
+}
+
+// Acquire grants req's holder a new lease on req.Resource, with a fence above
+// every fence issued before, or says who holds it.
+//
+// A live lease is never taken over. If it belongs to the requester under the
+// same request id (a retry after a lost reply), the answer is the existing
+// grant, with the time it has left: the lease is stored in the database, so
+// this holds across coordinator restarts. Under another request id the
+// requester is denied with AlreadyHeld: a holder must not hold a lease twice.
+//
+// In the granting transaction the gate's floor for the resource is raised to
+// the new fence, so stale holders are refused from now on. If the previous
+// holder's write transaction holds the floor row, Acquire waits at most
+// LockTimeout and then returns an error matching ErrBusy, with nothing
+// granted.
+//
+// Errors: gate.ErrInvalidInput for a bad request (including a ttl <= 0 or
+// above MaxTTL), ErrFloorAhead, ErrBusy, or the database's error.
+func (c *Coordinator) Acquire(ctx context.Context, req *AcquireRequest) (AcquireOutcome, error) {
+	if req == nil {
+		return AcquireOutcome{}, invalid("request", "is nil")
+	}
+	ttl, err := c.checkRequest(req.Resource, req.Holder, req.RequestID, req.TTL)
+	if err != nil {
+		return AcquireOutcome{}, err
+	}
+	if err := c.applyStartFence(ctx); err != nil {
+		return AcquireOutcome{}, err
+	}
+	var out AcquireOutcome
+	err = c.store.InTx(ctx, func(ex sqlstore.Executor) error {
+		var err error
+		out, err = c.acquireTx(ctx, ex, req, ttl)
+		return err
+	})
+	if err != nil {
+		return AcquireOutcome{}, c.wrap("acquire", req.Resource, err)
+	}
+	return out, nil
+}
+
+// acquireTx is Acquire's transaction.
+func (c *Coordinator) acquireTx(ctx context.Context, ex sqlstore.Executor, req *AcquireRequest, ttl time.Duration) (AcquireOutcome, error) {
+	if err := ex.SetLockTimeout(ctx, c.lockTimeout); err != nil {
+		return AcquireOutcome{}, err
+	}
+	for range acquireAttempts {
+		row, err := ex.LeaseGetForUpdate(ctx, req.Resource)
+		if err != nil {
+			return AcquireOutcome{}, err
+		}
+		if row.Live() {
+			if row.Holder == req.Holder && row.RequestID == req.RequestID {
+				// A retry of the request that made this lease: the same
+				// grant, with the time it has left. The holder dates it
+				// from the (earlier) instant it first sent the request.
+				return AcquireOutcome{OK: true, Grant: grantOf(row, req.RequestID)}, nil
+			}
+			return AcquireOutcome{
+				HeldBy:      row.Holder,
+				Fence:       row.Fence,
+				RetryAfter:  row.ExpiresAt.Sub(row.Now),
+				ExpiresAt:   DBTime{row.ExpiresAt},
+				AlreadyHeld: row.Holder == req.Holder,
+			}, nil
+		}
+
+		// Free (never leased, expired or released): a new generation.
+		fence, err := ex.FenceNext(ctx)
+		if err != nil {
+			return AcquireOutcome{}, err
+		}
+		granted, inserted, err := ex.LeaseGrant(ctx, sqlstore.LeaseGrantParams{
+			Resource:  req.Resource,
+			Holder:    req.Holder,
+			Fence:     fence,
+			RequestID: req.RequestID,
+			TTL:       ttl,
+			Replace:   row.Found,
+		})
+		if err != nil {
+			return AcquireOutcome{}, err
+		}
+		if !row.Found && !inserted {
+			continue // a concurrent first acquisition created the row: read it
+		}
+
+		// Co-located mode: raise the gate's floor in this transaction, so
+		// the grant and the refusal of every older fence commit together.
+		floor, err := ex.FloorRaise(ctx, sqlstore.FloorRaiseParams{
+			Resource: req.Resource,
+			Holder:   req.Holder,
+			Fence:    fence,
+		})
+		if err != nil {
+			return AcquireOutcome{}, err
+		}
+		if !floor.Admitted {
+			return AcquireOutcome{}, fmt.Errorf("%w: %q: floor %d (raised by %q) is above the new fence %d; "+
+				"set CoordinatorOptions.StartFence above %d", ErrFloorAhead, req.Resource, floor.Floor, floor.FloorHolder, fence, floor.Floor)
+		}
+		return AcquireOutcome{OK: true, Grant: grantOf(granted, req.RequestID)}, nil
+	}
+	return AcquireOutcome{}, errors.New("the lease row kept changing under a concurrent acquisition")
+}
+
+// grantOf describes a lease row as a grant, with the time it has left at the
+// database's clock.
+func grantOf(row sqlstore.LeaseRow, requestID string) Grant {
+	return Grant{
+		Resource:             row.Resource,
+		Holder:               row.Holder,
+		Fence:                row.Fence,
+		RequestID:            requestID,
+		TTL:                  max(row.ExpiresAt.Sub(row.Now)-dbClockResolution, 0),
+		CoordinatorExpiresAt: DBTime{row.ExpiresAt},
+	}
+}
+
+// Renew extends the live lease (req.Resource, req.Holder, req.Fence) to
+// req.TTL (or the default) after the database's clock, keeping its fence.
+// A lease that expired, was released, or was superseded is never extended:
+// the outcome is Expired and the holder must acquire again.
+//
+// Errors: gate.ErrInvalidInput for a bad request, ErrUnknownResource for a
+// resource that was never leased, ErrBusy, or the database's error.
+func (c *Coordinator) Renew(ctx context.Context, req *RenewRequest) (RenewOutcome, error) {
+	if req == nil {
+		return RenewOutcome{}, invalid("request", "is nil")
+	}
+	ttl, err := c.checkRequest(req.Resource, req.Holder, req.RequestID, req.TTL)
+	if err != nil {
+		return RenewOutcome{}, err
+	}
+	if req.Fence <= 0 {
+		return RenewOutcome{}, invalid("fence", "must be positive, got %d", req.Fence)
+	}
+	ex := c.store.Executor()
+	row, err := ex.LeaseRenew(ctx, sqlstore.LeaseRenewParams{
+		Resource: req.Resource,
+		Holder:   req.Holder,
+		Fence:    req.Fence,
+		TTL:      ttl,
+	})
+	if err != nil {
+		return RenewOutcome{}, c.wrap("renew", req.Resource, err)
+	}
+	if row.Found {
+		return RenewOutcome{OK: true, Grant: grantOf(row, req.RequestID)}, nil
+	}
+	// Not renewed. Tell an unknown resource (a caller's mistake) from a
+	// lease that is over; the read is informative only.
+	cur, err := ex.LeaseGet(ctx, req.Resource)
+	if errors.Is(err, sqlstore.ErrNotFound) {
+		return RenewOutcome{}, fmt.Errorf("%w: %q", ErrUnknownResource, req.Resource)
+	}
+	if err != nil {
+		return RenewOutcome{}, c.wrap("renew", req.Resource, err)
+	}
+	out := RenewOutcome{Expired: true}
+	if cur.Live() {
+		out.HeldBy, out.Fence = cur.Holder, cur.Fence
+	}
+	return out, nil
+}
+
+// Release ends the live lease the token names and reports whether it did. A
+// stale token (an older fence, another holder, a lease already expired or
+// released) is a no-op that returns false: a late release never frees a
+// successor's lease. The gate's floor is left as it is, so the released
+// fence stays valid at the gate until a newer one is granted.
+//
+// Errors: gate.ErrInvalidInput for an invalid token, ErrBusy, or the
+// database's error.
+func (c *Coordinator) Release(ctx context.Context, token gate.Token) (bool, error) {
+	if err := token.Validate(); err != nil {
+		return false, err
+	}
+	ok, err := c.store.Executor().LeaseRelease(ctx, token.Resource, token.Holder, token.Fence)
+	if err != nil {
+		return false, c.wrap("release", token.Resource, err)
+	}
+	return ok, nil
+}
+
+// Status reads the lease of one resource. A resource that was never leased
+// has a zero Status apart from Resource. Advisory: see Status.
+func (c *Coordinator) Status(ctx context.Context, resource string) (Status, error) {
+	if err := gate.ValidateResource(resource); err != nil {
+		return Status{}, err
+	}
+	row, err := c.store.Executor().LeaseGet(ctx, resource)
+	if errors.Is(err, sqlstore.ErrNotFound) {
+		return Status{Resource: resource}, nil
+	}
+	if err != nil {
+		return Status{}, c.wrap("status", resource, err)
+	}
+	return statusOf(row), nil
+}
+
+// List reads the lease of every resource that was ever leased, ordered by
+// resource. Advisory: see Status.
+func (c *Coordinator) List(ctx context.Context) ([]Status, error) {
+	rows, err := c.store.Executor().LeaseList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("lease: list: %w", err)
+	}
+	out := make([]Status, len(rows))
+	for i, row := range rows {
+		out[i] = statusOf(row)
+	}
+	return out, nil
+}
+
+func statusOf(row sqlstore.LeaseRow) Status {
+	s := Status{
+		Resource:  row.Resource,
+		Held:      row.Live(),
+		Holder:    row.Holder,
+		Fence:     row.Fence,
+		Released:  row.Released,
+		GrantedAt: DBTime{row.GrantedAt},
+		ExpiresAt: DBTime{row.ExpiresAt},
+		Now:       DBTime{row.Now},
+	}
+	if s.Held {
+		s.Remaining = row.ExpiresAt.Sub(row.Now)
+	}
+	return s
+}
+
+// checkRequest validates the wire fields shared by acquisitions and
+// renewals and returns the term to grant.
+func (c *Coordinator) checkRequest(resource, holder, requestID string, ttl time.Duration) (time.Duration, error) {
+	if err := gate.ValidateResource(resource); err != nil {
+		return 0, err
+	}
+	if err := gate.ValidateHolder(holder); err != nil {
+		return 0, err
+	}
+	if err := validateRequestID(requestID); err != nil {
+		return 0, err
+	}
+	ttl = cmp.Or(ttl, c.ttl) // 0 asks for the default
+	switch {
+	case ttl <= 0:
+		return 0, invalid("ttl", "must be positive, got %v", ttl)
+	case ttl > c.maxTTL:
+		return 0, invalid("ttl", "%v is above the coordinator's maximum of %v", ttl, c.maxTTL)
+	}
+	return ttl, nil
+}
+
+// validateRequestID accepts 1 to maxRequestIDLen printable ASCII characters:
+// enough for any id scheme, and nothing that could surprise a log reader.
+func validateRequestID(id string) error {
+	if id == "" || len(id) > maxRequestIDLen {
+		return invalid("request id", "must be 1 to %d bytes, got %d", maxRequestIDLen, len(id))
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] <= ' ' || id[i] >= utf8.RuneSelf || id[i] == 0x7f {
+			return invalid("request id", "%q must be printable ASCII without spaces", id)
+		}
+	}
+	return nil
+}
+
+// applyStartFence moves the sequence up to StartFence once per Coordinator,
+// before its first grant. FenceAtLeast must run in its own transaction (on
+// Postgres it locks the sequence until commit), so it cannot share the
+// acquisition's.
+func (c *Coordinator) applyStartFence(ctx context.Context) error {
+	if c.startFence <= 1 {
+		return nil
+	}
+	c.startMu.Lock()
+	defer c.startMu.Unlock()
+	if c.startDone {
+		return nil
+	}
+	err := c.store.InTx(ctx, func(ex sqlstore.Executor) error {
+		return ex.FenceAtLeast(ctx, c.startFence)
+	})
+	if err != nil {
+		return c.wrap("apply start fence", "", err)
+	}
+	c.startDone = true
+	return nil
+}
+
+// wrap labels a database error, marking retryable ones with ErrBusy.
+func (c *Coordinator) wrap(op, resource string, err error) error {
+	var target *gate.InvalidInputError
+	if errors.As(err, &target) || errors.Is(err, ErrFloorAhead) {
+		return err
+	}
+	if sqlstore.IsRetryable(err) {
+		err = &busyError{err}
+	}
+	if resource == "" {
+		return fmt.Errorf("lease: %s: %w", op, err)
+	}
+	return fmt.Errorf("lease: %s %q: %w", op, resource, err)
+}

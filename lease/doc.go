@@ -1,0 +1,110 @@
+// Package lease grants leases whose fences come from a database sequence and
+// whose expiry is kept in the database's clock, with a holder side that can
+// never believe it owns a lease longer than the coordinator does.
+//
+// A lease alone cannot make a write safe: the holder checks it, stalls, and
+// writes after it expired. The lease's fence is what makes the write safe,
+// at the gate (package gate), inside the write's own transaction. This
+// package issues those fences and keeps the holder's advisory view of its
+// lease honest.
+//
+// # The two sides
+//
+// The Coordinator is the far side of the wire. It lives next to the database
+// (any sqlstore.Store: Postgres through pgx or database/sql, or SQLite) and
+// keeps no state of its own, so it can run in many processes at once and
+// survive restarts. The Client is the holder's side: it makes requests,
+// turns grants into leases, and dates every lease from its own monotonic
+// clock.
+//
+// # The protocol
+//
+//	req, _ := client.BeginAcquire("deploy-slot")  // reads the holder's clock: the send instant
+//	out, err := coord.Acquire(ctx, req)           // possibly over a network
+//	if !out.OK {
+//		log.Printf("held by %s (fence %d), free in %s", out.HeldBy, out.Fence, out.RetryAfter)
+//	}
+//	l, err := client.CompleteAcquire(req, out.Grant)
+//
+//	// The write: the fence is checked in the write's transaction.
+//	tx, _ := driver.Begin(ctx)
+//	if err := g.Commit(ctx, tx, l.Token()); err != nil { ... } // *gate.StaleFenceError
+//
+//	rreq, _ := client.BeginRenewal(l)
+//	rout, err := coord.Renew(ctx, rreq)                // rout.Expired: acquire again
+//	l, err = client.CompleteRenewal(rreq, rout.Grant)  // same fence, new deadline
+//
+//	token, _ := client.Release(l)
+//	coord.Release(ctx, token)
+//
+// Hold runs that whole cycle for long work, renewing in the background and
+// cancelling the work's context when the lease is lost.
+//
+// # Fences
+//
+// Every new generation of ownership (an acquisition after the previous lease
+// expired or was released) takes the next value of the database's fence
+// sequence, so fences only grow, across coordinator restarts too.
+// A renewal keeps its fence, so writes in flight stay valid.
+// CoordinatorOptions.StartFence continues from another fence source.
+//
+// The coordinator shares the database with the gate, so Acquire raises the
+// gate's floor for the resource to the new fence in the same transaction
+// (co-located mode). From the moment a lease is granted, a stale holder is
+// refused even if the new holder has not written yet. If the stale holder's
+// write transaction is holding the floor row at that moment, the acquisition
+// waits at most CoordinatorOptions.LockTimeout and is then refused with
+// ErrBusy; it is never granted half-way. With gate.Options.VerifyIssued,
+// the gate also refuses fences this coordinator never issued.
+//
+// # Send-time anchoring and clock domains
+//
+// The coordinator starts a lease's term when it processes the request; the
+// holder dates it from the instant it sent the request, which is earlier:
+//
+//	deadline = req.SentAt() + grant.TTL - ClientOptions.ClockSkew
+//
+// so the holder's window lies inside the coordinator's however slow the
+// request and the reply are. Dating from the reply's arrival would lean the
+// wrong way by a round trip on every renewal.
+//
+// The holder's readings are Instant; the database's timestamps are DBTime.
+// They are different types, so subtracting one from the other does not
+// compile. Grant.CoordinatorExpiresAt is for logs. ManualClock, whose
+// readings can step forward on every read, makes the gap between a lease
+// check and a write reproducible in tests.
+//
+// # Advisory questions
+//
+// Lease.Remaining, Lease.Expired, Coordinator.Status and Coordinator.List
+// answer questions that are stale by the time they are answered. Use them to
+// schedule renewals, display state, or decide whether to start work; never
+// to decide whether a write is safe. That is gate.Commit's job.
+//
+// # Idempotence and release
+//
+// Each request carries a random request id, stored with the lease. An
+// acquisition retried with the same id (after a lost reply) gets the
+// existing grant while that lease is current; after it expires, the retry is
+// a new acquisition. A holder that already holds a lease is denied another
+// (AcquireOutcome.AlreadyHeld). An expired lease is never renewed: Renew
+// answers Expired. Releasing with a stale token is a no-op, so a late release
+// never frees a successor's lease.
+//
+// # Errors
+//
+// Bad input (an invalid resource or holder name, a non-positive ttl or one
+// above CoordinatorOptions.MaxTTL, a malformed request id, a request or
+// lease of another Client) is reported with *gate.InvalidInputError, which
+// matches gate.ErrInvalidInput, before anything is written. The other
+// failures are sentinels (ErrRequestUsed, ErrGrantMismatch, ErrBusy, ...)
+// matched with errors.Is, each documented with the functions that return
+// it; HeldError and LostError carry details for errors.As.
+//
+// # Durability
+//
+// A fence is as durable as the transaction that issued it. On Postgres, a
+// grant acknowledged under synchronous_commit=off, or lost in a failover to
+// an asynchronous replica, could let a fence be issued twice; SQLite needs
+// synchronous=FULL (sqlstore.Open sets it).
+package lease

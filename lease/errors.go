@@ -1,0 +1,99 @@
+package lease
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrRequestUsed is returned by Client.CompleteAcquire and
+// Client.CompleteRenewal for a request that was already completed. Requests
+// are single-use: a grant can be turned into a lease once.
+var ErrRequestUsed = errors.New("lease: request already completed")
+
+// ErrGrantMismatch is returned (wrapped, with the differing field) by
+// Client.CompleteAcquire and Client.CompleteRenewal when the grant answers a
+// different request: another resource, holder, fence or request id.
+var ErrGrantMismatch = errors.New("lease: grant does not answer this request")
+
+// ErrReleased is returned by Client.BeginRenewal and Client.CompleteRenewal
+// for a lease the Client has released.
+var ErrReleased = errors.New("lease: lease was released")
+
+// ErrUnknownResource is returned (wrapped) by Coordinator.Renew for a
+// resource that was never leased.
+var ErrUnknownResource = errors.New("lease: resource was never leased")
+
+// ErrFloorAhead is returned (wrapped) by Coordinator.Acquire when the gate's
+// floor for the resource is above the next fence from the sequence: some
+// other fence source raised it. Nothing is granted; set
+// CoordinatorOptions.StartFence above the floor.
+var ErrFloorAhead = errors.New("lease: the resource's floor is ahead of the fence sequence")
+
+// ErrBusy is matched by the error Coordinator.Acquire, Renew and Release
+// return when the database refused the work for now: a lock timeout (another
+// transaction, such as the previous holder's write, holds a row the
+// acquisition needs), a serialization failure, or SQLite's busy. Nothing was
+// granted or changed; the same request may be sent again.
+var ErrBusy = errors.New("lease: coordinator busy, retry")
+
+// ErrLeaseLost is the cause (context.Cause) of the context Hold hands its
+// callback when the lease can no longer be trusted, and is matched by the
+// error Hold then returns. The concrete cause is a *LostError.
+var ErrLeaseLost = errors.New("lease: lease lost")
+
+// ErrHeld is matched by the *HeldError that Hold returns when the resource
+// is held by someone else, or already by this holder.
+var ErrHeld = errors.New("lease: resource is held")
+
+// HeldError is Hold's refusal to start: the coordinator denied the
+// acquisition. It matches ErrHeld.
+type HeldError struct {
+	Resource    string
+	HeldBy      string        // the current holder
+	Fence       int64         // the current holder's fence
+	RetryAfter  time.Duration // when the current lease expires unless renewed
+	AlreadyHeld bool          // the requesting holder holds it already
+}
+
+// Error names the holder and when the resource frees.
+func (e *HeldError) Error() string {
+	if e.AlreadyHeld {
+		return fmt.Sprintf("lease: %s: already held by this holder %q (fence %d)", e.Resource, e.HeldBy, e.Fence)
+	}
+	return fmt.Sprintf("lease: %s: held by %q (fence %d), free in at most %v", e.Resource, e.HeldBy, e.Fence, e.RetryAfter)
+}
+
+// Is makes errors.Is(err, ErrHeld) true.
+func (e *HeldError) Is(target error) bool { return target == ErrHeld }
+
+// LostError says why Hold stopped trusting a lease. It matches ErrLeaseLost.
+type LostError struct {
+	Resource string
+	Fence    int64
+	Reason   string // "the coordinator reports it expired", "deadline passed without a renewal", ...
+	Err      error  // the last renewal error, if any
+}
+
+// Error says which lease was lost and why.
+func (e *LostError) Error() string {
+	msg := fmt.Sprintf("lease: %s: lease with fence %d lost: %s", e.Resource, e.Fence, e.Reason)
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Is makes errors.Is(err, ErrLeaseLost) true.
+func (e *LostError) Is(target error) bool { return target == ErrLeaseLost }
+
+// Unwrap returns the last renewal error, if any.
+func (e *LostError) Unwrap() error { return e.Err }
+
+// busyError wraps a retryable database error so that it matches both ErrBusy
+// and the original error.
+type busyError struct{ err error }
+
+func (e *busyError) Error() string        { return "lease: coordinator busy, retry: " + e.err.Error() }
+func (e *busyError) Is(target error) bool { return target == ErrBusy }
+func (e *busyError) Unwrap() error        { return e.err }

@@ -1,0 +1,181 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/sqlstore"
+)
+
+// Hold keeps the lease past several terms by renewing it, with the same
+// fence, and releases it at the end.
+func TestHoldRenewsAndReleases(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store sqlstore.Store) {
+		ctx := context.Background()
+		const ttl = 300 * time.Millisecond
+		coord := NewCoordinator(store, &CoordinatorOptions{TTL: ttl})
+		c := newClient(t, "agent-a", ClientOptions{})
+		var fence int64
+		err := Hold(ctx, c, coord, "job", func(ctx context.Context, l *Lease) error {
+			fence = l.Token().Fence
+			first := l.Grant().RequestID
+			// Renewals are needed only once time has passed: wait three
+			// terms, on the lease's own context.
+			select {
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			case <-time.After(3 * ttl):
+			}
+			if l.Grant().RequestID == first {
+				t.Error("the lease was never renewed")
+			}
+			if l.Expired() || l.Token().Fence != fence {
+				t.Errorf("after three terms: expired %v, fence %d (was %d)", l.Expired(), l.Token().Fence, fence)
+			}
+			st, err := coord.Status(ctx, "job")
+			if err != nil || !st.Held || st.Holder != "agent-a" || st.Fence != fence {
+				t.Errorf("Status during Hold = %+v, %v", st, err)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("Hold: %v", err)
+		}
+		st, _ := coord.Status(ctx, "job")
+		if st.Held || !st.Released || st.Fence != fence {
+			t.Errorf("Status after Hold = %+v, want released", st)
+		}
+	})
+}
+
+// When the coordinator stops honouring the lease (here: it was released
+// behind the holder's back and granted to someone else), the next renewal
+// says so and fn's context is cancelled with ErrLeaseLost.
+func TestHoldCancelsWhenTheCoordinatorSaysExpired(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store sqlstore.Store) {
+		ctx := context.Background()
+		coord := NewCoordinator(store, &CoordinatorOptions{TTL: 150 * time.Millisecond})
+		a := newClient(t, "agent-a", ClientOptions{})
+		b := newClient(t, "agent-b", ClientOptions{TTL: time.Minute})
+		err := Hold(ctx, a, coord, "job", func(ctx context.Context, l *Lease) error {
+			if _, err := coord.Release(ctx, l.Token()); err != nil {
+				return err
+			}
+			acquire(t, b, coord, "job")
+			<-ctx.Done() // the next renewal is refused
+			var lost *LostError
+			if !errors.As(context.Cause(ctx), &lost) || lost.Fence != l.Token().Fence {
+				t.Errorf("cause %v, want a *LostError for fence %d", context.Cause(ctx), l.Token().Fence)
+			}
+			return ctx.Err()
+		})
+		if !errors.Is(err, ErrLeaseLost) {
+			t.Fatalf("Hold = %v, want ErrLeaseLost", err)
+		}
+		t.Log(err)
+		if st, _ := coord.Status(ctx, "job"); st.Holder != "agent-b" || !st.Held {
+			t.Errorf("Hold's final release disturbed the successor: %+v", st)
+		}
+	})
+}
+
+// failingRenewals is a store whose renewals fail while fail is set: the
+// coordinator is unreachable for renewals.
+type failingRenewals struct {
+	sqlstore.Store
+	fail atomic.Bool
+}
+
+func (s *failingRenewals) Executor() sqlstore.Executor {
+	return failingRenewExecutor{s.Store.Executor(), &s.fail}
+}
+
+type failingRenewExecutor struct {
+	sqlstore.Executor
+	fail *atomic.Bool
+}
+
+var errUnreachable = errors.New("coordinator unreachable")
+
+func (e failingRenewExecutor) LeaseRenew(ctx context.Context, p sqlstore.LeaseRenewParams) (sqlstore.LeaseRow, error) {
+	if e.fail.Load() {
+		return sqlstore.LeaseRow{}, errUnreachable
+	}
+	return e.Executor.LeaseRenew(ctx, p)
+}
+
+// When renewals keep failing, fn's context is cancelled at the holder's
+// deadline, which comes no later than the coordinator's expiry.
+func TestHoldCancelsAtTheDeadlineWhenRenewalsFail(t *testing.T) {
+	forEachStore(t, func(t *testing.T, inner sqlstore.Store) {
+		ctx := context.Background()
+		store := &failingRenewals{Store: inner}
+		store.fail.Store(true)
+		coord := NewCoordinator(store, &CoordinatorOptions{TTL: 150 * time.Millisecond})
+		c := newClient(t, "agent-a", ClientOptions{ClockSkew: 5 * time.Millisecond})
+		err := Hold(ctx, c, coord, "job", func(ctx context.Context, l *Lease) error {
+			<-ctx.Done()
+			if !l.Expired() {
+				t.Errorf("cancelled %v before the deadline", l.Remaining())
+			}
+			return ctx.Err()
+		})
+		var lost *LostError
+		if !errors.As(err, &lost) || !errors.Is(err, errUnreachable) {
+			t.Fatalf("Hold = %v, want a *LostError wrapping the renewal failure", err)
+		}
+		t.Log(err)
+	})
+}
+
+func TestHoldRefusesWhenHeld(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store sqlstore.Store) {
+		ctx := context.Background()
+		coord := NewCoordinator(store, nil)
+		a := newClient(t, "agent-a", ClientOptions{})
+		b := newClient(t, "agent-b", ClientOptions{})
+		la := acquire(t, a, coord, "job")
+		err := Hold(ctx, b, coord, "job", func(context.Context, *Lease) error {
+			t.Error("fn ran without the lease")
+			return nil
+		})
+		var held *HeldError
+		if !errors.As(err, &held) || !errors.Is(err, ErrHeld) || held.HeldBy != "agent-a" ||
+			held.Fence != la.Token().Fence || held.RetryAfter <= 0 || held.AlreadyHeld {
+			t.Fatalf("Hold = %v (%+v), want a *HeldError naming agent-a", err, held)
+		}
+		err = Hold(ctx, a, coord, "job", func(context.Context, *Lease) error { return nil })
+		if !errors.As(err, &held) || !held.AlreadyHeld {
+			t.Errorf("Hold by the holder itself = %v, want AlreadyHeld", err)
+		}
+	})
+}
+
+// fn's error comes back as it is, and the lease is released either way,
+// also when ctx was cancelled.
+func TestHoldReturnsFnErrorAndReleases(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store sqlstore.Store) {
+		coord := NewCoordinator(store, nil)
+		c := newClient(t, "agent-a", ClientOptions{})
+		boom := errors.New("boom")
+		err := Hold(context.Background(), c, coord, "job", func(context.Context, *Lease) error { return boom })
+		if err != boom {
+			t.Errorf("Hold = %v, want fn's error as it is", err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		err = Hold(ctx, c, coord, "job", func(ctx context.Context, _ *Lease) error {
+			cancel()
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		if !errors.Is(err, context.Canceled) || errors.Is(err, ErrLeaseLost) {
+			t.Errorf("Hold after cancel = %v, want context.Canceled", err)
+		}
+		if st, _ := coord.Status(context.Background(), "job"); st.Held {
+			t.Errorf("the lease outlived Hold: %+v", st)
+		}
+	})
+}
