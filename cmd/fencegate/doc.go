@@ -1,0 +1,110 @@
+// Fencegate is fencegate's whole protocol on the command line: leases with
+// fences, and fenced writes that the database refuses once a holder's lease
+// has passed to someone else. It is for programs that can only shell out
+// (scripts, agents' tool loops) and for seeing what the library is for:
+//
+//	go run ./cmd/fencegate demo
+//	go install github.com/fencegate/fencegate/cmd/fencegate@latest
+//
+// Usage:
+//
+//	fencegate [--dsn DSN] COMMAND [flags] [args]
+//
+// Flags may come before or after a command's arguments; for run and gate,
+// everything after "--" is the command or the SQL. Every command takes
+// --help.
+//
+// # The database
+//
+// The database is --dsn (global, or a command's own), else $FENCEGATE_DSN,
+// else the SQLite file .fencegate.db in the working directory. A DSN is a
+// postgres:// or postgresql:// URL, a SQLite file path, or a SQLite file:
+// URI; SQLite is opened with WAL, synchronous=FULL, a busy timeout and
+// immediate write transactions (sqlstore.Open).
+//
+// Every command that uses fencegate's tables first applies any pending
+// migrations, on Postgres as on SQLite, so a new database needs no set-up.
+// It is idempotent, and cheap once the database is up to date (goose looks
+// for pending migrations without taking its lock). Processes that meet on a
+// new database retry, and on Postgres may wait for goose's advisory lock,
+// which it polls every 5s. Use "fencegate migrate" to set a database up
+// ahead, inspect it, or drop fencegate's tables.
+//
+// # Exit status
+//
+//	0  success; check: the token is current
+//	1  an error: the database, the SQL, a command that could not start
+//	2  bad flags or arguments, with the command's usage on stderr
+//	3  the lock is held by someone else, or the token is stale or was never issued
+//
+// run exits with its command's status instead (128+N if signal N killed
+// it), except 3 when it could not get the lock or lost it.
+//
+// Results go to stdout (a token, an expiry, a table), commentary and
+// refusals to stderr, so that TOKEN=$(fencegate claim ...) works.
+//
+// # Holders and tokens
+//
+// The holder is --holder, else $FENCEGATE_HOLDER, else "host-pid". A token
+// is the text form of gate.Token, fg1:<fence>:<lock>:<holder> with lock and
+// holder query-escaped, for example "fg1:7:deploy-slot:build-7". A token is
+// all renew, release, check and gate need: each invocation is a fresh
+// process with no state, and the coordinator, in the database, is
+// authoritative. Where a command takes TOKEN it defaults to
+// $FENCEGATE_TOKEN, and --lock, if given, must name the token's lock.
+//
+// # Commands
+//
+// claim --lock NAME [--ttl 30s] [--holder ID] [--wait D] claims a lock and
+// prints its token. If someone else holds it, claim exits 3 and says who
+// and when it is free at the latest; with --wait it keeps asking until then.
+//
+// check [--lock NAME] TOKEN exits 0 if the token is current and 3 if it is
+// stale or was never issued. Current means: the lock's lease row has exactly
+// this holder and fence, is neither expired nor released in the database's
+// clock, and the gate's floor is not above the fence. The answer is
+// advisory, stale as soon as it is printed: never branch a write on it.
+// The fenced write (gate) is what is safe.
+//
+// renew [--ttl 30s] [--lock NAME] TOKEN extends the lease to --ttl from now
+// in the database's clock and prints the new expiry. The fence stays the
+// same. A lease that expired, was released or was superseded is never
+// renewed: exit 3, and claim again.
+//
+// release [--lock NAME] TOKEN frees the lock. A stale token changes nothing
+// and exits 3: a late release never frees a successor's lease.
+//
+// run --lock NAME [--ttl 30s] [--holder ID] [--wait D] [--grace 5s] -- CMD
+// [ARGS...] claims the lock, runs CMD while renewing the lease (lease.Hold),
+// and releases it when CMD exits, with CMD's exit status. CMD's environment
+// has FENCEGATE_TOKEN, FENCEGATE_LOCK, FENCEGATE_FENCE and FENCEGATE_DSN, so
+// it can run "fencegate gate" itself. SIGINT, SIGTERM and SIGHUP are
+// forwarded to CMD's process group (CMD runs in a group of its own, so it
+// should not read from the terminal). If the lease is lost, CMD's group gets
+// SIGTERM, then SIGKILL after --grace, and run exits 3. On Linux, CMD gets
+// SIGTERM if run itself dies (even by SIGKILL); elsewhere it runs on as a
+// stale holder, whose fenced writes the gate refuses once the lock has
+// passed on. Outside Unix, signals cannot be forwarded: they kill CMD.
+//
+// gate [--lock NAME] [--arg VALUE]... [TOKEN] -- SQL [SQL...] makes a fenced
+// write: the statements run in one transaction after gate.Commit (with
+// VerifyIssued: the fence must have been issued by fencegate on this
+// database), so they commit only if the token's fence is admitted, and not
+// at all if it is refused: exit 3 with the rejection record on stderr.
+// "-" reads a statement from stdin. --arg values are bound to a single
+// statement's parameters ($1 on Postgres, ? or ?1 on SQLite), never
+// formatted into the SQL.
+//
+// status [--json] [--lock NAME] [--refusals 10] lists every lock with its
+// lease state (held, expired, released), holder, fence, expiry and the
+// gate's floor, then the most recent refusals from the rejection log.
+//
+// migrate [up | down --yes | status] applies fencegate's migrations, drops
+// its tables (which restarts fences at 1, so only for a database no holder
+// uses), or lists them.
+//
+// demo plays the two-agent story in a temporary SQLite database that it
+// deletes afterwards: A claims a lock, checks its lease, stalls past its
+// ttl; B claims the lock and writes; A wakes up and writes. With a naive
+// expiry check both writes land; through the gate, A's is refused.
+package main

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/fencegate/fencegate/gate"
+)
+
+// maxStdinSQL bounds the SQL read from stdin ("-").
+const maxStdinSQL = 16 << 20
+
+func gateCommand() *command {
+	return &command{
+		name:     "gate",
+		synopsis: "run SQL in one transaction, only if the token's fence is admitted",
+		usage:    "gate [--lock NAME] [--arg VALUE]... [TOKEN] -- SQL [SQL...]",
+		help: `Make a fenced write: run the SQL statements in one transaction that commits
+only together with the gate's admission of TOKEN. In that transaction,
+before the statements, the gate raises the lock's floor to the token's fence,
+or refuses it because a newer fence got there first. A refused token commits
+nothing: exit 3, with the rejection record on stderr (it is also kept in the
+rejection log: 'fencegate status').
+
+TOKEN defaults to $` + envToken + ` (set by 'fencegate run'); --lock, if given,
+must be the token's lock. The fence must have been issued by fencegate on
+this database: a forged or mistyped one is refused without raising a floor.
+
+Each SQL argument is one statement; "-" reads one statement from stdin.
+--arg binds a value to a single statement's parameters ($1, $2 on Postgres;
+?1 or ? on SQLite), in order; values are never formatted into the SQL.
+Statements are executed, not queried: rows they return are not printed.
+After a serialization failure or SQLite busy error the whole transaction
+runs again (gate.Do); its effects still commit at most once.
+
+    fencegate gate "$TOKEN" -- "UPDATE deploys SET version = 'v2' WHERE slot = 1"
+    fencegate gate --arg v2 -- 'UPDATE deploys SET version = $1 WHERE slot = 1'`,
+		run: cmdGate,
+	}
+}
+
+func cmdGate(ctx context.Context, c *cli, cmd *command, args []string) int {
+	before, stmts, found := splitDashes(args)
+	fs := c.flags(cmd)
+	lock := fs.String("lock", "", "the lock the token must be for (default: the token's)")
+	var params []any
+	fs.Func("arg", "a value for the statement's next parameter (repeatable)", func(v string) error {
+		params = append(params, v)
+		return nil
+	})
+	c.dsnFlag(fs)
+	before, code, ok := c.parse(cmd, fs, before)
+	if !ok {
+		return code
+	}
+	if !found || len(stmts) == 0 {
+		return c.usageError(cmd, fs, "missing -- SQL")
+	}
+	token, code, ok := c.tokenArg(cmd, fs, before, *lock)
+	if !ok {
+		return code
+	}
+	if len(params) > 0 && len(stmts) > 1 {
+		return c.usageError(cmd, fs, "--arg binds the parameters of a single statement; got %d statements", len(stmts))
+	}
+	if i := slices.Index(stmts, "-"); i >= 0 && slices.Contains(stmts[i+1:], "-") {
+		return c.usageError(cmd, fs, `"-" (SQL from stdin) may appear once`)
+	}
+	for i, s := range stmts {
+		if s == "-" {
+			text, err := readAll(c.stdin)
+			if err != nil {
+				return c.fail(cmd, fmt.Errorf("read SQL from stdin: %w", err))
+			}
+			stmts[i] = text
+		}
+		if strings.TrimSpace(stmts[i]) == "" {
+			return c.usageError(cmd, fs, "statement %d is empty", i+1)
+		}
+	}
+	b, err := c.open(ctx, true)
+	if err != nil {
+		return c.fail(cmd, err)
+	}
+	defer b.Close()
+
+	var rows int64
+	failed := 0 // the statement that failed, from 1
+	err = b.gate.Do(ctx, token, func(ctx context.Context, tx *sql.Tx) error {
+		rows, failed = 0, 0
+		for i, q := range stmts {
+			res, err := tx.ExecContext(ctx, q, params...)
+			if err != nil {
+				failed = i + 1
+				return err
+			}
+			if n, err := res.RowsAffected(); err == nil {
+				rows += n
+			}
+		}
+		return nil
+	})
+	if stale, ok := errors.AsType[*gate.StaleFenceError](err); ok {
+		c.logf(cmd, "refused: %s; nothing was committed", rejectionText(rejectionOf(stale)))
+		if err != error(stale) { // joined with the failure to log it
+			c.logf(cmd, "%v", err)
+		}
+		return exitHeld
+	}
+	if err != nil {
+		if failed > 0 {
+			return c.fail(cmd, fmt.Errorf("statement %d: %w; nothing was committed", failed, err))
+		}
+		return c.fail(cmd, err)
+	}
+	fmt.Fprintf(c.stdout, "committed under %s fence %d: %d statement%s, %d row%s affected\n",
+		token.Resource, token.Fence, len(stmts), plural(len(stmts)), rows, plural(int(rows)))
+	return exitOK
+}
+
+// rejectionOf turns a refusal into its rejection log record.
+func rejectionOf(e *gate.StaleFenceError) gate.Rejection {
+	return gate.Rejection{
+		Seq: e.Seq, Resource: e.Resource, Fence: e.Fence, Holder: e.Holder,
+		Floor: e.Floor, FloorHolder: e.FloorHolder, NotIssued: e.NotIssued, At: e.At,
+	}
+}
+
+// rejectionText describes a rejection record in one line.
+func rejectionText(r gate.Rejection) string {
+	var what string
+	if r.NotIssued {
+		what = fmt.Sprintf("%s fence %d was never issued to %q", r.Resource, r.Fence, r.Holder)
+	} else {
+		what = fmt.Sprintf("%s fence %d from %q is below the floor %d from %q", r.Resource, r.Fence, r.Holder, r.Floor, r.FloorHolder)
+	}
+	if r.Seq == 0 {
+		return what + " (the rejection could not be logged)"
+	}
+	return fmt.Sprintf("%s (rejection #%d at %s)", what, r.Seq, stamp(r.At))
+}
+
+func readAll(r io.Reader) (string, error) {
+	if r == nil {
+		return "", nil
+	}
+	b, err := io.ReadAll(io.LimitReader(r, maxStdinSQL+1))
+	if err != nil {
+		return "", err
+	}
+	if len(b) > maxStdinSQL {
+		return "", fmt.Errorf("more than %d bytes", maxStdinSQL)
+	}
+	return string(b), nil
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}

@@ -1,0 +1,5 @@
+//go:build !unix
+
+package main
+
+func unixHelper(string, string) (int, bool) { return 0, false }

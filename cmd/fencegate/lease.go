@@ -1,0 +1,364 @@
+package main
+
+import (
+	"context"
+	crand "crypto/rand"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"time"
+
+	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/sqlstore"
+)
+
+// defaultTTL is the term claim and run ask for, and renew extends to.
+const defaultTTL = 30 * time.Second
+
+// While waiting for a held lock (--wait), claim and run ask again after the
+// lease's remaining time, clamped to [minPoll, maxPoll] (with jitter): the
+// lease may be released before it expires.
+const (
+	minPoll = 10 * time.Millisecond
+	maxPoll = 200 * time.Millisecond
+)
+
+func claimCommand() *command {
+	return &command{
+		name:     "claim",
+		synopsis: "claim a lock and print its token",
+		usage:    "claim --lock NAME [--ttl 30s] [--holder ID] [--wait D]",
+		help: `Claim a lock for --ttl and print its token on stdout, such as
+"fg1:7:deploy-slot:build-7" (fg1:<fence>:<lock>:<holder>, lock and holder
+query-escaped). Pass the token to 'fencegate gate' for fenced writes, and to
+renew and release. Its fence is above every fence issued before.
+
+If someone else holds the lock, exit 3 and say on stderr who holds it and
+when it is free at the latest; with --wait, keep asking until then.`,
+		run: cmdClaim,
+	}
+}
+
+func cmdClaim(ctx context.Context, c *cli, cmd *command, args []string) int {
+	fs := c.flags(cmd)
+	lock := fs.String("lock", "", "the lock (resource) to claim (required)")
+	ttl := durationFlag(fs, "ttl", defaultTTL, "`duration` of the lease, unless renewed")
+	holderFlag := fs.String("holder", "", "who claims it (default $"+envHolder+", else host-pid)")
+	wait := durationFlag(fs, "wait", 0, "if the lock is held, keep trying for this `duration` before exiting 3")
+	c.dsnFlag(fs)
+	args, code, ok := c.parse(cmd, fs, args)
+	if !ok {
+		return code
+	}
+	if len(args) > 0 {
+		return c.usageError(cmd, fs, "unexpected arguments %q", args)
+	}
+	if code, ok := c.lockFlag(cmd, fs, *lock); !ok {
+		return code
+	}
+	if code, ok := c.checkTTL(cmd, fs, *ttl); !ok {
+		return code
+	}
+	if *wait < 0 {
+		return c.usageError(cmd, fs, "--wait must not be negative, got %v", *wait)
+	}
+	holder := c.holder(*holderFlag)
+	client, err := lease.NewClient(lease.ClientOptions{Holder: holder, TTL: *ttl})
+	if err != nil {
+		return c.usageError(cmd, fs, "%s", err)
+	}
+	b, err := c.open(ctx, true)
+	if err != nil {
+		return c.fail(cmd, err)
+	}
+	defer b.Close()
+
+	var l *lease.Lease
+	err = waitWhileHeld(ctx, *wait, nil, func() error {
+		req, err := client.BeginAcquire(*lock)
+		if err != nil {
+			return err
+		}
+		out, err := b.coord.Acquire(ctx, req)
+		if err != nil {
+			return err
+		}
+		if !out.OK {
+			return &lease.HeldError{Resource: *lock, HeldBy: out.HeldBy, Fence: out.Fence, RetryAfter: out.RetryAfter, AlreadyHeld: out.AlreadyHeld}
+		}
+		l, err = client.CompleteAcquire(req, out.Grant)
+		return err
+	})
+	if held, ok := errors.AsType[*lease.HeldError](err); ok {
+		c.reportHeld(cmd, held)
+		return exitHeld
+	}
+	if err != nil {
+		return c.fail(cmd, err)
+	}
+	g := l.Grant()
+	fmt.Fprintln(c.stdout, l.Token())
+	c.logf(cmd, "%s: fence %d for %s, expires in %s (%s)",
+		g.Resource, g.Fence, g.Holder, dur(g.TTL), stamp(g.CoordinatorExpiresAt.Time()))
+	return exitOK
+}
+
+// checkTTL checks a --ttl value.
+func (c *cli) checkTTL(cmd *command, fs *flag.FlagSet, ttl time.Duration) (int, bool) {
+	if ttl <= 0 {
+		return c.usageError(cmd, fs, "--ttl must be positive, got %v", ttl), false
+	}
+	return exitOK, true
+}
+
+// reportHeld says who holds a lock, on stderr.
+func (c *cli) reportHeld(cmd *command, held *lease.HeldError) {
+	who := fmt.Sprintf("%q", held.HeldBy)
+	if held.AlreadyHeld {
+		who = fmt.Sprintf("this holder, %q, under another claim", held.HeldBy)
+	}
+	c.logf(cmd, "%s is held by %s (fence %d); retry after %s", held.Resource, who, held.Fence, dur(held.RetryAfter))
+}
+
+// waitWhileHeld calls try, and calls it again while it fails with a
+// *lease.HeldError or lease.ErrBusy, until wait has passed, ctx is done or a
+// signal arrives on interrupt (which may be nil). It returns try's last
+// error.
+func waitWhileHeld(ctx context.Context, wait time.Duration, interrupt <-chan os.Signal, try func() error) error {
+	deadline := time.Now().Add(wait)
+	for {
+		err := try()
+		held, isHeld := errors.AsType[*lease.HeldError](err)
+		if !isHeld && !errors.Is(err, lease.ErrBusy) {
+			return err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return err
+		}
+		delay := maxPoll
+		if isHeld {
+			delay = min(max(held.RetryAfter, minPoll), maxPoll)
+		}
+		delay = min(delay*3/4+rand.N(delay/2+1), left) // jitter: waiters should not ask in step
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return errors.Join(err, ctx.Err())
+		case s := <-interrupt:
+			t.Stop()
+			return fmt.Errorf("interrupted by %v while waiting: %w", s, err)
+		case <-t.C:
+		}
+	}
+}
+
+func checkCommand() *command {
+	return &command{
+		name:     "check",
+		synopsis: "exit 0 if a token is current, 3 if it is stale or was never issued",
+		usage:    "check [--lock NAME] TOKEN",
+		help: `Exit 0 if TOKEN is current, 3 if it is stale or was never issued. TOKEN
+defaults to $` + envToken + `; --lock, if given, must be the token's lock.
+
+"Current" means: the lock's lease has exactly this holder and fence, is
+neither expired nor released in the database's clock, and the gate's floor
+is not above the fence. The answer is advisory: it can be stale by the time
+you act on it. What is safe is a fenced write ('fencegate gate'), which the
+database refuses once the token is stale.`,
+		run: cmdCheck,
+	}
+}
+
+func cmdCheck(ctx context.Context, c *cli, cmd *command, args []string) int {
+	fs := c.flags(cmd)
+	lock := fs.String("lock", "", "the lock the token must be for (default: the token's)")
+	c.dsnFlag(fs)
+	args, code, ok := c.parse(cmd, fs, args)
+	if !ok {
+		return code
+	}
+	token, code, ok := c.tokenArg(cmd, fs, args, *lock)
+	if !ok {
+		return code
+	}
+	b, err := c.open(ctx, true)
+	if err != nil {
+		return c.fail(cmd, err)
+	}
+	defer b.Close()
+
+	st, err := b.coord.Status(ctx, token.Resource)
+	if err != nil {
+		return c.fail(cmd, err)
+	}
+	floor, err := b.gate.Floor(ctx, token.Resource)
+	if err != nil && !errors.Is(err, sqlstore.ErrNotFound) {
+		return c.fail(cmd, err)
+	}
+	if why := staleness(token, st, floor.Floor); why != "" {
+		c.logf(cmd, "%s", why)
+		return exitHeld
+	}
+	fmt.Fprintf(c.stdout, "current: %s fence %d held by %s, expires in %s\n",
+		token.Resource, token.Fence, token.Holder, dur(st.Remaining))
+	return exitOK
+}
+
+// staleness says why token is not current, given its lock's lease status
+// and gate floor, or returns "" if it is.
+func staleness(token gate.Token, st lease.Status, floor int64) string {
+	mine := st.Fence == token.Fence && st.Holder == token.Holder
+	switch {
+	case st.Fence == 0:
+		return fmt.Sprintf("never issued: %s was never leased", token.Resource)
+	case mine && st.Released:
+		return fmt.Sprintf("stale: the lease on %s with fence %d was released", token.Resource, token.Fence)
+	case mine && !st.Held:
+		return fmt.Sprintf("stale: the lease on %s with fence %d expired %s ago",
+			token.Resource, token.Fence, dur(st.Now.Sub(st.ExpiresAt)))
+	case mine && floor > token.Fence:
+		return fmt.Sprintf("stale: the gate's floor for %s is %d, above fence %d", token.Resource, floor, token.Fence)
+	case mine:
+		return ""
+	case token.Fence < st.Fence:
+		return fmt.Sprintf("stale: %s has moved on to fence %d (%s), above fence %d",
+			token.Resource, st.Fence, describe(st), token.Fence)
+	default:
+		return fmt.Sprintf("never issued: no lease on %s has fence %d for holder %q", token.Resource, token.Fence, token.Holder)
+	}
+}
+
+// describe says who holds a lease now.
+func describe(st lease.Status) string {
+	switch {
+	case st.Held:
+		return fmt.Sprintf("held by %q", st.Holder)
+	case st.Released:
+		return fmt.Sprintf("released by %q", st.Holder)
+	default:
+		return fmt.Sprintf("expired, last held by %q", st.Holder)
+	}
+}
+
+func renewCommand() *command {
+	return &command{
+		name:     "renew",
+		synopsis: "extend the lease a token names",
+		usage:    "renew [--ttl 30s] [--lock NAME] TOKEN",
+		help: `Extend the lease TOKEN names to --ttl from now, in the database's clock, and
+print the new expiry on stdout. The fence, and so the token, stays the same.
+TOKEN defaults to $` + envToken + `.
+
+A lease that expired, was released or was superseded is never extended:
+exit 3, and claim the lock again.`,
+		run: cmdRenew,
+	}
+}
+
+func cmdRenew(ctx context.Context, c *cli, cmd *command, args []string) int {
+	fs := c.flags(cmd)
+	ttl := durationFlag(fs, "ttl", defaultTTL, "the new term: a `duration` from now")
+	lock := fs.String("lock", "", "the lock the token must be for (default: the token's)")
+	c.dsnFlag(fs)
+	args, code, ok := c.parse(cmd, fs, args)
+	if !ok {
+		return code
+	}
+	if code, ok := c.checkTTL(cmd, fs, *ttl); !ok {
+		return code
+	}
+	token, code, ok := c.tokenArg(cmd, fs, args, *lock)
+	if !ok {
+		return code
+	}
+	b, err := c.open(ctx, true)
+	if err != nil {
+		return c.fail(cmd, err)
+	}
+	defer b.Close()
+
+	// Each invocation is a fresh process with no lease.Client state, so the
+	// request is built from the token: the coordinator side is
+	// authoritative and reads only these fields.
+	out, err := b.coord.Renew(ctx, &lease.RenewRequest{
+		Resource:  token.Resource,
+		Holder:    token.Holder,
+		Fence:     token.Fence,
+		RequestID: newRequestID(),
+		TTL:       *ttl,
+	})
+	if errors.Is(err, lease.ErrUnknownResource) {
+		c.logf(cmd, "never issued: %s was never leased", token.Resource)
+		return exitHeld
+	}
+	if err != nil {
+		return c.fail(cmd, err)
+	}
+	if !out.OK {
+		now := "it is free"
+		if out.HeldBy != "" {
+			now = fmt.Sprintf("it is held by %q with fence %d", out.HeldBy, out.Fence)
+		}
+		c.logf(cmd, "stale: the lease on %s with fence %d for %q expired, was released or was superseded (%s); claim it again",
+			token.Resource, token.Fence, token.Holder, now)
+		return exitHeld
+	}
+	fmt.Fprintln(c.stdout, stamp(out.Grant.CoordinatorExpiresAt.Time()))
+	c.logf(cmd, "%s: fence %d, expires in %s", token.Resource, token.Fence, dur(out.Grant.TTL))
+	return exitOK
+}
+
+func releaseCommand() *command {
+	return &command{
+		name:     "release",
+		synopsis: "release the lease a token names",
+		usage:    "release [--lock NAME] TOKEN",
+		help: `Release the lease TOKEN names, so the lock is free at once. TOKEN defaults
+to $` + envToken + `.
+
+A stale token (expired, released, superseded) changes nothing and exits 3:
+a late release never frees a successor's lease. The gate's floor is left as
+it is, so the released token's fenced writes are still admitted until
+someone claims the lock again.`,
+		run: cmdRelease,
+	}
+}
+
+func cmdRelease(ctx context.Context, c *cli, cmd *command, args []string) int {
+	fs := c.flags(cmd)
+	lock := fs.String("lock", "", "the lock the token must be for (default: the token's)")
+	c.dsnFlag(fs)
+	args, code, ok := c.parse(cmd, fs, args)
+	if !ok {
+		return code
+	}
+	token, code, ok := c.tokenArg(cmd, fs, args, *lock)
+	if !ok {
+		return code
+	}
+	b, err := c.open(ctx, true)
+	if err != nil {
+		return c.fail(cmd, err)
+	}
+	defer b.Close()
+
+	released, err := b.coord.Release(ctx, token)
+	if err != nil {
+		return c.fail(cmd, err)
+	}
+	if !released {
+		c.logf(cmd, "stale: %s fence %d for %q is not the current lease (expired, released, superseded or never issued); nothing changed",
+			token.Resource, token.Fence, token.Holder)
+		return exitHeld
+	}
+	c.logf(cmd, "released %s (fence %d)", token.Resource, token.Fence)
+	return exitOK
+}
+
+// newRequestID returns a random request id (128 bits of base32).
+func newRequestID() string { return crand.Text() }

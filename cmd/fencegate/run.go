@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"time"
+
+	"github.com/fencegate/fencegate/lease"
+)
+
+// defaultGrace is how long run waits after SIGTERM before SIGKILL.
+const defaultGrace = 5 * time.Second
+
+// childWaitDelay bounds how long run waits, after its child exits, for the
+// child's output to drain when stdout or stderr is not a file (a grandchild
+// may keep the pipe open).
+const childWaitDelay = time.Second
+
+func runCommand() *command {
+	return &command{
+		name:     "run",
+		synopsis: "hold a lock for the whole life of a command",
+		usage:    "run --lock NAME [--ttl 30s] [--holder ID] [--wait D] [--grace 5s] -- CMD [ARGS...]",
+		help: `Claim the lock, run CMD while renewing the lease in the background, and
+release the lock when CMD exits. Exit with CMD's status (128+N if a signal N
+killed it).
+
+CMD's environment has ` + envToken + ` (its token), ` + envLock + `, ` + envFence + ` and
+` + envDSN + `, so that it can make fenced writes itself:
+    fencegate run --lock deploy-slot -- sh -c 'fencegate gate -- "UPDATE ..."'
+
+SIGINT, SIGTERM and SIGHUP sent to run are forwarded to CMD. CMD runs in a
+process group of its own (so it should not read from the terminal); on
+Linux it gets SIGTERM if run itself dies.
+
+If the lock is held, exit 3 (with --wait, keep trying first). If the lease
+is lost while CMD runs (a renewal finds it expired, released or superseded,
+or renewals fail until its deadline), CMD's process group gets SIGTERM, then
+SIGKILL after --grace, and run exits 3. The lease is a signal, not a guard:
+CMD's writes are safe only behind 'fencegate gate' (or gate.Commit).`,
+		run: cmdRun,
+	}
+}
+
+func cmdRun(ctx context.Context, c *cli, cmd *command, args []string) int {
+	before, argv, found := splitDashes(args)
+	fs := c.flags(cmd)
+	lock := fs.String("lock", "", "the lock (resource) to hold (required)")
+	ttl := durationFlag(fs, "ttl", defaultTTL, "`duration` of the lease; renewed when a third of it has passed")
+	holderFlag := fs.String("holder", "", "who holds it (default $"+envHolder+", else host-pid)")
+	wait := durationFlag(fs, "wait", 0, "if the lock is held, keep trying for this `duration` before exiting 3")
+	grace := durationFlag(fs, "grace", defaultGrace, "after a lost lease, the `duration` CMD has between SIGTERM and SIGKILL")
+	c.dsnFlag(fs)
+	before, code, ok := c.parse(cmd, fs, before)
+	if !ok {
+		return code
+	}
+	switch {
+	case len(before) > 0:
+		return c.usageError(cmd, fs, "unexpected %q before --; put the command after --", before)
+	case !found || len(argv) == 0:
+		return c.usageError(cmd, fs, "missing -- CMD [ARGS...]")
+	}
+	if code, ok := c.lockFlag(cmd, fs, *lock); !ok {
+		return code
+	}
+	if code, ok := c.checkTTL(cmd, fs, *ttl); !ok {
+		return code
+	}
+	if *wait < 0 || *grace < 0 {
+		return c.usageError(cmd, fs, "--wait and --grace must not be negative")
+	}
+	client, err := lease.NewClient(lease.ClientOptions{Holder: c.holder(*holderFlag), TTL: *ttl})
+	if err != nil {
+		return c.usageError(cmd, fs, "%s", err)
+	}
+	b, err := c.open(ctx, true)
+	if err != nil {
+		return c.fail(cmd, err)
+	}
+	defer b.Close()
+
+	// From here on, signals are ours to forward (or, before CMD starts, to
+	// stop waiting): run must live to release the lease.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwardedSignals...)
+	defer signal.Stop(sigs)
+
+	var (
+		started bool
+		out     childOutcome
+		holdErr error
+	)
+	err = waitWhileHeld(ctx, *wait, sigs, func() error {
+		err := lease.Hold(ctx, client, b.coord, *lock, func(ctx context.Context, l *lease.Lease) error {
+			started = true
+			var err error
+			out, err = c.supervise(ctx, cmd, l, b.dsn, argv, *grace, sigs)
+			return err
+		})
+		if started {
+			holdErr = err // not a reason to try again: CMD ran
+			return nil
+		}
+		return err
+	})
+	if held, ok := errors.AsType[*lease.HeldError](err); ok {
+		c.reportHeld(cmd, held)
+		return exitHeld
+	}
+	if errors.Is(err, lease.ErrLeaseLost) { // granted with no time left: CMD never started
+		c.logf(cmd, "%v", err)
+		return exitHeld
+	}
+	if err != nil {
+		return c.fail(cmd, err)
+	}
+	switch {
+	case out.lost:
+		if holdErr != nil && !errors.Is(holdErr, lease.ErrLeaseLost) {
+			c.logf(cmd, "%v", holdErr)
+		}
+		c.logf(cmd, "%s stopped after the lease on %s was lost; exit %d", argv[0], *lock, exitHeld)
+		return exitHeld
+	case out.interrupted:
+		c.logf(cmd, "interrupted: %v", context.Cause(ctx))
+		return exitError
+	case holdErr != nil && !out.ran:
+		return c.fail(cmd, holdErr)
+	case holdErr != nil:
+		// CMD ran to its end; only the release failed. The lease expires by
+		// itself at its ttl.
+		c.logf(cmd, "warning: %v", holdErr)
+	}
+	return out.status
+}
+
+// childOutcome is how the child of run ended.
+type childOutcome struct {
+	ran         bool // it started and exited
+	status      int  // its exit status, 128+N for signal N
+	lost        bool // the lease was lost, and the child stopped for it
+	interrupted bool // run's context ended, and the child stopped for it
+}
+
+// supervise runs argv with l's token in its environment, forwarding the
+// signals that arrive on sigs, until it exits. When ctx ends (the lease was
+// lost, or run was cancelled) it stops the child's process group: SIGTERM,
+// then SIGKILL after grace.
+func (c *cli) supervise(ctx context.Context, cmd *command, l *lease.Lease, dsn string, argv []string, grace time.Duration, sigs <-chan os.Signal) (childOutcome, error) {
+	token := l.Token()
+	child := exec.Command(argv[0], argv[1:]...)
+	child.Stdin, child.Stdout, child.Stderr = c.stdin, c.stdout, c.stderr
+	child.Env = append(os.Environ(),
+		envToken+"="+token.String(),
+		envLock+"="+token.Resource,
+		envFence+"="+strconv.FormatInt(token.Fence, 10),
+		envDSN+"="+dsn,
+	)
+	child.WaitDelay = childWaitDelay
+	prepareChild(child)
+	if err := child.Start(); err != nil {
+		return childOutcome{}, fmt.Errorf("start %s: %w", argv[0], err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = child.Wait() // the status is in child.ProcessState
+		close(done)
+	}()
+
+	var (
+		out     childOutcome
+		ctxDone = ctx.Done()
+		kill    <-chan time.Time // set once the child was sent SIGTERM
+	)
+	for {
+		select {
+		case <-done:
+			out.ran, out.status = true, exitStatus(child.ProcessState)
+			if out.lost || out.interrupted {
+				_ = killChild(child) // whatever of its group is left
+			}
+			return out, nil
+
+		case s := <-sigs:
+			if err := signalChild(child, s); err != nil && !errors.Is(err, os.ErrProcessDone) {
+				c.logf(cmd, "forwarding %v to %s: %v", s, argv[0], err)
+			}
+
+		case <-ctxDone:
+			ctxDone = nil
+			cause := context.Cause(ctx)
+			if errors.Is(cause, lease.ErrLeaseLost) {
+				out.lost = true
+				c.logf(cmd, "%v", cause)
+			} else {
+				out.interrupted = true
+			}
+			c.logf(cmd, "stopping %s: SIGTERM now, SIGKILL in %s", argv[0], dur(grace))
+			_ = terminateChild(child)
+			timer := time.NewTimer(grace)
+			defer timer.Stop()
+			kill = timer.C
+
+		case <-kill:
+			kill = nil
+			c.logf(cmd, "%s is still running %s after SIGTERM: SIGKILL", argv[0], dur(grace))
+			_ = killChild(child)
+		}
+	}
+}
