@@ -35,11 +35,22 @@ var _ Executor = (*executor)(nil)
 func micros(us int64) time.Time { return time.UnixMicro(us).UTC() }
 
 func (e *executor) FloorRaise(ctx context.Context, p FloorRaiseParams) (FloorRaiseResult, error) {
-	query := e.sql.floorRaise
+	query, held := e.sql.floorRaise, e.sql.floorHeld
 	if p.VerifyIssued {
-		query = e.sql.floorRaiseVerified
+		query, held = e.sql.floorRaiseVerified, e.sql.floorHeldVerified
 	}
 	var r FloorRaiseResult
+	if held != "" {
+		// The fence already is the floor: admitted without a write.
+		err := e.q.queryRow(ctx, held, p.Resource, p.Fence, p.Holder).Scan(&r.Floor, &r.FloorHolder)
+		if err == nil {
+			r.Issued, r.Admitted = true, true
+			return r, nil
+		}
+		if !isNoRows(err) {
+			return FloorRaiseResult{}, fmt.Errorf("raise floor: %w", err)
+		}
+	}
 	err := e.q.queryRow(ctx, query, p.Resource, p.Fence, p.Holder).Scan(&r.Floor, &r.FloorHolder)
 	if isNoRows(err) && p.VerifyIssued {
 		return FloorRaiseResult{}, nil // no such lease: nothing was written

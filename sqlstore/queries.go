@@ -1,11 +1,15 @@
 package sqlstore
 
+import "fmt"
+
 // queries is the SQL text of one dialect. Every statement binds its
 // arguments; times come back as integer microseconds since the Unix epoch so
 // that one scanner serves both dialects.
 type queries struct {
 	floorRaise         string // $1 resource, $2 fence, $3 holder → floor, holder
 	floorRaiseVerified string // same, only for an issued lease
+	floorHeld          string // $1..$3 as floorRaise → floor, holder when the floor already is (fence, holder); empty if floorRaise covers it
+	floorHeldVerified  string // same, only for an issued lease
 	floorGet           string // $1 resource
 	floorList          string
 	rejectionInsert    string // $1..$6 → seq, at
@@ -45,15 +49,64 @@ ON CONFLICT (resource) DO UPDATE SET
 RETURNING floor, holder`
 )
 
+// The Postgres floor statement has two paths in one round trip.
+//
+// A fence equal to the floor, from the holder that set it (every write of a
+// lease after its first), only locks the floor row (held): no new row
+// version, no index work, and a plain row-lock queue. The lock is FOR NO KEY
+// UPDATE: it conflicts with the raise's own lock and with itself, so the
+// floor cannot rise while such a writer is in flight (a write under N never
+// commits after a write under N+1), and writers of a resource queue in
+// arrival order, the way an advisory lock queues them. (FOR SHARE would let
+// equal-fence writers overlap, but new share lockers join while a raise
+// waits, so a stale holder that keeps writing could hold the raise off
+// indefinitely.)
+//
+// Anything else (no floor yet, a higher fence, a lower one, another holder)
+// takes the upsert (raised), which writes max(floor, fence). The upsert used
+// to serve every write: under 64 concurrent writers of one resource each
+// wrote a new row version, and each waiter, on finding the row updated,
+// restarted its INSERT … ON CONFLICT and queued again from the back.
+//
+// If held waits on a raise that commits, READ COMMITTED re-checks its WHERE
+// against the new row, finds floor ≠ fence, and returns nothing; raised then
+// runs and reports the higher floor (a refusal).
+const (
+	pgFloorCTETemplate = `
+WITH held AS MATERIALIZED (
+  SELECT floor, holder FROM fencegate_floor
+   WHERE resource = $1 AND floor = $2 AND holder = $3%s
+     FOR NO KEY UPDATE
+), raised AS (
+  INSERT INTO fencegate_floor AS f (resource, floor, holder, updated_at)
+  %s
+  ON CONFLICT (resource) DO UPDATE SET
+    floor      = GREATEST(f.floor, excluded.floor),
+    holder     = CASE WHEN excluded.floor >= f.floor THEN excluded.holder ELSE f.holder END,
+    updated_at = CASE WHEN excluded.floor > f.floor THEN excluded.updated_at ELSE f.updated_at END
+  RETURNING floor, holder
+)`
+	pgVerifiedCond = `
+     AND EXISTS (SELECT 1 FROM fencegate_lease l WHERE l.resource = $1 AND l.fence = $2 AND l.holder = $3)`
+	pgRaiseValues = `SELECT $1, $2, $3, clock_timestamp() WHERE NOT EXISTS (SELECT FROM held)`
+	pgRaiseIssued = `SELECT l.resource, l.fence, l.holder, clock_timestamp()
+    FROM fencegate_lease l
+   WHERE l.resource = $1 AND l.fence = $2 AND l.holder = $3 AND NOT EXISTS (SELECT FROM held)`
+	pgFloorResult = `
+SELECT floor, holder FROM held UNION ALL SELECT floor, holder FROM raised`
+)
+
+var (
+	pgFloorCTE         = fmt.Sprintf(pgFloorCTETemplate, "", pgRaiseValues)
+	pgFloorCTEVerified = fmt.Sprintf(pgFloorCTETemplate, pgVerifiedCond, pgRaiseIssued)
+
+	pgFloorRaise         = pgFloorCTE + pgFloorResult
+	pgFloorRaiseVerified = pgFloorCTEVerified + pgFloorResult
+)
+
 var postgresQueries = &queries{
-	floorRaise: `
-INSERT INTO fencegate_floor AS f (resource, floor, holder, updated_at)
-VALUES ($1, $2, $3, clock_timestamp())` + floorSetOnUpsert,
-	floorRaiseVerified: `
-INSERT INTO fencegate_floor AS f (resource, floor, holder, updated_at)
-SELECT l.resource, l.fence, l.holder, clock_timestamp()
-  FROM fencegate_lease l
- WHERE l.resource = $1 AND l.fence = $2 AND l.holder = $3` + floorSetOnUpsert,
+	floorRaise:         pgFloorRaise,
+	floorRaiseVerified: pgFloorRaiseVerified,
 	floorGet: `
 SELECT resource, floor, holder, (extract(epoch FROM updated_at) * 1000000)::bigint
   FROM fencegate_floor WHERE resource = $1`,
@@ -124,6 +177,14 @@ INSERT INTO fencegate_floor AS f (resource, floor, holder, updated_at)
 SELECT l.resource, l.fence, l.holder, ` + sqliteNow + `
   FROM fencegate_lease l
  WHERE l.resource = ?1 AND l.fence = ?2 AND l.holder = ?3` + floorSetOnUpsert,
+	// SQLite's transaction holds the write lock from BEGIN, so reading
+	// first costs no race; it saves rewriting the floor's page when the
+	// fence is the floor already (every write of a lease but its first).
+	floorHeld: `SELECT floor, holder FROM fencegate_floor WHERE resource = ?1 AND floor = ?2 AND holder = ?3`,
+	floorHeldVerified: `
+SELECT floor, holder FROM fencegate_floor
+ WHERE resource = ?1 AND floor = ?2 AND holder = ?3
+   AND EXISTS (SELECT 1 FROM fencegate_lease l WHERE l.resource = ?1 AND l.fence = ?2 AND l.holder = ?3)`,
 	floorGet:  `SELECT resource, floor, holder, updated_at FROM fencegate_floor WHERE resource = ?1`,
 	floorList: `SELECT resource, floor, holder, updated_at FROM fencegate_floor ORDER BY resource`,
 	rejectionInsert: `
