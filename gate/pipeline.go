@@ -1,0 +1,78 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fencegate/fencegate/sqlstore"
+)
+
+// BatchSender sends a pgx batch. *pgxpool.Pool, *pgxpool.Conn, *pgx.Conn
+// and pgx.Tx all implement it.
+type BatchSender interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// CommitBatch is a fenced write in one round trip: it sends token's fence
+// statement followed by the statements queued in b to Postgres as one
+// pipeline with a single Sync, so they run as one implicit transaction,
+// with no BEGIN and no COMMIT of their own.
+//
+// The fence statement admits the token exactly as Commit does. When it
+// refuses, it fails, and Postgres skips every statement after it and rolls
+// the pipeline back: none of b's statements runs, so none can commit.
+// CommitBatch then logs the refusal and returns a *StaleFenceError. Any
+// other failure, of the fence or of one of b's statements, also rolls back
+// everything, the floor raise included, and is returned wrapped.
+//
+// Results come back through b's callbacks (QueuedQuery.Exec, QueryRow,
+// Query), which run after the server has already committed: an error a
+// callback returns is reported but cannot undo the write.
+//
+//	b := &pgx.Batch{}
+//	b.Queue(`UPDATE accounts SET balance = balance - $1 WHERE id = $2`, amount, id)
+//	err := gate.CommitBatch(ctx, g, pool, l.Token(), b) // *gate.StaleFenceError if stale
+//
+// With a pool or a connection, b must not contain BEGIN, COMMIT or other
+// transaction control. conn may also be a pgx.Tx; then the statements join
+// that transaction and nothing commits until the caller commits it, and a
+// refusal rolls the transaction back, as Commit does. Pipelining needs the
+// extended protocol or pgx's simple protocol, both of which run a pipeline
+// as one transaction; it does not survive a pooler in statement mode.
+//
+// The fence statement needs fencegate's Postgres migration 00002.
+func CommitBatch(ctx context.Context, g *Gate[pgx.Tx], conn BatchSender, token Token, b *pgx.Batch) error {
+	if err := token.Validate(); err != nil {
+		return err
+	}
+	full := &pgx.Batch{}
+	full.Queue(sqlstore.PipelineFenceSQL(g.opts.VerifyIssued), token.Resource, token.Fence, token.Holder)
+	if b != nil {
+		full.QueuedQueries = append(full.QueuedQueries, b.QueuedQueries...)
+	}
+	err := conn.SendBatch(ctx, full).Close()
+	if err == nil {
+		return nil
+	}
+	ref, refused := sqlstore.AsPipelineRefusal(err)
+	if !refused {
+		return fmt.Errorf("fencegate: commit batch %s: %w", token, err)
+	}
+	if tx, ok := conn.(pgx.Tx); ok {
+		if rbErr := tx.Rollback(context.WithoutCancel(ctx)); rbErr != nil && !errors.Is(rbErr, pgx.ErrTxClosed) {
+			g.logger.WarnContext(ctx, "fencegate: rollback of refused transaction failed", "error", rbErr)
+		}
+	}
+	if ref.NotIssued {
+		// As in Commit: tell a fence below the floor from one never issued.
+		f, ferr := g.driver.Executor().FloorGet(ctx, token.Resource)
+		if ferr != nil && !errors.Is(ferr, sqlstore.ErrNotFound) {
+			return fmt.Errorf("fencegate: commit batch %s: %w", token, ferr)
+		}
+		ref.Floor, ref.FloorHolder = f.Floor, f.Holder
+	}
+	return g.refuse(ctx, token, ref.Floor, ref.FloorHolder, ref.NotIssued && token.Fence >= ref.Floor)
+}
