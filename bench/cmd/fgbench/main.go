@@ -1,0 +1,70 @@
+// Command fgbench runs fencegate's benchmarks side by side with Postgres
+// advisory locks and the unfenced baseline, shows progress on stderr, and
+// writes RESULTS.md and chart.svg.
+//
+//	cd bench && go run ./cmd/fgbench            # full run, about 8 minutes
+//	cd bench && go run ./cmd/fgbench -quick     # under a minute
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/fencegate/fencegate/bench"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == bench.ChildRole {
+		os.Exit(bench.WedgedChild(os.Args[2:]))
+	}
+	var (
+		dsn     = flag.String("postgres", envOr("FENCEGATE_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "Postgres server URL (a schema of its own is created and dropped)")
+		quick   = flag.Bool("quick", false, "short rounds and small tables: under a minute")
+		dur     = flag.Duration("duration", 1500*time.Millisecond, "run time per variant per round")
+		rounds  = flag.Int("rounds", 3, "interleaved A/B rounds")
+		out     = flag.String("out", ".", "directory for RESULTS.md and chart.svg")
+		only    = flag.String("only", "", "comma-separated scenarios to run (1,2,3,4,5,6); default all")
+		writers = flag.String("writers", "1,16,64", "writer counts for scenario 2")
+	)
+	flag.Parse()
+	cfg := bench.Config{
+		PostgresURL: *dsn, Duration: *dur, Rounds: *rounds, BigFloors: 1_000_000, Leases: []int{1000, 10_000},
+		Progress: func(s string) { fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05"), s) },
+	}
+	for _, w := range strings.Split(*writers, ",") {
+		var n int
+		if _, err := fmt.Sscan(w, &n); err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "bad -writers %q\n", *writers)
+			os.Exit(2)
+		}
+		cfg.Writers = append(cfg.Writers, n)
+	}
+	if *quick {
+		cfg.Duration, cfg.Rounds, cfg.BigFloors, cfg.Leases = 250*time.Millisecond, 2, 100_000, []int{1000}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	cfg.Self = self
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := bench.RunAll(ctx, cfg, *out, *only, *quick); err != nil {
+		fmt.Fprintln(os.Stderr, "fgbench:", err)
+		os.Exit(1)
+	}
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,299 @@
+//go:build unix
+
+package bench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/sqlstore"
+)
+
+// ChildRole is the first argument that makes fgbench the wedged holder of
+// scenario 5 instead of the benchmark.
+const ChildRole = "-wedged-child"
+
+const (
+	wedgeTTL       = time.Second
+	wedgeLockWait  = 2 * time.Second // how long the advisory successor waits before giving up
+	wedgeAdvisory  = advisoryBase + 9999
+	wedgeSetWriter = `UPDATE bench_item SET n = $1 WHERE id = 64`
+	wedgeGetWriter = `SELECT n FROM bench_item WHERE id = 64`
+)
+
+// Writers are recorded as numbers in row 64: 1 is the stale holder A, 2 the
+// successor B.
+const (
+	writerA = 1
+	writerB = 2
+)
+
+// WedgedChild is the stale holder A, in its own process. It takes the guard,
+// prints "ACQUIRED <backend pid>", believes its guard valid, and is stopped
+// (SIGSTOP) by the parent before its write; when continued it writes and
+// prints "RESULT <what happened>".
+func WedgedChild(args []string) int {
+	if len(args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: fgbench -wedged-child <fencegate|advisory-session|advisory-xact> <url>")
+		return 2
+	}
+	mode, url := args[0], args[1]
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		fmt.Println("RESULT error:", err)
+		return 1
+	}
+	defer pool.Close()
+	pause := func() { time.Sleep(300 * time.Millisecond) } // the parent stops us in here
+	switch mode {
+	case "fencegate":
+		d := sqlstore.NewPgx(pool)
+		coord := lease.NewCoordinator(d, &lease.CoordinatorOptions{TTL: wedgeTTL})
+		client, _ := lease.NewClient(lease.ClientOptions{Holder: "A", TTL: wedgeTTL})
+		req, _ := client.BeginAcquire("wedge")
+		out, err := coord.Acquire(ctx, req)
+		if err != nil || !out.OK {
+			fmt.Println("RESULT error: acquire:", err, out.HeldBy)
+			return 1
+		}
+		l, err := client.CompleteAcquire(req, out.Grant)
+		if err != nil || l.Expired() {
+			fmt.Println("RESULT error: lease:", err)
+			return 1
+		}
+		fmt.Println("ACQUIRED 0")
+		pause()
+		g := gate.New(d, nil)
+		err = g.Do(ctx, l.Token(), func(ctx context.Context, tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, wedgeSetWriter, writerA)
+			return err
+		})
+		switch {
+		case errors.Is(err, gate.ErrStaleFence):
+			fmt.Println("RESULT refused by the gate:", err)
+		case err != nil:
+			fmt.Println("RESULT failed:", err)
+		default:
+			fmt.Println("RESULT committed")
+		}
+	case "advisory-session":
+		// The common shape: the lock on a connection of its own, the work
+		// through the pool.
+		lockConn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			fmt.Println("RESULT error:", err)
+			return 1
+		}
+		var pid int
+		if err := lockConn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+			fmt.Println("RESULT error:", err)
+			return 1
+		}
+		if _, err := lockConn.Exec(ctx, advisoryLock, wedgeAdvisory); err != nil {
+			fmt.Println("RESULT error:", err)
+			return 1
+		}
+		fmt.Println("ACQUIRED", pid)
+		pause()
+		if _, err := pool.Exec(ctx, wedgeSetWriter, writerA); err != nil {
+			fmt.Println("RESULT failed:", err)
+		} else {
+			fmt.Println("RESULT committed")
+		}
+	case "advisory-xact":
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			fmt.Println("RESULT error:", err)
+			return 1
+		}
+		var pid int
+		if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+			fmt.Println("RESULT error:", err)
+			return 1
+		}
+		if _, err := tx.Exec(ctx, advisoryXactLock, wedgeAdvisory); err != nil {
+			fmt.Println("RESULT error:", err)
+			return 1
+		}
+		fmt.Println("ACQUIRED", pid)
+		pause()
+		_, err = tx.Exec(ctx, wedgeSetWriter, writerA)
+		if err == nil {
+			err = tx.Commit(ctx)
+		}
+		_ = tx.Rollback(ctx)
+		if err != nil {
+			fmt.Println("RESULT failed:", err)
+		} else {
+			fmt.Println("RESULT committed")
+		}
+	default:
+		fmt.Println("RESULT error: unknown mode", mode)
+		return 2
+	}
+	return 0
+}
+
+type wedgeOutcome struct {
+	mode, successorWait, childSaid string
+	final                          int64
+}
+
+// Wedged is scenario 5: a holder that stalls between its check and its
+// write, as two OS processes.
+func Wedged(ctx context.Context, cfg Config, r *Report) error {
+	pg, err := NewPG(ctx, cfg.PostgresURL, 4)
+	if err != nil {
+		return err
+	}
+	defer pg.Close(context.WithoutCancel(ctx))
+	r.f("## 5. The wedged holder, as two OS processes\n\n")
+	r.f("Process A takes the guard, believes it valid, and is frozen with SIGSTOP (a GC pause, a VM migration, a model call that never returns) just before its write. ")
+	r.f("The parent, B, tries to take over, writes, and then A is continued (SIGCONT) and does its write. The row shows who wrote last. fencegate: lease TTL %s. Advisory locks: B waits %s, then takes over with `pg_terminate_backend` on A's session, the only way to free a lock whose session is alive.\n\n", wedgeTTL, wedgeLockWait)
+	var outs []wedgeOutcome
+	for _, mode := range []string{"fencegate", "advisory-session", "advisory-xact"} {
+		prog(cfg, "5: wedged holder, "+mode)
+		o, err := wedge(ctx, cfg, pg, mode)
+		if err != nil {
+			return fmt.Errorf("%s: %w", mode, err)
+		}
+		outs = append(outs, o)
+	}
+	r.f("| guard | successor B | A's late write | row written last by |\n|---|---|---|---|\n")
+	for _, o := range outs {
+		who := map[int64]string{writerA: "**A (stale: the late write landed)**", writerB: "B (correct)"}[o.final]
+		r.f("| %s | %s | %s | %s |\n", o.mode, o.successorWait, strings.ReplaceAll(o.childSaid, "|", "/"), who)
+	}
+	r.f("\nA live-but-stalled session keeps its advisory lock forever: without the kill, B would still be waiting. With the kill, a session lock's holder that does its work on another connection (the usual pool pattern) writes late and wins; a transaction-scoped lock is safe only because the kill also aborts A's transaction, which works only when all of A's writes share that one transaction and connection. ")
+	r.f("pglock (heartbeat leases) could not be run here; by its design a wedged holder stops heartbeating, the lease lapses, and nothing at the database refuses its late write.\n\n")
+	for _, o := range outs {
+		r.Notes = append(r.Notes, fmt.Sprintf("wedged holder, %s: last writer %s", o.mode, map[int64]string{writerA: "A (stale write landed)", writerB: "B (stale write kept out)"}[o.final]))
+	}
+	return nil
+}
+
+func wedge(ctx context.Context, cfg Config, pg *PG, mode string) (wedgeOutcome, error) {
+	o := wedgeOutcome{mode: mode}
+	if _, err := pg.Pool.Exec(ctx, wedgeSetWriter, 0); err != nil {
+		return o, err
+	}
+	cmd := exec.CommandContext(ctx, cfg.Self, ChildRole, mode, pg.URL)
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return o, err
+	}
+	if err := cmd.Start(); err != nil {
+		return o, err
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	lines := bufio.NewScanner(stdout)
+	line := func() string {
+		if lines.Scan() {
+			return lines.Text()
+		}
+		return "RESULT (no output)"
+	}
+	first := line()
+	pidText, ok := strings.CutPrefix(first, "ACQUIRED ")
+	if !ok {
+		return o, fmt.Errorf("child: %s", first)
+	}
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return o, err
+	}
+	childPid, _ := strconv.Atoi(pidText)
+	stoppedAt := time.Now()
+
+	switch mode {
+	case "fencegate":
+		coord := lease.NewCoordinator(pg.Pgx, &lease.CoordinatorOptions{TTL: wedgeTTL})
+		client, _ := lease.NewClient(lease.ClientOptions{Holder: "B", TTL: wedgeTTL})
+		var l *lease.Lease
+		for l == nil {
+			req, _ := client.BeginAcquire("wedge")
+			out, err := coord.Acquire(ctx, req)
+			if err != nil {
+				return o, err
+			}
+			if !out.OK {
+				time.Sleep(min(out.RetryAfter, 100*time.Millisecond) + time.Millisecond)
+				continue
+			}
+			if l, err = client.CompleteAcquire(req, out.Grant); err != nil {
+				return o, err
+			}
+		}
+		o.successorWait = fmt.Sprintf("acquired after %s (A's lease expired)", time.Since(stoppedAt).Round(10*time.Millisecond))
+		if err := pg.GatePgx.Do(ctx, l.Token(), func(ctx context.Context, tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, wedgeSetWriter, writerB)
+			return err
+		}); err != nil {
+			return o, err
+		}
+	default:
+		conn, err := pg.Pool.Acquire(ctx)
+		if err != nil {
+			return o, err
+		}
+		defer conn.Release()
+		lock := func(timeout time.Duration) error {
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				return err
+			}
+			defer tx.Rollback(ctx)
+			if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`, fmt.Sprintf("%dms", timeout.Milliseconds())); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, advisoryLock, wedgeAdvisory); err != nil {
+				return err
+			}
+			return tx.Commit(ctx) // a session lock outlives the transaction
+		}
+		t0 := time.Now()
+		if err := lock(wedgeLockWait); err == nil {
+			return o, errors.New("the successor got the lock of a live session")
+		}
+		waited := time.Since(t0)
+		if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend($1)`, childPid); err != nil {
+			return o, err
+		}
+		if err := lock(5 * time.Second); err != nil {
+			return o, fmt.Errorf("lock after the kill: %w", err)
+		}
+		o.successorWait = fmt.Sprintf("still blocked after %s; got the lock only by killing A's session", waited.Round(10*time.Millisecond))
+		if _, err := conn.Exec(ctx, wedgeSetWriter, writerB); err != nil {
+			return o, err
+		}
+		if _, err := conn.Exec(ctx, advisoryUnlock, wedgeAdvisory); err != nil {
+			return o, err
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		return o, err
+	}
+	said := strings.TrimPrefix(line(), "RESULT ")
+	if len(said) > 140 {
+		said = said[:140] + "…"
+	}
+	o.childSaid = said
+	if err := pg.Pool.QueryRow(ctx, wedgeGetWriter).Scan(&o.final); err != nil {
+		return o, err
+	}
+	return o, nil
+}

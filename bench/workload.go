@@ -1,0 +1,181 @@
+package bench
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fencegate/fencegate/gate"
+)
+
+// Op is one guarded write of row key, start to finish.
+type Op func(ctx context.Context, key int) error
+
+// The caller's write, the same in every variant.
+const (
+	updateItem       = `UPDATE bench_item SET n = n + 1 WHERE id = $1`
+	updateItemSQLite = `UPDATE bench_item SET n = n + 1 WHERE id = ?1`
+	// Advisory lock ids: a class of our own in the high bits, the key below.
+	advisoryBase     = int64(0x6662) << 32
+	advisoryXactLock = `SELECT pg_advisory_xact_lock($1)`
+	advisoryLock     = `SELECT pg_advisory_lock($1)`
+	advisoryUnlock   = `SELECT pg_advisory_unlock($1)`
+	// prototypeUpsert is the gate statement before the hot-key fix (the
+	// GREATEST upsert of SQL-NOTES.md): it writes a new row version on every
+	// call, equal fences included.
+	prototypeUpsert = `
+INSERT INTO fencegate_floor AS f (resource, floor, holder) VALUES ($1, $2, $3)
+ON CONFLICT (resource) DO UPDATE
+   SET floor = GREATEST(f.floor, EXCLUDED.floor),
+       holder = CASE WHEN EXCLUDED.floor >= f.floor THEN EXCLUDED.holder ELSE f.holder END
+RETURNING f.floor, f.floor = $2 AS admitted`
+)
+
+// PgPlainTx is the unfenced baseline: BEGIN, UPDATE, COMMIT (3 round trips).
+func (p *PG) PgPlainTx(ctx context.Context, key int) error {
+	return pgx.BeginFunc(ctx, p.Pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, updateItem, key)
+		return err
+	})
+}
+
+// PgPlainAutocommit is the UPDATE alone, in one round trip.
+func (p *PG) PgPlainAutocommit(ctx context.Context, key int) error {
+	_, err := p.Pool.Exec(ctx, updateItem, key)
+	return err
+}
+
+// PgRoundTrip is SELECT 1: the price of one round trip.
+func (p *PG) PgRoundTrip(ctx context.Context, _ int) error {
+	_, err := p.Pool.Exec(ctx, `SELECT 1`)
+	return err
+}
+
+// PgFencedTx is BEGIN, gate.Commit, UPDATE, COMMIT (4 round trips).
+func (p *PG) PgFencedTx(ctx context.Context, key int) error {
+	tok := Token(key)
+	return pgx.BeginFunc(ctx, p.Pool, func(tx pgx.Tx) error {
+		if err := p.GatePgx.Commit(ctx, tx, tok); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, updateItem, key)
+		return err
+	})
+}
+
+// PgFencedBatch is gate.CommitBatch with the UPDATE: one round trip.
+func (p *PG) PgFencedBatch(ctx context.Context, key int) error {
+	b := &pgx.Batch{}
+	b.Queue(updateItem, key)
+	return gate.CommitBatch(ctx, p.GatePgx, p.Pool, Token(key), b)
+}
+
+// PgPrototypeTx is PgFencedTx with the gate statement before the hot-key fix.
+func (p *PG) PgPrototypeTx(ctx context.Context, key int) error {
+	tok := Token(key)
+	return pgx.BeginFunc(ctx, p.Pool, func(tx pgx.Tx) error {
+		var floor int64
+		var admitted bool
+		if err := tx.QueryRow(ctx, prototypeUpsert, tok.Resource, tok.Fence, tok.Holder).Scan(&floor, &admitted); err != nil {
+			return err
+		}
+		if !admitted {
+			return fmt.Errorf("refused at floor %d", floor)
+		}
+		_, err := tx.Exec(ctx, updateItem, key)
+		return err
+	})
+}
+
+// PgAdvisoryXactTx is BEGIN, pg_advisory_xact_lock, UPDATE, COMMIT.
+func (p *PG) PgAdvisoryXactTx(ctx context.Context, key int) error {
+	return pgx.BeginFunc(ctx, p.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, advisoryXactLock, advisoryBase+int64(key)); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, updateItem, key)
+		return err
+	})
+}
+
+// PgAdvisoryXactBatch pipelines pg_advisory_xact_lock and the UPDATE as one
+// implicit transaction: one round trip, like PgFencedBatch.
+func (p *PG) PgAdvisoryXactBatch(ctx context.Context, key int) error {
+	b := &pgx.Batch{}
+	b.Queue(advisoryXactLock, advisoryBase+int64(key))
+	b.Queue(updateItem, key)
+	return p.Pool.SendBatch(ctx, b).Close()
+}
+
+// PgAdvisorySession is pg_advisory_lock, UPDATE, pg_advisory_unlock on one
+// session (3 round trips).
+func (p *PG) PgAdvisorySession(ctx context.Context, key int) error {
+	conn, err := p.Pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	id := advisoryBase + int64(key)
+	if _, err := conn.Exec(ctx, advisoryLock, id); err != nil {
+		return err
+	}
+	_, err = conn.Exec(ctx, updateItem, key)
+	if _, uerr := conn.Exec(context.WithoutCancel(ctx), advisoryUnlock, id); uerr != nil && err == nil {
+		err = uerr
+	}
+	return err
+}
+
+// SQLPlainTx is the unfenced baseline over database/sql (pgx stdlib).
+func (p *PG) SQLPlainTx(ctx context.Context, key int) error {
+	return sqlTx(ctx, p.DB, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, updateItem, key)
+		return err
+	})
+}
+
+// SQLFencedTx is the fenced write over database/sql.
+func (p *PG) SQLFencedTx(ctx context.Context, key int) error {
+	tok := Token(key)
+	return sqlTx(ctx, p.DB, func(tx *sql.Tx) error {
+		if err := p.GateSQL.Commit(ctx, tx, tok); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, updateItem, key)
+		return err
+	})
+}
+
+// PlainTx is the unfenced baseline on SQLite (BEGIN IMMEDIATE).
+func (s *SQLite) PlainTx(ctx context.Context, key int) error {
+	return sqlTx(ctx, s.D.DB(), func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, updateItemSQLite, key)
+		return err
+	})
+}
+
+// FencedTx is the fenced write on SQLite.
+func (s *SQLite) FencedTx(ctx context.Context, key int) error {
+	tok := Token(key)
+	return sqlTx(ctx, s.D.DB(), func(tx *sql.Tx) error {
+		if err := s.Gate.Commit(ctx, tx, tok); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, updateItemSQLite, key)
+		return err
+	})
+}
+
+func sqlTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
