@@ -29,6 +29,7 @@ type InvalidInputError struct {
 	Reason string // what is wrong with it, in words
 }
 
+// Error says which input was refused and why.
 func (e *InvalidInputError) Error() string {
 	return fmt.Sprintf("fencegate: invalid %s: %s", e.Field, e.Reason)
 }
@@ -52,6 +53,8 @@ type StaleFenceError struct {
 	At          time.Time // when the refusal was logged, in the database's clock
 }
 
+// Error names the resource, both holders, both fences and the rejection's
+// sequence number.
 func (e *StaleFenceError) Error() string {
 	if e.NotIssued {
 		return fmt.Sprintf("fencegate: %s: fence %d was never issued to %q (floor %d held by %q; rejection #%d)",
