@@ -12,7 +12,7 @@
 //
 // Every lease carries a fence, a number that only grows from one generation
 // of ownership to the next. The gate keeps, per resource, the highest fence it
-// has admitted: the floor. Commit runs one conditional upsert in the caller's
+// has admitted: the floor. Commit runs a conditional upsert in the caller's
 // own transaction that raises the floor to max(floor, fence) and reports
 // whether the token was admitted; the caller's writes follow in the same
 // transaction, so the check and the write commit or abort together:

@@ -67,10 +67,12 @@ func New[TTx any](driver sqlstore.Driver[TTx], opts *Options) *Gate[TTx] {
 }
 
 // Commit admits token inside tx, before the caller's writes: it raises the
-// resource's floor to the token's fence (creating it if needed) with one
-// conditional statement, and holds the floor row locked until tx ends, so no
-// higher fence can commit in between and nothing below the new floor can
-// commit after.
+// resource's floor to the token's fence (creating it if needed) and holds
+// the floor row locked until tx ends, so no higher fence can commit in
+// between and nothing below the new floor can commit after. On Postgres that
+// is one statement: a fence that already is the floor only locks the row, any
+// other takes the GREATEST upsert. SQLite, whose transaction holds the write
+// lock from BEGIN, reads first and upserts only when the floor must change.
 //
 // A fence equal to the floor is admitted: a renewed lease keeps its fence, so
 // its in-flight writes stay valid. A lower fence is refused with a
