@@ -34,6 +34,13 @@
 // (serialization failure, deadlock, lock timeout, SQLite busy); IsConnLost
 // tells a broken connection, after which a COMMIT's outcome is unknown.
 //
+// One upstream edge to know about (pgx v5.12 with database/sql): a statement
+// with no bound arguments, run outside a transaction, whose reply is lost to
+// a broken connection, is reported to database/sql as safe to retry, and
+// database/sql silently runs it again. fencegate's own statements all bind
+// arguments and are not affected; an application's sharing the *sql.DB may be.
+// integration/internal/faults has the reproduction.
+//
 // # Durability
 //
 // A grant acknowledged under Postgres synchronous_commit=off, or lost in a

@@ -50,7 +50,8 @@ func IsConnLost(err error) bool {
 		return false
 	}
 	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, net.ErrClosed) || errors.Is(err, sql.ErrConnDone) {
+		errors.Is(err, net.ErrClosed) || errors.Is(err, sql.ErrConnDone) ||
+		errors.Is(err, pgconn.ErrConnClosed) { // pgx's answer to a COMMIT whose reply was lost
 		return true
 	}
 	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {

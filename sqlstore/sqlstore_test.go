@@ -4,10 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/sqlstore"
@@ -160,6 +163,11 @@ func TestIsRetryableAndConnLost(t *testing.T) {
 	}
 	if !sqlstore.IsConnLost(sql.ErrConnDone) {
 		t.Fatal("sql.ErrConnDone is a lost connection")
+	}
+	// What pgx returns when the connection dies after COMMIT was sent (the
+	// reliability suite saw such commits land).
+	if !sqlstore.IsConnLost(fmt.Errorf("commit: %w", pgconn.ErrConnClosed)) {
+		t.Fatal("pgconn.ErrConnClosed is a lost connection")
 	}
 	// A Postgres serialization failure, made for real.
 	d := dbtest.Postgres(t)
