@@ -1,0 +1,533 @@
+package integration
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fencegate/fencegate/integration/internal/check"
+	"github.com/fencegate/fencegate/integration/internal/faults"
+	"github.com/fencegate/fencegate/integration/internal/history"
+	"github.com/fencegate/fencegate/integration/internal/workload"
+	"github.com/fencegate/fencegate/sqlstore"
+)
+
+// spec describes one history.
+type spec struct {
+	Dialect   sqlstore.Dialect
+	Procs     int // worker processes
+	Agents    int // agents per process
+	Resources int
+	Duration  time.Duration
+	TTL       time.Duration
+	Bypass    bool // the control: no gate
+	Seed      uint64
+
+	Kills      int  // SIGKILLs of a worker mid-run, two in three as it sends a COMMIT (each followed by a new incarnation)
+	Pauses     int  // SIGSTOPs of a worker for 1.2 to 3 ttls, then SIGCONT
+	Cuts       int  // cuts of every proxied connection at a random moment (Postgres)
+	CommitCuts int  // times the proxy is armed to cut two connections right after their COMMIT (Postgres)
+	Restarts   int  // Postgres crashes mid-run (throwaway cluster only)
+	FinalCrash bool // Postgres: crash after the run, before checking; SQLite: kill -9 every worker mid-write at the end
+}
+
+// outcome is what one history did and what the checker said.
+type outcome struct {
+	spec
+	Report     *check.Report
+	Kills      int
+	MidOpKills int // kills that left an operation without a return
+	Pauses     int
+	Restarts   int
+	Proxy      faults.ProxyStats
+	Elapsed    time.Duration
+	// RestartsSkipped is set when the spec asked for Postgres crashes but the
+	// server is not one the harness may crash.
+	RestartsSkipped bool
+}
+
+// runHistory runs one history and checks it. It fails t on harness errors
+// (a worker that crashed by itself, a database that would not come back),
+// not on violations: the caller judges the report.
+func runHistory(t *testing.T, sp spec) *outcome {
+	t.Helper()
+	ctx := context.Background()
+	start := time.Now()
+	dir := t.TempDir()
+	rng := mrand.New(mrand.NewPCG(sp.Seed, 0x5eed))
+	out := &outcome{spec: sp}
+
+	var (
+		cluster   *faults.Cluster
+		proxy     *faults.Proxy
+		checkDSN  string // where the checker reads (direct, never through the proxy)
+		workerDSN string
+	)
+	switch sp.Dialect {
+	case sqlstore.Postgres:
+		var base string
+		base, cluster = postgresServer(t)
+		schema := "fgrel_" + randomHex(5)
+		checkDSN = createSchema(t, base, schema, cluster == nil)
+		setup(t, checkDSN, schema)
+		var err error
+		u, _ := url.Parse(checkDSN)
+		proxy, err = faults.NewProxy(u.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer proxy.Close()
+		u.Host = proxy.Addr()
+		q := u.Query()
+		q.Set("connect_timeout", "2")
+		u.RawQuery = q.Encode()
+		workerDSN = u.String()
+		if cluster == nil && sp.Restarts > 0 {
+			out.RestartsSkipped = true
+		}
+	case sqlstore.SQLite:
+		checkDSN = filepath.Join(dir, "fencegate.db")
+		workerDSN = checkDSN
+		setup(t, checkDSN, "")
+	}
+
+	until := time.Now().Add(sp.Duration)
+	resources := make([]string, sp.Resources)
+	for i := range resources {
+		resources[i] = fmt.Sprintf("hot-%d", i)
+	}
+	base := workload.Config{
+		DSN:         workerDSN,
+		Agents:      sp.Agents,
+		History:     "", // per incarnation
+		Resources:   resources,
+		TTL:         sp.TTL,
+		LockTimeout: sp.TTL,
+		OpTimeout:   5 * time.Second,
+		Until:       until,
+		StallProb:   0.2,
+		StallMin:    1.2,
+		StallMax:    3,
+		HoldProb:    0.25,
+		Bypass:      sp.Bypass,
+		Announce:    true,
+	}
+	if sp.Dialect == sqlstore.Postgres {
+		// A stall inside the transaction holds the floor row: acquisitions
+		// wait for it, or give up after LockTimeout. On SQLite it would hold
+		// the whole file, so it is for Postgres only.
+		base.TxStallProb = 0.03
+	} else {
+		base.MaxConns = 3
+	}
+	fl := &fleet{t: t, dir: dir, base: base, seed: sp.Seed}
+	for i := range sp.Procs {
+		fl.start(i)
+	}
+
+	// The faults, at random moments between 10% and 85% of the run.
+	type fault struct {
+		at   time.Duration
+		kind string
+	}
+	var plan []fault
+	addFaults := func(kind string, n int) {
+		for range n {
+			at := time.Duration((0.1 + 0.75*rng.Float64()) * float64(sp.Duration))
+			plan = append(plan, fault{at, kind})
+		}
+	}
+	addFaults("kill", sp.Kills)
+	if canPause {
+		addFaults("pause", sp.Pauses)
+	}
+	if proxy != nil {
+		addFaults("cut", sp.Cuts)
+		addFaults("commit-cut", sp.CommitCuts)
+	}
+	if cluster != nil {
+		addFaults("restart", sp.Restarts)
+	}
+	slices.SortFunc(plan, func(a, b fault) int { return cmp.Compare(a.at, b.at) })
+	t0 := time.Now()
+	for _, f := range plan {
+		wait(time.Until(t0.Add(f.at)))
+		switch f.kind {
+		case "kill":
+			i := rng.IntN(sp.Procs)
+			killed := false
+			if rng.IntN(3) > 0 {
+				killed = fl.killAtCommit(i)
+			} else {
+				killed = fl.kill(i)
+			}
+			if killed {
+				out.Kills++
+			}
+			wait(time.Duration(50+rng.IntN(250)) * time.Millisecond)
+			if time.Until(until) > time.Second {
+				fl.start(i)
+			}
+		case "pause":
+			if fl.pause(rng.IntN(sp.Procs), time.Duration((1.2+1.8*rng.Float64())*float64(sp.TTL))) {
+				out.Pauses++
+			}
+		case "cut":
+			proxy.CutAll()
+		case "commit-cut":
+			proxy.ArmCommitCuts(2)
+		case "restart":
+			if err := cluster.Restart(ctx); err != nil {
+				t.Fatalf("Postgres did not come back: %v", err)
+			}
+			out.Restarts++
+		}
+	}
+
+	if sp.Dialect == sqlstore.SQLite && sp.FinalCrash {
+		// The end: every worker killed in the middle of its writes.
+		wait(time.Until(until.Add(-time.Duration(300+rng.IntN(400)) * time.Millisecond)))
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		for i := range sp.Procs {
+			wg.Go(func() {
+				if fl.killAtCommit(i) {
+					mu.Lock()
+					out.Kills++
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+	}
+	fl.waitAll(until.Add(30 * time.Second))
+	if proxy != nil {
+		out.Proxy = proxy.Stats()
+		proxy.Close()
+	}
+	if cluster != nil && sp.FinalCrash {
+		// Crash once more before looking: what was acknowledged must have
+		// been durable, not merely in the server's memory.
+		if err := cluster.Restart(ctx); err != nil {
+			t.Fatalf("Postgres did not come back: %v", err)
+		}
+		out.Restarts++
+	}
+
+	in := check.Input{Timeout: time.Minute, TTL: sp.TTL}
+	if !sp.Bypass {
+		in.VisualizeTo = filepath.Join(dir, "linearizability.html")
+	}
+	in.Events, in.Rejections = readDatabase(t, sp.Dialect, checkDSN)
+	var err error
+	in.Ops, err = history.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := map[string]bool{}
+	for _, o := range in.Ops {
+		if !o.Returned() {
+			open[o.Proc] = true
+		}
+	}
+	for _, w := range fl.ended {
+		if w.killed && open[w.name] {
+			out.MidOpKills++
+		}
+	}
+	out.Report = check.Run(in)
+	out.Elapsed = time.Since(start)
+	if out.Report.Visualization != "" {
+		keep := filepath.Join(os.TempDir(), fmt.Sprintf("fencegate-linearizability-%s.html", randomHex(4)))
+		if b, err := os.ReadFile(out.Report.Visualization); err == nil && os.WriteFile(keep, b, 0o644) == nil {
+			t.Logf("porcupine's picture of the history: %s", keep)
+		}
+	}
+	return out
+}
+
+// setup migrates a fresh database and adds the workload's tables.
+func setup(t *testing.T, dsn, schema string) {
+	t.Helper()
+	ctx := context.Background()
+	d, err := sqlstore.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := workload.Setup(ctx, d.DB(), d.Dialect(), schema); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readDatabase reopens the database (after the crash: SQLite recovers its
+// WAL here) and reads the events and the rejection log.
+func readDatabase(t *testing.T, dialect sqlstore.Dialect, dsn string) ([]workload.Event, []sqlstore.Rejection) {
+	t.Helper()
+	ctx := context.Background()
+	var d *sqlstore.SQLDriver
+	var err error
+	for range 50 { // Postgres may still be finishing crash recovery
+		if d, err = sqlstore.Open(ctx, dsn); err == nil {
+			break
+		}
+		wait(200 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if dialect == sqlstore.SQLite {
+		var res string
+		if err := d.DB().QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&res); err != nil || res != "ok" {
+			t.Errorf("SQLite integrity check after the crash: %q, %v", res, err)
+		}
+	}
+	events, err := workload.ReadEvents(ctx, d.DB())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rejections, err := workload.ReadRejections(ctx, d.DB(), dialect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return events, rejections
+}
+
+// createSchema makes an empty schema on the server at base and returns a
+// URL whose sessions use it. On a shared server it is dropped after the
+// test; a throwaway cluster goes away whole.
+func createSchema(t *testing.T, base, schema string, drop bool) string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	if drop {
+		t.Cleanup(func() {
+			conn, err := pgx.Connect(ctx, base)
+			if err != nil {
+				t.Errorf("drop schema: %v", err)
+				return
+			}
+			defer conn.Close(ctx)
+			if _, err := conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+				t.Errorf("drop schema: %v", err)
+			}
+		})
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// fleet runs the worker processes of one history.
+type fleet struct {
+	t    *testing.T
+	dir  string
+	base workload.Config
+	seed uint64
+
+	mu    sync.Mutex
+	procs map[int]*worker
+	incs  map[int]int
+	ended []*worker
+}
+
+type worker struct {
+	name   string
+	cmd    *exec.Cmd
+	stderr bytes.Buffer
+	commit commitWatch
+	done   chan struct{}
+	killed bool
+	err    error
+}
+
+// commitWatch reads a worker's stdout, where it announces each COMMIT just
+// before sending it, and runs a hook on the next announcement.
+type commitWatch struct {
+	mu     sync.Mutex
+	onNext func()
+}
+
+func (c *commitWatch) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	fn := c.onNext
+	c.onNext = nil
+	c.mu.Unlock()
+	if fn != nil {
+		fn()
+	}
+	return len(p), nil
+}
+
+// start runs a new incarnation of worker i. Even workers run the gate over
+// pgx.Tx, odd ones over *sql.Tx (on Postgres; SQLite is always *sql.Tx).
+func (f *fleet) start(i int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.procs == nil {
+		f.procs, f.incs = map[int]*worker{}, map[int]int{}
+		f.t.Cleanup(f.killAll) // a history that stops half-way leaves no workers behind
+	}
+	f.incs[i]++
+	name := fmt.Sprintf("p%d.%d", i, f.incs[i])
+	cfg := f.base
+	cfg.Proc = name
+	cfg.History = filepath.Join(f.dir, name+".jsonl")
+	cfg.Seed = f.seed*1000 + uint64(i)*100 + uint64(f.incs[i])
+	cfg.Driver = "sql"
+	if i%2 == 0 {
+		cfg.Driver = "pgx"
+	}
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	path := filepath.Join(f.dir, name+".json")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+	w := &worker{name: name, done: make(chan struct{})}
+	w.cmd = exec.Command(workerBin, "-config", path)
+	w.cmd.Stdout = &w.commit
+	w.cmd.Stderr = &w.stderr
+	if err := w.cmd.Start(); err != nil {
+		f.t.Fatal(err)
+	}
+	go func() {
+		w.err = w.cmd.Wait()
+		close(w.done)
+	}()
+	f.procs[i] = w
+}
+
+// kill sends SIGKILL to worker i and waits for it to die. It reports
+// whether the worker was still running.
+func (f *fleet) kill(i int) bool {
+	f.mu.Lock()
+	w := f.procs[i]
+	delete(f.procs, i)
+	f.mu.Unlock()
+	if w == nil {
+		return false
+	}
+	_ = w.cmd.Process.Kill()
+	<-w.done
+	w.killed = !w.cmd.ProcessState.Exited() // by a signal: ours, now or from killAtCommit's hook
+	f.mu.Lock()
+	f.ended = append(f.ended, w)
+	f.mu.Unlock()
+	return w.killed
+}
+
+// killAtCommit sends SIGKILL to worker i as it announces its next COMMIT
+// (or after two seconds without one), and waits for it to die. It reports
+// whether the worker was still running.
+func (f *fleet) killAtCommit(i int) bool {
+	f.mu.Lock()
+	w := f.procs[i]
+	f.mu.Unlock()
+	if w == nil {
+		return false
+	}
+	w.commit.mu.Lock()
+	w.commit.onNext = func() { _ = w.cmd.Process.Kill() }
+	w.commit.mu.Unlock()
+	timer := time.NewTimer(2 * time.Second)
+	defer timer.Stop()
+	select {
+	case <-w.done:
+	case <-timer.C:
+	}
+	return f.kill(i)
+}
+
+// killAll kills every worker still running.
+func (f *fleet) killAll() {
+	f.mu.Lock()
+	procs := f.procs
+	f.procs = nil
+	f.mu.Unlock()
+	for _, w := range procs {
+		_ = w.cmd.Process.Kill()
+		<-w.done
+	}
+}
+
+// waitAll waits for every worker to finish its run, killing (and failing
+// the test for) any still running at the deadline, and checks that no
+// worker died by itself.
+func (f *fleet) waitAll(deadline time.Time) {
+	f.mu.Lock()
+	procs := f.procs
+	f.procs = nil
+	f.mu.Unlock()
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	for _, w := range procs {
+		select {
+		case <-w.done:
+		case <-timer.C:
+			f.t.Errorf("worker %s still running 30s after the end of the run; killed", w.name)
+			_ = w.cmd.Process.Kill()
+			<-w.done
+		}
+		f.mu.Lock()
+		f.ended = append(f.ended, w)
+		f.mu.Unlock()
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, w := range f.ended {
+		if w.err != nil && !w.killed {
+			f.t.Errorf("worker %s failed: %v\n%s", w.name, w.err, w.stderr.String())
+		}
+	}
+}
+
+// wait sleeps. The harness sleeps only to place faults in time (the fault
+// model), never to wait for something to happen.
+func wait(d time.Duration) {
+	if d > 0 {
+		time.Sleep(d)
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+var errNoViolations = errors.New("the control history broke no rule: the checker (or the workload) is too weak to catch a missing gate")

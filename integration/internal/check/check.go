@@ -1,0 +1,564 @@
+// Package check judges a history after the fact: what the agents observed
+// (history.Op, client side) against what the database kept (the fg_events
+// table and the rejection log), after every kill, cut and restart.
+//
+// The checks, each named in the violations it reports:
+//
+//   - lost-write: a write the client saw committed is not in the table.
+//   - phantom-write: a row no client invoked, or whose write the client saw
+//     refused or certainly failed; write-mismatch: a row that differs from
+//     its invocation.
+//   - fence-order: per resource, committed writes in commit order carry
+//     non-decreasing fences.
+//   - stale-after-grant: per resource, no write under fence N committed after
+//     a grant above N committed (grants are the floor raises the coordinator
+//     makes in its granting transaction, logged in the same commit order).
+//   - ungranted-fence: every committed write's fence was granted to its
+//     writer for that resource.
+//   - realtime-stale-write: no write under N committed if it was invoked after
+//     a grant above N had been acknowledged to some client (real time, from
+//     the wall clock every process on the machine shares).
+//   - grant-order, duplicate-fence, lost-grant, phantom-grant: fences are
+//     unique per grant and grow per resource; every acknowledged grant is in
+//     the database after the restarts; every grant in the database was asked
+//     for by a request that did not certainly fail.
+//   - unlogged-refusal, phantom-rejection, refusal-not-stale: every refusal the
+//     client saw with a log sequence number is in the rejection log, every
+//     logged refusal was a write that saw refusal (or never saw its outcome),
+//     and every logged refusal is below its floor.
+//   - overlapping-holders: no grant was acknowledged while the previous
+//     holder could still believe it held the lease: before the invocation of
+//     its last grant or renewal plus the term granted (unless it had
+//     released the lease). The invocation precedes the coordinator's
+//     processing, so this bound lies at or before the coordinator's expiry,
+//     and at or after the holder's own send-time-anchored deadline.
+//   - renewed-after-expiry, denied-by-expired: a lease that had certainly
+//     expired at the coordinator (later than any grant or renewal could have
+//     carried it) was never renewed, and never named as the holder that
+//     blocks an acquisition.
+//   - linearizability: the coordinator's and gate's operations on each
+//     resource are linearizable against a lease register (see Model).
+package check
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/fencegate/fencegate/integration/internal/history"
+	"github.com/fencegate/fencegate/integration/internal/workload"
+	"github.com/fencegate/fencegate/sqlstore"
+)
+
+// Input is one history: what the clients saw and what the database kept.
+type Input struct {
+	Ops        []history.Op
+	Events     []workload.Event // fg_events in id (commit) order
+	Rejections []sqlstore.Rejection
+	ClockSkew  time.Duration // the clients' lease.ClientOptions.ClockSkew
+	// TTL is the term the coordinator granted (every request asked for it);
+	// 0 skips the expiry checks.
+	TTL time.Duration
+	// Timeout bounds the linearizability search; 0 means 60s.
+	Timeout time.Duration
+	// VisualizeTo, when set, is where an HTML picture of a history that is
+	// not linearizable goes.
+	VisualizeTo string
+}
+
+// Violation is one broken rule.
+type Violation struct {
+	Check  string
+	Detail string
+}
+
+func (v Violation) String() string { return v.Check + ": " + v.Detail }
+
+// Report is the checker's verdict on one history, with the figures that show
+// what the history exercised.
+type Report struct {
+	Ops       int                                // client operations
+	Outcomes  map[string]map[history.Outcome]int // by type, then outcome
+	Committed int                                // write rows in the table
+	Grants    int                                // raise rows (committed grants)
+	Rejected  int                                // rejection log records
+
+	RefusedUnlogged int // refusals the gate reported as not logged (the log write failed)
+	UnknownPresent  int // writes with unknown outcome that did commit
+	UnknownAbsent   int // writes with unknown outcome that did not
+
+	// Linearizable is porcupine's verdict: Ok, Illegal, or Unknown when the
+	// search timed out.
+	Linearizable porcupine.CheckResult
+	LinearOps    int // operations given to porcupine
+	// Visualization is the HTML picture of a history that is not
+	// linearizable, when Input.VisualizeTo asked for one.
+	Visualization string
+
+	Violations []Violation
+
+	// Errors counts the errors agents saw, by operation type, outcome and
+	// message (with numbers and names masked), to tell faults apart.
+	Errors map[string]int
+}
+
+// Count returns how many operations of type typ ended with outcome out.
+func (r *Report) Count(typ string, out history.Outcome) int { return r.Outcomes[typ][out] }
+
+// Failed reports whether any rule was broken.
+func (r *Report) Failed() bool { return len(r.Violations) > 0 }
+
+// ByCheck counts violations per check.
+func (r *Report) ByCheck() map[string]int {
+	m := map[string]int{}
+	for _, v := range r.Violations {
+		m[v.Check]++
+	}
+	return m
+}
+
+// Summary describes the violations in a few lines, at most per check.
+func (r *Report) Summary(perCheck int) string {
+	var b strings.Builder
+	shown := map[string]int{}
+	for _, v := range r.Violations {
+		if shown[v.Check] < perCheck {
+			fmt.Fprintf(&b, "  %s\n", v)
+		}
+		shown[v.Check]++
+	}
+	for _, c := range slices.Sorted(maps.Keys(shown)) {
+		if n := shown[c] - perCheck; n > 0 {
+			fmt.Fprintf(&b, "  %s: … and %d more\n", c, n)
+		}
+	}
+	return b.String()
+}
+
+type checker struct {
+	in     Input
+	r      *Report
+	ops    map[string]*history.Op // by op id
+	writes map[string]workload.Event
+	// raises by resource, in commit order
+	raises map[string][]workload.Event
+}
+
+// Run checks a history.
+func Run(in Input) *Report {
+	c := &checker{
+		in:     in,
+		r:      &Report{Outcomes: map[string]map[history.Outcome]int{}, Errors: map[string]int{}},
+		ops:    map[string]*history.Op{},
+		writes: map[string]workload.Event{},
+		raises: map[string][]workload.Event{},
+	}
+	for i := range in.Ops {
+		o := &in.Ops[i]
+		c.ops[o.Op] = o
+		if c.r.Outcomes[o.Type] == nil {
+			c.r.Outcomes[o.Type] = map[history.Outcome]int{}
+		}
+		c.r.Outcomes[o.Type][o.Outcome]++
+		if o.Err != "" {
+			c.r.Errors[fmt.Sprintf("%s/%s: %s", o.Type, o.Outcome, maskError(o.Err))]++
+		}
+	}
+	c.r.Ops = len(in.Ops)
+	c.r.Rejected = len(in.Rejections)
+	for _, e := range in.Events {
+		switch e.Kind {
+		case "write":
+			c.r.Committed++
+			c.writes[e.OpID] = e
+		case "raise":
+			c.r.Grants++
+			c.raises[e.Resource] = append(c.raises[e.Resource], e)
+		}
+	}
+	c.writesMatchClients()
+	c.commitOrder()
+	c.grants()
+	c.realTime()
+	c.rejections()
+	c.holderWindows()
+	c.expiry()
+	c.linearizable()
+	return c.r
+}
+
+var (
+	maskQuoted = regexp.MustCompile(`"[^"]*"`)
+	maskNumber = regexp.MustCompile(`[0-9]+`)
+)
+
+// maskError makes errors that differ only in names and numbers equal.
+func maskError(msg string) string {
+	msg = maskQuoted.ReplaceAllString(msg, `"…"`)
+	msg = maskNumber.ReplaceAllString(msg, "N")
+	if len(msg) > 160 {
+		msg = msg[:160] + "…"
+	}
+	return msg
+}
+
+// TopErrors lists the n most frequent errors with their counts.
+func (r *Report) TopErrors(n int) string {
+	keys := slices.SortedFunc(maps.Keys(r.Errors), func(a, b string) int {
+		return cmp.Or(cmp.Compare(r.Errors[b], r.Errors[a]), strings.Compare(a, b))
+	})
+	var b strings.Builder
+	for i, k := range keys {
+		if i == n {
+			fmt.Fprintf(&b, "  … and %d more kinds\n", len(keys)-n)
+			break
+		}
+		fmt.Fprintf(&b, "  %5d× %s\n", r.Errors[k], k)
+	}
+	return b.String()
+}
+
+func (c *checker) violate(check, format string, args ...any) {
+	c.r.Violations = append(c.r.Violations, Violation{Check: check, Detail: fmt.Sprintf(format, args...)})
+}
+
+// writesMatchClients: nothing acknowledged is lost, nothing refused or
+// failed committed, nothing committed that nobody wrote.
+func (c *checker) writesMatchClients() {
+	for _, o := range c.in.Ops {
+		if o.Type != history.Write {
+			continue
+		}
+		_, present := c.writes[o.Op]
+		switch o.Outcome {
+		case history.OK:
+			if !present {
+				c.violate("lost-write", "%s: write under fence %d on %s was acknowledged but is not in the table", o.Op, o.Fence, o.Resource)
+			}
+		case history.Refused, history.Fail:
+			if present {
+				c.violate("phantom-write", "%s: write under fence %d on %s was reported %s (%s) but committed", o.Op, o.Fence, o.Resource, o.Outcome, o.Err)
+			}
+		case history.Unknown:
+			if present {
+				c.r.UnknownPresent++
+			} else {
+				c.r.UnknownAbsent++
+			}
+		}
+		if o.Outcome == history.Refused && o.LogFailed {
+			c.r.RefusedUnlogged++
+		}
+	}
+	for _, e := range c.in.Events {
+		if e.Kind != "write" {
+			continue
+		}
+		o := c.ops[e.OpID]
+		switch {
+		case o == nil:
+			c.violate("phantom-write", "row %d (%s, fence %d, %s) has op id %q that no client invoked", e.ID, e.Resource, e.Fence, e.Holder, e.OpID)
+		case o.Type != history.Write || o.Resource != e.Resource || o.Fence != e.Fence || o.Holder != e.Holder || o.Agent != e.Agent:
+			c.violate("write-mismatch", "row %d (%s, fence %d, %s, %s) does not match its invocation %+v", e.ID, e.Resource, e.Fence, e.Holder, e.Agent, o.Record)
+		}
+	}
+}
+
+// commitOrder walks each resource's writes and grants in commit order.
+func (c *checker) commitOrder() {
+	lastWrite := map[string]workload.Event{}
+	lastRaise := map[string]workload.Event{}
+	granted := map[[2]string]bool{} // (resource, fence:holder)
+	for _, e := range c.in.Events {
+		if e.Kind == "raise" {
+			granted[[2]string{e.Resource, fmt.Sprintf("%d:%s", e.Fence, e.Holder)}] = true
+		}
+	}
+	for _, e := range c.in.Events {
+		switch e.Kind {
+		case "raise":
+			lastRaise[e.Resource] = e
+		case "write":
+			if w, ok := lastWrite[e.Resource]; ok && e.Fence < w.Fence {
+				c.violate("fence-order", "%s: write %s under fence %d committed (id %d) after write %s under fence %d (id %d)",
+					e.Resource, e.OpID, e.Fence, e.ID, w.OpID, w.Fence, w.ID)
+			}
+			if g, ok := lastRaise[e.Resource]; ok && e.Fence < g.Fence {
+				c.violate("stale-after-grant", "%s: write %s under fence %d committed (id %d) after the grant of fence %d to %s (id %d)",
+					e.Resource, e.OpID, e.Fence, e.ID, g.Fence, g.Holder, g.ID)
+			}
+			if !granted[[2]string{e.Resource, fmt.Sprintf("%d:%s", e.Fence, e.Holder)}] {
+				c.violate("ungranted-fence", "%s: write %s committed under fence %d, which was never granted to %s for it", e.Resource, e.OpID, e.Fence, e.Holder)
+			}
+			lastWrite[e.Resource] = e
+		}
+	}
+}
+
+// grants: unique, growing, durable, and asked for.
+func (c *checker) grants() {
+	byFence := map[int64]workload.Event{}
+	for _, res := range slices.Sorted(maps.Keys(c.raises)) {
+		var last int64
+		for _, e := range c.raises[res] {
+			if e.Fence <= last {
+				c.violate("grant-order", "%s: grant of fence %d to %s (id %d) committed after a grant of fence %d", res, e.Fence, e.Holder, e.ID, last)
+			}
+			last = max(last, e.Fence)
+			if prev, ok := byFence[e.Fence]; ok {
+				c.violate("duplicate-fence", "fence %d granted twice: to %s on %s (id %d) and to %s on %s (id %d)",
+					e.Fence, prev.Holder, prev.Resource, prev.ID, e.Holder, e.Resource, e.ID)
+			}
+			byFence[e.Fence] = e
+		}
+	}
+	ackedBy := map[int64]*history.Op{}
+	for i := range c.in.Ops {
+		o := &c.in.Ops[i]
+		if o.Type != history.Acquire || o.Outcome != history.OK {
+			continue
+		}
+		if prev, ok := ackedBy[o.Granted]; ok && prev.Request != o.Request {
+			c.violate("duplicate-fence", "fence %d acknowledged to two requests: %s (%s) and %s (%s)", o.Granted, prev.Op, prev.Holder, o.Op, o.Holder)
+		}
+		ackedBy[o.Granted] = o
+		if e, ok := byFence[o.Granted]; !ok || e.Resource != o.Resource || e.Holder != o.Holder {
+			c.violate("lost-grant", "%s: grant of fence %d on %s to %s was acknowledged but is not in the database", o.Op, o.Granted, o.Resource, o.Holder)
+		}
+	}
+	// Every committed grant answers a request that did not certainly fail.
+	asked := map[[2]string][]*history.Op{}
+	for i := range c.in.Ops {
+		o := &c.in.Ops[i]
+		if o.Type == history.Acquire {
+			k := [2]string{o.Resource, o.Holder}
+			asked[k] = append(asked[k], o)
+		}
+	}
+	for _, e := range byFence {
+		if a := ackedBy[e.Fence]; a != nil {
+			continue
+		}
+		ok := false
+		for _, o := range asked[[2]string{e.Resource, e.Holder}] {
+			if o.Outcome == history.Unknown || o.Attempts > 1 {
+				ok = true
+			}
+		}
+		if !ok {
+			c.violate("phantom-grant", "fence %d on %s was granted to %s, which never asked or saw every request fail", e.Fence, e.Resource, e.Holder)
+		}
+	}
+}
+
+// realTime: a write invoked after a higher grant was acknowledged must not
+// commit.
+func (c *checker) realTime() {
+	type ack struct {
+		at    int64
+		fence int64
+		op    string
+	}
+	acks := map[string][]ack{}
+	for _, o := range c.in.Ops {
+		if o.Type == history.Acquire && o.Outcome == history.OK {
+			acks[o.Resource] = append(acks[o.Resource], ack{o.Return, o.Granted, o.Op})
+		}
+	}
+	for res, as := range acks {
+		sort.Slice(as, func(i, j int) bool { return as[i].at < as[j].at })
+		for i := 1; i < len(as); i++ { // prefix maximum of the fence
+			if as[i].fence < as[i-1].fence {
+				as[i].fence, as[i].op = as[i-1].fence, as[i-1].op
+			}
+		}
+		acks[res] = as
+	}
+	for _, e := range c.in.Events {
+		o := c.ops[e.OpID]
+		if e.Kind != "write" || o == nil {
+			continue
+		}
+		as := acks[e.Resource]
+		i := sort.Search(len(as), func(i int) bool { return as[i].at >= o.Call }) - 1
+		if i >= 0 && as[i].fence > e.Fence {
+			c.violate("realtime-stale-write", "%s: write %s under fence %d was invoked %v after %s's grant of fence %d was acknowledged, and committed",
+				e.Resource, e.OpID, e.Fence, time.Duration(o.Call-as[i].at), as[i].op, as[i].fence)
+		}
+	}
+}
+
+func (c *checker) rejections() {
+	bySeq := map[int64]sqlstore.Rejection{}
+	for _, r := range c.in.Rejections {
+		bySeq[r.Seq] = r
+		if r.Fence >= r.Floor {
+			c.violate("refusal-not-stale", "rejection #%d: fence %d from %s on %s refused with floor %d (not issued: %v)", r.Seq, r.Fence, r.Holder, r.Resource, r.Floor, r.NotIssued)
+		}
+	}
+	type key struct {
+		res, holder string
+		fence       int64
+	}
+	candidates := map[key]int{}
+	for _, o := range c.in.Ops {
+		if o.Type != history.Write {
+			continue
+		}
+		if o.Outcome == history.Refused || o.Outcome == history.Unknown {
+			candidates[key{o.Resource, o.Holder, o.Fence}]++
+		}
+		if o.Outcome != history.Refused || o.RejSeq == 0 {
+			continue
+		}
+		r, ok := bySeq[o.RejSeq]
+		if !ok || r.Resource != o.Resource || r.Holder != o.Holder || r.Fence != o.Fence {
+			c.violate("unlogged-refusal", "%s: refusal of fence %d on %s reported as rejection #%d, which the log does not hold (%+v)", o.Op, o.Fence, o.Resource, o.RejSeq, r)
+		}
+	}
+	for _, r := range c.in.Rejections {
+		k := key{r.Resource, r.Holder, r.Fence}
+		if candidates[k] == 0 {
+			c.violate("phantom-rejection", "rejection #%d (fence %d from %s on %s) matches no write that was refused or unanswered", r.Seq, r.Fence, r.Holder, r.Resource)
+			continue
+		}
+		candidates[k]--
+	}
+}
+
+// holderWindows: the previous holder's window (invocation + granted term,
+// which covers its send-time-anchored deadline and is covered by the
+// coordinator's expiry) ends before the next grant is acknowledged, unless it
+// released first.
+func (c *checker) holderWindows() {
+	type window struct {
+		op      *history.Op
+		believe int64 // invocation + granted term, as late as any renewal pushed it
+	}
+	type lkey struct {
+		res, holder string
+		fence       int64
+	}
+	wins := map[lkey]*window{}
+	perRes := map[string][]*window{}
+	for i := range c.in.Ops {
+		o := &c.in.Ops[i]
+		if o.Type == history.Acquire && o.Outcome == history.OK {
+			w := &window{op: o, believe: o.Call + o.TTL - int64(c.in.ClockSkew)}
+			wins[lkey{o.Resource, o.Holder, o.Granted}] = w
+			perRes[o.Resource] = append(perRes[o.Resource], w)
+		}
+	}
+	for i := range c.in.Ops {
+		o := &c.in.Ops[i]
+		w := wins[lkey{o.Resource, o.Holder, o.Fence}]
+		if w == nil {
+			continue
+		}
+		switch {
+		case o.Type == history.Renew && o.Outcome == history.OK:
+			w.believe = max(w.believe, o.Call+o.TTL-int64(c.in.ClockSkew))
+		}
+	}
+	for i := range c.in.Ops { // a release ends the belief when it is sent
+		o := &c.in.Ops[i]
+		w := wins[lkey{o.Resource, o.Holder, o.Fence}]
+		if w != nil && o.Type == history.Release && (o.Outcome == history.OK || o.Outcome == history.Unknown) {
+			w.believe = min(w.believe, o.Call)
+		}
+	}
+	for res, ws := range perRes {
+		slices.SortFunc(ws, func(a, b *window) int { return cmp.Compare(a.op.Granted, b.op.Granted) })
+		var next *window // the later grant acknowledged first
+		for i := len(ws) - 1; i >= 0; i-- {
+			w := ws[i]
+			if next != nil && next.op.Return < w.believe {
+				c.violate("overlapping-holders", "%s: %s believed it held fence %d until %v after %s's grant of fence %d was acknowledged",
+					res, w.op.Holder, w.op.Granted, time.Duration(w.believe-next.op.Return), next.op.Holder, next.op.Granted)
+			}
+			if next == nil || w.op.Return < next.op.Return {
+				next = w
+			}
+		}
+	}
+}
+
+// expiryMargin covers the database clock's resolution (SQLite: a
+// millisecond) when comparing its expiry with the agents' clock.
+const expiryMargin = 2 * time.Millisecond
+
+// expiry: the coordinator's expiry for a lease is at most ttl after the
+// return of the last grant or renewal that may have taken effect. After
+// that, the lease must be treated as expired: never renewed, never named in
+// a denial. Leases held through lease.Hold (whose renewals the agent does not
+// see) and grants no agent saw are skipped.
+func (c *checker) expiry() {
+	if c.in.TTL <= 0 {
+		return
+	}
+	type lkey struct {
+		res, holder string
+		fence       int64
+	}
+	type extension struct {
+		op  *history.Op
+		end int64 // latest possible expiry it set; never if it may still be pending
+	}
+	ext := map[lkey][]extension{}
+	skip := map[lkey]bool{}
+	for i := range c.in.Ops {
+		o := &c.in.Ops[i]
+		var k lkey
+		switch {
+		case o.Type == history.Acquire && o.Outcome == history.OK:
+			k = lkey{o.Resource, o.Holder, o.Granted}
+			skip[k] = skip[k] || o.Hold
+		case o.Type == history.Renew && (o.Outcome == history.OK || o.Outcome == history.Unknown):
+			k = lkey{o.Resource, o.Holder, o.Fence}
+		default:
+			continue
+		}
+		end := int64(never)
+		if o.Returned() {
+			end = o.Return + int64(c.in.TTL)
+		}
+		ext[k] = append(ext[k], extension{o, end})
+	}
+	// latest is the latest expiry the lease may have had when q was
+	// processed: what every extension invoked before q returned may have set.
+	latest := func(k lkey, q *history.Op) (int64, bool) {
+		es, ok := ext[k]
+		if !ok || skip[k] {
+			return 0, false
+		}
+		var end int64
+		for _, e := range es {
+			if e.op != q && e.op.Call < q.Return {
+				end = max(end, e.end)
+			}
+		}
+		return end, end != never
+	}
+	for i := range c.in.Ops {
+		q := &c.in.Ops[i]
+		switch {
+		case q.Type == history.Renew && q.Outcome == history.OK:
+			if end, ok := latest(lkey{q.Resource, q.Holder, q.Fence}, q); ok && q.Call > end+int64(expiryMargin) {
+				c.violate("renewed-after-expiry", "%s: %s's lease with fence %d was renewed by a request sent %v after it had certainly expired",
+					q.Resource, q.Holder, q.Fence, time.Duration(q.Call-end))
+			}
+		case q.Type == history.Acquire && q.Outcome == history.Denied:
+			if end, ok := latest(lkey{q.Resource, q.HeldBy, q.HeldFence}, q); ok && q.Call > end+int64(expiryMargin) {
+				c.violate("denied-by-expired", "%s: %s was denied by %s's lease with fence %d, which had certainly expired %v before the request was sent",
+					q.Resource, q.Holder, q.HeldBy, q.HeldFence, time.Duration(q.Call-end))
+			}
+		}
+	}
+}

@@ -1,0 +1,226 @@
+package check
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/fencegate/fencegate/integration/internal/history"
+	"github.com/fencegate/fencegate/integration/internal/workload"
+	"github.com/fencegate/fencegate/sqlstore"
+)
+
+// builder writes small histories by hand. Times are in milliseconds.
+type builder struct {
+	in  Input
+	seq map[string]int
+	id  int64
+}
+
+func newBuilder() *builder {
+	return &builder{seq: map[string]int{}, in: Input{TTL: 250 * time.Millisecond}}
+}
+
+func ms(v int64) int64 { return v * int64(time.Millisecond) }
+
+func (b *builder) op(typ, holder, res string, fence int64, call, ret int64, out history.Outcome) *history.Op {
+	b.seq[holder]++
+	o := history.Op{Call: ms(call)}
+	o.Op = fmt.Sprintf("%s#%d", holder, b.seq[holder])
+	o.Type, o.Holder, o.Agent, o.Proc, o.Resource, o.Fence = typ, holder, holder, holder, res, fence
+	o.Outcome = out
+	if ret > 0 {
+		o.Return = ms(ret)
+	} else {
+		o.Outcome = history.Unknown
+	}
+	b.in.Ops = append(b.in.Ops, o)
+	return &b.in.Ops[len(b.in.Ops)-1]
+}
+
+// grant is an acknowledged acquisition of fence, with its floor raise.
+func (b *builder) grant(holder, res string, fence int64, call, ret int64) {
+	o := b.op(history.Acquire, holder, res, 0, call, ret, history.OK)
+	o.Granted, o.TTL, o.Request, o.Attempts = fence, int64(250*time.Millisecond), o.Op, 1
+	b.raise(holder, res, fence)
+}
+
+func (b *builder) raise(holder, res string, fence int64) {
+	b.id++
+	b.in.Events = append(b.in.Events, workload.Event{ID: b.id, Kind: "raise", Resource: res, Fence: fence, Holder: holder})
+}
+
+// write is a write op; committed adds its row.
+func (b *builder) write(holder, res string, fence int64, call, ret int64, out history.Outcome, committed bool) *history.Op {
+	o := b.op(history.Write, holder, res, fence, call, ret, out)
+	if committed {
+		b.id++
+		b.in.Events = append(b.in.Events, workload.Event{ID: b.id, Kind: "write", Resource: res, Fence: fence, Holder: holder, Agent: holder, OpID: o.Op})
+	}
+	return o
+}
+
+func (b *builder) refuse(holder, res string, fence, floor int64, call, ret int64) {
+	seq := int64(len(b.in.Rejections) + 1)
+	o := b.write(holder, res, fence, call, ret, history.Refused, false)
+	o.RejSeq, o.Floor = seq, floor
+	b.in.Rejections = append(b.in.Rejections, sqlstore.Rejection{Seq: seq, Resource: res, Fence: fence, Holder: holder, Floor: floor})
+}
+
+// clean is a history that breaks no rule: a holds fence 1, stalls, b takes
+// over with fence 2, a's late write is refused.
+func clean() *builder {
+	b := newBuilder()
+	b.grant("a", "r", 1, 0, 1)
+	b.write("a", "r", 1, 2, 3, history.OK, true)
+	b.grant("b", "r", 2, 300, 301)
+	b.write("b", "r", 2, 302, 303, history.OK, true)
+	b.refuse("a", "r", 1, 2, 310, 311)
+	b.op(history.Renew, "a", "r", 1, 312, 313, history.Expired)
+	b.op(history.Release, "b", "r", 2, 320, 321, history.OK)
+	return b
+}
+
+func TestCleanHistoryPasses(t *testing.T) {
+	r := Run(clean().in)
+	if r.Failed() {
+		t.Fatalf("violations in a clean history:\n%s", r.Summary(5))
+	}
+	if r.Linearizable != porcupine.Ok {
+		t.Fatalf("linearizable = %s", r.Linearizable)
+	}
+}
+
+// Each case breaks one rule; the checker must name it.
+func TestEachCheckFires(t *testing.T) {
+	cases := []struct {
+		check string
+		edit  func(b *builder)
+	}{
+		{"lost-write", func(b *builder) {
+			b.write("b", "r", 2, 330, 331, history.OK, false)
+		}},
+		{"phantom-write", func(b *builder) {
+			b.write("b", "r", 2, 330, 331, history.Fail, true)
+		}},
+		{"phantom-write", func(b *builder) {
+			b.id++
+			b.in.Events = append(b.in.Events, workload.Event{ID: b.id, Kind: "write", Resource: "r", Fence: 2, Holder: "b", OpID: "nobody#1"})
+		}},
+		{"write-mismatch", func(b *builder) {
+			o := b.write("b", "r", 2, 330, 331, history.OK, true)
+			b.in.Events[len(b.in.Events)-1].Fence = 3
+			_ = o
+		}},
+		{"fence-order", func(b *builder) {
+			b.write("a", "r", 1, 330, 331, history.Unknown, true) // fence 1 after fence 2's write
+		}},
+		{"stale-after-grant", func(b *builder) {
+			b.grant("c", "s", 5, 400, 401)
+			b.grant("d", "s", 6, 700, 701)
+			b.write("c", "s", 5, 402, 0, history.Unknown, true) // committed after the grant of 6
+		}},
+		{"ungranted-fence", func(b *builder) {
+			b.write("b", "r", 9, 330, 331, history.OK, true)
+		}},
+		{"realtime-stale-write", func(b *builder) {
+			// a's write invoked after b's grant was acknowledged, and committed.
+			b.grant("c", "s", 5, 400, 401)
+			b.write("c", "s", 5, 402, 0, history.Unknown, false)
+			b.op(history.Acquire, "d", "s", 0, 700, 701, history.OK).Granted = 6
+			b.write("c", "s", 5, 710, 711, history.OK, true)
+			b.raise("d", "s", 6)
+		}},
+		{"duplicate-fence", func(b *builder) {
+			o := b.op(history.Acquire, "c", "s", 0, 400, 401, history.OK)
+			o.Granted, o.Request = 2, "other"
+		}},
+		{"lost-grant", func(b *builder) {
+			o := b.op(history.Acquire, "c", "s", 0, 400, 401, history.OK)
+			o.Granted, o.Request = 7, "c1"
+		}},
+		{"phantom-grant", func(b *builder) {
+			b.raise("nobody", "s", 8)
+		}},
+		{"grant-order", func(b *builder) {
+			b.grant("c", "r", 1, 700, 701) // fence 1 again, after 2
+		}},
+		{"unlogged-refusal", func(b *builder) {
+			o := b.write("b", "r", 1, 330, 331, history.Refused, false)
+			o.RejSeq = 99
+		}},
+		{"phantom-rejection", func(b *builder) {
+			b.in.Rejections = append(b.in.Rejections, sqlstore.Rejection{Seq: 50, Resource: "r", Fence: 1, Holder: "z", Floor: 2})
+		}},
+		{"refusal-not-stale", func(b *builder) {
+			b.refuse("b", "r", 2, 2, 330, 331)
+		}},
+		{"overlapping-holders", func(b *builder) {
+			// c's lease (250ms from 400) still runs when d's grant is acknowledged.
+			b.grant("c", "s", 5, 400, 401)
+			b.grant("d", "s", 6, 500, 501)
+		}},
+		{"renewed-after-expiry", func(b *builder) {
+			// c's lease (250ms from 401 at the latest) renewed at 700.
+			b.grant("c", "s", 5, 400, 401)
+			b.op(history.Renew, "c", "s", 5, 700, 701, history.OK).TTL = int64(250 * time.Millisecond)
+		}},
+		{"denied-by-expired", func(b *builder) {
+			b.grant("c", "s", 5, 400, 401)
+			o := b.op(history.Acquire, "d", "s", 0, 700, 701, history.Denied)
+			o.HeldBy, o.HeldFence = "c", 5
+		}},
+		{"linearizability", func(b *builder) {
+			// a renews fence 1 after b's fence 2 was granted.
+			b.op(history.Renew, "a", "r", 1, 400, 401, history.OK).TTL = int64(250 * time.Millisecond)
+		}},
+		{"linearizability", func(b *builder) {
+			// A denial that names a released lease.
+			o := b.op(history.Acquire, "c", "r", 0, 400, 401, history.Denied)
+			o.HeldBy, o.HeldFence = "b", 2
+		}},
+		{"linearizability", func(b *builder) {
+			// A refusal of the current fence.
+			b.refuse("b", "r", 2, 3, 330, 331)
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.check, func(t *testing.T) {
+			b := clean()
+			c.edit(b)
+			r := Run(b.in)
+			if r.ByCheck()[c.check] == 0 {
+				t.Fatalf("%s did not fire; violations:\n%s", c.check, r.Summary(5))
+			}
+		})
+	}
+}
+
+// An acquisition whose reply was lost, but whose grant is in the database,
+// enters the model as a grant: writes under it must be accepted.
+func TestUnansweredGrantIsAGrant(t *testing.T) {
+	b := clean()
+	o := b.op(history.Acquire, "c", "r", 0, 400, 0, history.Unknown)
+	o.Request = "lost"
+	b.raise("c", "r", 3)
+	b.refuse("b", "r", 2, 3, 800, 801)
+	r := Run(b.in)
+	if r.Failed() {
+		t.Fatalf("violations:\n%s", r.Summary(5))
+	}
+}
+
+// A release whose reply was lost may or may not have freed the lease.
+func TestUnansweredReleaseBranches(t *testing.T) {
+	b := newBuilder()
+	b.grant("a", "r", 1, 0, 1)
+	b.op(history.Release, "a", "r", 1, 10, 0, history.Unknown)
+	d := b.op(history.Acquire, "b", "r", 0, 20, 21, history.Denied) // not released (yet)
+	d.HeldBy, d.HeldFence = "a", 1
+	b.grant("c", "r", 2, 400, 401)
+	if r := Run(b.in); r.Failed() {
+		t.Fatalf("violations:\n%s", r.Summary(5))
+	}
+}

@@ -1,0 +1,234 @@
+package check
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/fencegate/fencegate/integration/internal/history"
+)
+
+// The lease register: the state of one resource as the coordinator and the
+// gate together present it. It has no clock. Expiry happens in database time
+// and the model cannot see it, so the model never demands that a lease
+// expire or forbids it: a grant may supersede any earlier one, and a renewal
+// may answer "expired" at any moment. What it does demand:
+//
+//   - a grant's fence is above every fence granted before it on the resource
+//     (or is the same grant, answered again to a retry of its request);
+//   - a denial names the current generation: its holder and fence, not
+//     released;
+//   - a renewal that succeeds renews the current, unreleased generation;
+//   - a release that frees a lease frees the current generation;
+//   - a write is admitted only under the current generation's fence (the
+//     gate's floor is the latest grant's fence, raised in the granting
+//     transaction) and refused only under a lower one.
+//
+// Operations whose outcome the client never saw enter as follows: a write
+// whose row is in the table is admitted (with no known return); an
+// acquisition the database shows granted is a grant; a release may or may not
+// have freed the lease (the model branches); anything else unanswered had no
+// effect the model could see, and is left out.
+type registerState struct {
+	Fence    int64
+	Holder   string
+	Request  string
+	Released bool
+}
+
+type modelInput struct {
+	Kind    string // "grant", "deny", "renew", "release", "release?", "write", "refuse"
+	Holder  string
+	Request string
+	Fence   int64 // grant: granted; deny: the holder's fence named; others: the token's
+}
+
+// Model is the lease register as a porcupine model, one partition per
+// resource (its ops carry the resource in Metadata).
+var Model = porcupine.NondeterministicModel{
+	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
+		byRes := map[string][]porcupine.Operation{}
+		var order []string
+		for _, op := range history {
+			r := op.Metadata.(string)
+			if _, ok := byRes[r]; !ok {
+				order = append(order, r)
+			}
+			byRes[r] = append(byRes[r], op)
+		}
+		out := make([][]porcupine.Operation, 0, len(order))
+		for _, r := range order {
+			out = append(out, byRes[r])
+		}
+		return out
+	},
+	Init: func() []any { return []any{registerState{}} },
+	Step: func(state, input, _ any) []any {
+		s, in := state.(registerState), input.(modelInput)
+		current := s.Fence == in.Fence && s.Holder == in.Holder && !s.Released
+		switch in.Kind {
+		case "grant":
+			if in.Fence > s.Fence {
+				return []any{registerState{Fence: in.Fence, Holder: in.Holder, Request: in.Request}}
+			}
+			if in.Fence == s.Fence && in.Holder == s.Holder && in.Request == s.Request {
+				return []any{s} // a retry answered with the same grant
+			}
+		case "deny":
+			if current {
+				return []any{s}
+			}
+		case "renew":
+			if current {
+				return []any{s}
+			}
+		case "release":
+			if current {
+				s.Released = true
+				return []any{s}
+			}
+		case "release?":
+			if current {
+				r := s
+				r.Released = true
+				return []any{s, r}
+			}
+			return []any{s}
+		case "write":
+			if in.Fence == s.Fence {
+				return []any{s}
+			}
+		case "refuse":
+			if in.Fence < s.Fence {
+				return []any{s}
+			}
+		}
+		return nil
+	},
+	DescribeOperation: func(input, _ any) string {
+		in := input.(modelInput)
+		return fmt.Sprintf("%s(%d, %s)", in.Kind, in.Fence, in.Holder)
+	},
+	DescribeState: func(state any) string {
+		s := state.(registerState)
+		return fmt.Sprintf("{fence %d, %s, released %v}", s.Fence, s.Holder, s.Released)
+	},
+}
+
+const never = math.MaxInt64 // the return time of an operation that never returned
+
+// linearizable builds the register history and asks porcupine.
+func (c *checker) linearizable() {
+	var ops []porcupine.Operation
+	clients := map[string]int{} // agent → porcupine client id, for visualizations
+	client := func(agent string) int {
+		id, ok := clients[agent]
+		if !ok {
+			id = len(clients)
+			clients[agent] = id
+		}
+		return id
+	}
+	add := func(o *history.Op, in modelInput, ret int64) {
+		if ret == 0 {
+			ret = never
+		}
+		ops = append(ops, porcupine.Operation{ClientId: client(o.Agent), Input: in, Call: o.Call, Return: ret, Metadata: o.Resource})
+	}
+	ackedFences := map[int64]bool{}
+	for i := range c.in.Ops {
+		o := &c.in.Ops[i]
+		switch o.Type {
+		case history.Acquire:
+			switch o.Outcome {
+			case history.OK:
+				ackedFences[o.Granted] = true
+				add(o, modelInput{Kind: "grant", Holder: o.Holder, Request: o.Request, Fence: o.Granted}, o.Return)
+			case history.Denied:
+				add(o, modelInput{Kind: "deny", Holder: o.HeldBy, Fence: o.HeldFence}, o.Return)
+			}
+		case history.Renew:
+			if o.Outcome == history.OK {
+				add(o, modelInput{Kind: "renew", Holder: o.Holder, Fence: o.Fence}, o.Return)
+			}
+		case history.Release:
+			switch o.Outcome {
+			case history.OK:
+				add(o, modelInput{Kind: "release", Holder: o.Holder, Fence: o.Fence}, o.Return)
+			case history.Unknown:
+				add(o, modelInput{Kind: "release?", Holder: o.Holder, Fence: o.Fence}, o.Return)
+			}
+		case history.Write:
+			_, present := c.writes[o.Op]
+			switch {
+			case o.Outcome == history.Refused:
+				add(o, modelInput{Kind: "refuse", Holder: o.Holder, Fence: o.Fence}, o.Return)
+			case present:
+				add(o, modelInput{Kind: "write", Holder: o.Holder, Fence: o.Fence}, o.Return)
+			}
+		}
+	}
+	// Grants in the database that no client saw: each happened inside one of
+	// its holder's unanswered or retried requests for that resource; the
+	// operation spans all of them, which is wider than the truth and so safe.
+	for res, raises := range c.raises {
+		for _, e := range raises {
+			if ackedFences[e.Fence] {
+				continue
+			}
+			var span *history.Op
+			first, last := int64(math.MaxInt64), int64(0)
+			for i := range c.in.Ops {
+				o := &c.in.Ops[i]
+				if o.Type != history.Acquire || o.Resource != res || o.Holder != e.Holder || (o.Outcome != history.Unknown && o.Attempts <= 1) {
+					continue
+				}
+				span = o
+				first = min(first, o.Call)
+				ret := o.Return
+				if ret == 0 {
+					ret = never
+				}
+				last = max(last, ret)
+			}
+			if span == nil {
+				continue // reported as phantom-grant
+			}
+			ops = append(ops, porcupine.Operation{
+				ClientId: client(span.Agent),
+				Input:    modelInput{Kind: "grant", Holder: e.Holder, Request: "(unseen)", Fence: e.Fence},
+				Call:     first,
+				Return:   last,
+				Metadata: res,
+			})
+		}
+	}
+	c.r.LinearOps = len(ops)
+	if len(ops) == 0 {
+		c.r.Linearizable = porcupine.Ok
+		return
+	}
+	timeout := c.in.Timeout
+	if timeout == 0 {
+		timeout = time.Minute
+	}
+	model := Model.ToModel()
+	res, info := porcupine.CheckOperationsVerbose(model, ops, timeout)
+	c.r.Linearizable = res
+	if res != porcupine.Illegal {
+		return
+	}
+	// Name the resources that fail, and keep a picture for a human.
+	for _, part := range model.Partition(ops) {
+		if porcupine.CheckOperationsTimeout(model, part, timeout) == porcupine.Illegal {
+			c.violate("linearizability", "%s: its %d operations are not linearizable as a lease register", part[0].Metadata, len(part))
+		}
+	}
+	if c.in.VisualizeTo != "" {
+		if err := porcupine.VisualizePath(model, info, c.in.VisualizeTo); err == nil {
+			c.r.Visualization = c.in.VisualizeTo
+		}
+	}
+}

@@ -1,0 +1,110 @@
+package faults
+
+import (
+	"context"
+	"net/url"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fencegate/fencegate/internal/dbtest"
+	"github.com/fencegate/fencegate/sqlstore"
+)
+
+// proxied returns a direct connection and one through a new proxy.
+func proxied(t *testing.T) (direct, through *pgx.Conn, p *Proxy) {
+	t.Helper()
+	ctx := context.Background()
+	dsn := dbtest.PostgresSchemaURL(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err = NewProxy(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	direct, err = pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { direct.Close(context.WithoutCancel(ctx)) })
+	if _, err := direct.Exec(ctx, `CREATE TABLE t (v int)`); err != nil {
+		t.Fatal(err)
+	}
+	u.Host = p.Addr()
+	through, err = pgx.Connect(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { through.Close(context.WithoutCancel(ctx)) })
+	return direct, through, p
+}
+
+// A cut after COMMIT: the client loses the answer, the server commits.
+func TestCommitCutLosesTheAnswerNotTheCommit(t *testing.T) {
+	ctx := context.Background()
+	direct, through, p := proxied(t)
+	tx, err := through.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO t VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	p.ArmCommitCuts(1)
+	err = tx.Commit(ctx)
+	if err == nil {
+		t.Fatal("commit through an armed proxy succeeded")
+	}
+	// The harness files this error under "unknown", whatever it is. Note
+	// what pgx makes of it: "conn closed", which pgconn.SafeToRetry calls
+	// safe to retry (see TestLostCommitAnswerIsConnLost).
+	if got := p.Stats().CommitCuts; got != 1 {
+		t.Fatalf("commit cuts = %d", got)
+	}
+	if n := countAfter(t, direct); n != 1 {
+		t.Fatalf("rows = %d, want the commit to have landed", n)
+	}
+}
+
+// countAfter counts t's rows once every transaction writing t has ended:
+// LOCK TABLE waits for the cut transaction's lock, whatever became of it.
+func countAfter(t *testing.T, direct *pgx.Conn) int {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := direct.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `LOCK TABLE t IN SHARE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM t`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// CutAll closes live connections; new ones go through.
+func TestCutAll(t *testing.T) {
+	ctx := context.Background()
+	_, through, p := proxied(t)
+	if n := p.CutAll(); n != 1 {
+		t.Fatalf("cut %d connections, want 1", n)
+	}
+	if err := through.Ping(ctx); err == nil || !sqlstore.IsConnLost(err) {
+		t.Fatalf("ping after the cut: %v, want a lost connection", err)
+	}
+	again, err := pgx.Connect(ctx, "postgres://postgres@"+p.Addr()+"/"+through.Config().Database+"?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close(ctx)
+	if err := again.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

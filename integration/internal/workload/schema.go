@@ -1,0 +1,157 @@
+package workload
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"regexp"
+
+	"github.com/fencegate/fencegate/sqlstore"
+)
+
+// The workload's own tables, next to fencegate's in a migrated database.
+//
+// fg_events holds the fenced writes (kind 'write', one row per committed
+// write, inserted in the write's transaction) and the floor raises (kind
+// 'raise', inserted by a trigger on fencegate_floor whenever a floor is
+// created or rises). Both draw their id from one counter, and both draw it
+// while holding the resource's floor row: a writer after gate.Commit locked
+// it, a raise in the statement that changed it. The lock is held to the end
+// of the transaction, so for one resource id order is commit order. (On
+// SQLite there is one writer at a time, so id order is commit order
+// outright.)
+//
+// With the co-located coordinator, floors rise only when a lease is granted
+// (Acquire raises the floor to the new fence in the granting transaction),
+// so the 'raise' rows are the durable record of every committed grant, with
+// the holder it went to.
+
+var postgresSchema = []string{
+	`CREATE SEQUENCE fg_order CACHE 1`,
+	`CREATE TABLE fg_events (
+	    id       bigint PRIMARY KEY,
+	    kind     text   NOT NULL CHECK (kind IN ('write', 'raise')),
+	    resource text   NOT NULL,
+	    fence    bigint NOT NULL,
+	    holder   text   NOT NULL,
+	    agent    text   NOT NULL DEFAULT '',
+	    op_id    text   UNIQUE,
+	    at       timestamptz NOT NULL DEFAULT clock_timestamp()
+	)`,
+	// The schema is spelled out in the body: the function runs in the
+	// workers' sessions, whatever their search_path.
+	`CREATE FUNCTION fg_log_raise() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+	    IF TG_OP = 'INSERT' OR NEW.floor > OLD.floor THEN
+	        INSERT INTO %[1]s.fg_events (id, kind, resource, fence, holder)
+	        VALUES (nextval('%[1]s.fg_order'), 'raise', NEW.resource, NEW.floor, NEW.holder);
+	    END IF;
+	    RETURN NULL;
+	END $$`,
+	`CREATE TRIGGER fg_log_raise AFTER INSERT OR UPDATE ON fencegate_floor
+	    FOR EACH ROW EXECUTE FUNCTION fg_log_raise()`,
+}
+
+var sqliteSchema = []string{
+	`CREATE TABLE fg_events (
+	    id       INTEGER PRIMARY KEY AUTOINCREMENT,
+	    kind     TEXT    NOT NULL CHECK (kind IN ('write', 'raise')),
+	    resource TEXT    NOT NULL,
+	    fence    INTEGER NOT NULL,
+	    holder   TEXT    NOT NULL,
+	    agent    TEXT    NOT NULL DEFAULT '',
+	    op_id    TEXT    UNIQUE
+	)`,
+	`CREATE TRIGGER fg_log_raise_insert AFTER INSERT ON fencegate_floor BEGIN
+	    INSERT INTO fg_events (kind, resource, fence, holder) VALUES ('raise', NEW.resource, NEW.floor, NEW.holder);
+	END`,
+	`CREATE TRIGGER fg_log_raise_update AFTER UPDATE OF floor ON fencegate_floor WHEN NEW.floor > OLD.floor BEGIN
+	    INSERT INTO fg_events (kind, resource, fence, holder) VALUES ('raise', NEW.resource, NEW.floor, NEW.holder);
+	END`,
+}
+
+// insertWrite is the fenced write: one row of fg_events, in the write's
+// transaction, after gate.Commit.
+var insertWrite = map[sqlstore.Dialect]string{
+	sqlstore.Postgres: `INSERT INTO fg_events (id, kind, resource, fence, holder, agent, op_id)
+	    VALUES (nextval('fg_order'), 'write', $1, $2, $3, $4, $5)`,
+	sqlstore.SQLite: `INSERT INTO fg_events (kind, resource, fence, holder, agent, op_id)
+	    VALUES ('write', ?1, ?2, ?3, ?4, ?5)`,
+}
+
+var identifier = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
+
+// Setup creates the workload's tables in a migrated database. schema is the
+// Postgres schema the tables go in (the one on the workers' search_path);
+// it is ignored for SQLite.
+func Setup(ctx context.Context, db *sql.DB, dialect sqlstore.Dialect, schema string) error {
+	stmts := sqliteSchema
+	if dialect == sqlstore.Postgres {
+		if !identifier.MatchString(schema) {
+			return fmt.Errorf("workload: schema %q is not a plain identifier", schema)
+		}
+		stmts = make([]string, len(postgresSchema))
+		for i, s := range postgresSchema {
+			stmts[i] = s
+			if i == 2 {
+				stmts[i] = fmt.Sprintf(s, schema)
+			}
+		}
+		if _, err := db.ExecContext(ctx, `SET search_path TO `+schema); err != nil {
+			return err
+		}
+	}
+	for _, s := range stmts {
+		if _, err := db.ExecContext(ctx, s); err != nil {
+			return fmt.Errorf("workload: setup: %w\n%s", err, s)
+		}
+	}
+	return nil
+}
+
+// Event is one row of fg_events.
+type Event struct {
+	ID       int64
+	Kind     string // "write" or "raise"
+	Resource string
+	Fence    int64
+	Holder   string
+	Agent    string
+	OpID     string // writes only
+}
+
+// ReadEvents reads fg_events in id order.
+func ReadEvents(ctx context.Context, db *sql.DB) ([]Event, error) {
+	rows, err := db.QueryContext(ctx, `SELECT id, kind, resource, fence, holder, agent, COALESCE(op_id, '') FROM fg_events ORDER BY id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Event
+	for rows.Next() {
+		var e Event
+		if err := rows.Scan(&e.ID, &e.Kind, &e.Resource, &e.Fence, &e.Holder, &e.Agent, &e.OpID); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// ReadRejections reads the whole rejection log in sequence order.
+func ReadRejections(ctx context.Context, db *sql.DB, dialect sqlstore.Dialect) ([]sqlstore.Rejection, error) {
+	var out []sqlstore.Rejection
+	ex := sqlstore.NewSQL(db, dialect).Executor()
+	var after int64
+	for {
+		page, err := ex.RejectionList(ctx, sqlstore.RejectionListParams{AfterSeq: after, Limit: 10000})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page...)
+		if len(page) < 10000 {
+			return out, nil
+		}
+		after = page[len(page)-1].Seq
+	}
+}

@@ -1,0 +1,548 @@
+// Package workload is what a worker process runs: agents that loop acquire →
+// fenced writes → renew/release on a handful of hot resources, stall past
+// their ttl now and then, and record everything they observe.
+package workload
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/integration/internal/history"
+	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/sqlstore"
+)
+
+// Config is one worker process's part of a history.
+type Config struct {
+	DSN      string `json:"dsn"`      // postgres://… (through the harness's proxy) or a SQLite path
+	Driver   string `json:"driver"`   // Postgres: "pgx" (gate over pgx.Tx) or "sql" (over *sql.Tx)
+	Proc     string `json:"proc"`     // "p1.2": worker 1, incarnation 2
+	Agents   int    `json:"agents"`   // agent goroutines
+	MaxConns int    `json:"maxConns"` // connection pool size; 0 for a default
+	History  string `json:"history"`  // the history file to append to
+
+	Resources   []string      `json:"resources"`
+	TTL         time.Duration `json:"ttl"`         // lease term the agents ask for
+	ClockSkew   time.Duration `json:"clockSkew"`   // lease.ClientOptions.ClockSkew
+	LockTimeout time.Duration `json:"lockTimeout"` // lease.CoordinatorOptions.LockTimeout
+	OpTimeout   time.Duration `json:"opTimeout"`   // bound on one operation
+	Until       time.Time     `json:"until"`       // no new cycle starts after this
+
+	// StallProb is the chance, per write, that the agent stalls for
+	// StallMin..StallMax times the ttl after its lease check and before the
+	// write: the wedged holder.
+	StallProb          float64 `json:"stallProb"`
+	StallMin, StallMax float64
+	// TxStallProb is the chance, per write, of a stall of 0.5..2 ttl inside
+	// the write's transaction, after gate.Commit, holding the floor row.
+	TxStallProb float64 `json:"txStallProb"`
+
+	// Bypass is the control: writes skip gate.Commit, guarded only by the
+	// holder's own (advisory, unsafe) check that its lease has not expired.
+	Bypass bool   `json:"bypass"`
+	Seed   uint64 `json:"seed"`
+
+	// HoldProb is the chance that a cycle runs through lease.Hold (which
+	// renews in the background and cancels the work when the lease is lost)
+	// instead of the explicit protocol.
+	HoldProb float64 `json:"holdProb"`
+
+	// Announce makes the worker print "commit <op id>" on stdout just before
+	// it sends a write's COMMIT, so that the harness can kill it mid-commit.
+	Announce bool `json:"announce"`
+}
+
+// Run opens the database and runs cfg.Agents agents until cfg.Until.
+func Run(ctx context.Context, cfg Config) error {
+	rec, err := history.Create(cfg.History)
+	if err != nil {
+		return err
+	}
+	defer rec.Close()
+	if cfg.OpTimeout <= 0 {
+		cfg.OpTimeout = 5 * time.Second
+	}
+	if cfg.StallMax <= cfg.StallMin {
+		cfg.StallMin, cfg.StallMax = 1.2, 3
+	}
+	if strings.HasPrefix(cfg.DSN, "postgres") && cfg.Driver == "pgx" {
+		pool, err := openWithRetry(ctx, cfg, func(ctx context.Context) (*pgxpool.Pool, error) {
+			pc, err := pgxpool.ParseConfig(cfg.DSN)
+			if err != nil {
+				return nil, err
+			}
+			pc.MaxConns = int32(maxConns(cfg))
+			pool, err := pgxpool.NewWithConfig(ctx, pc)
+			if err == nil {
+				if err = pool.Ping(ctx); err != nil {
+					pool.Close()
+				}
+			}
+			return pool, err
+		})
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		d := sqlstore.NewPgx(pool)
+		return run(ctx, cfg, rec, d, func(ctx context.Context, tx pgx.Tx, q string, args ...any) error {
+			_, err := tx.Exec(ctx, q, args...)
+			return err
+		})
+	}
+	dsn := cfg.DSN
+	if strings.HasPrefix(dsn, "postgres") {
+		sep := "?"
+		if strings.Contains(dsn, "?") {
+			sep = "&"
+		}
+		dsn += fmt.Sprintf("%spool_max_conns=%d", sep, maxConns(cfg))
+	}
+	d, err := openWithRetry(ctx, cfg, func(ctx context.Context) (*sqlstore.SQLDriver, error) {
+		return sqlstore.Open(ctx, dsn)
+	})
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	d.DB().SetMaxOpenConns(maxConns(cfg))
+	return run(ctx, cfg, rec, d, func(ctx context.Context, tx *sql.Tx, q string, args ...any) error {
+		_, err := tx.ExecContext(ctx, q, args...)
+		return err
+	})
+}
+
+func maxConns(cfg Config) int {
+	if cfg.MaxConns > 0 {
+		return cfg.MaxConns
+	}
+	return cfg.Agents + 4
+}
+
+// openWithRetry opens the database, retrying while it is unreachable (a
+// restarted worker may come up while Postgres restarts).
+func openWithRetry[T any](ctx context.Context, cfg Config, open func(context.Context) (T, error)) (T, error) {
+	for {
+		octx, cancel := context.WithTimeout(ctx, cfg.OpTimeout)
+		v, err := open(octx)
+		cancel()
+		if err == nil || ctx.Err() != nil || time.Now().After(cfg.Until) {
+			return v, err
+		}
+		if !sleep(ctx, 100*time.Millisecond) {
+			return v, err
+		}
+	}
+}
+
+// env is what every agent of a process shares, in the driver's transaction
+// type.
+type env[TTx any] struct {
+	cfg    Config
+	rec    *history.Recorder
+	driver sqlstore.Driver[TTx]
+	gate   *gate.Gate[TTx]
+	coord  *lease.Coordinator
+	exec   func(ctx context.Context, tx TTx, q string, args ...any) error
+	insert string
+}
+
+func run[TTx any](ctx context.Context, cfg Config, rec *history.Recorder, d sqlstore.Driver[TTx], exec func(context.Context, TTx, string, ...any) error) error {
+	e := &env[TTx]{
+		cfg:    cfg,
+		rec:    rec,
+		driver: d,
+		// Fences come from the coordinator in the same database.
+		gate:   gate.New(d, &gate.Options{VerifyIssued: true}),
+		coord:  lease.NewCoordinator(d, &lease.CoordinatorOptions{TTL: cfg.TTL, LockTimeout: cfg.LockTimeout}),
+		exec:   exec,
+		insert: insertWrite[d.Dialect()],
+	}
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	for i := range cfg.Agents {
+		wg.Go(func() {
+			if err := e.agent(ctx, i); err != nil {
+				failed.Store(err)
+			}
+		})
+	}
+	wg.Wait()
+	if err, _ := failed.Load().(error); err != nil {
+		return err
+	}
+	return nil
+}
+
+// agent is one agent's life in this process.
+type agent struct {
+	name   string // stable across incarnations: "p1/a3"
+	holder string // unique to this incarnation: "p1.2/a3"
+	client *lease.Client
+	rng    *rand.Rand
+	seq    int
+}
+
+func (e *env[TTx]) agent(ctx context.Context, idx int) error {
+	base, _, _ := strings.Cut(e.cfg.Proc, ".")
+	a := &agent{
+		name:   fmt.Sprintf("%s/a%d", base, idx),
+		holder: fmt.Sprintf("%s/a%d", e.cfg.Proc, idx),
+		rng:    rand.New(rand.NewPCG(e.cfg.Seed, uint64(idx))),
+	}
+	var err error
+	a.client, err = lease.NewClient(lease.ClientOptions{Holder: a.holder, TTL: e.cfg.TTL, ClockSkew: e.cfg.ClockSkew})
+	if err != nil {
+		return err
+	}
+	for ctx.Err() == nil && time.Now().Before(e.cfg.Until) {
+		res := e.cfg.Resources[a.rng.IntN(len(e.cfg.Resources))]
+		if a.rng.Float64() < e.cfg.HoldProb {
+			sleep(ctx, e.holdCycle(ctx, a, res))
+			continue
+		}
+		l, wait, err := e.acquire(ctx, a, res)
+		if err != nil {
+			return err
+		}
+		if l != nil {
+			if err := e.hold(ctx, a, l); err != nil {
+				return err
+			}
+			wait = time.Duration(a.rng.IntN(20)) * time.Millisecond // think
+		}
+		sleep(ctx, wait)
+	}
+	return nil
+}
+
+func (a *agent) nextOp() string {
+	a.seq++
+	return fmt.Sprintf("%s#%d", a.holder, a.seq)
+}
+
+func (e *env[TTx]) invoke(a *agent, r history.Record) history.Record {
+	r.Op, r.Phase, r.Time = a.nextOp(), "inv", history.Now()
+	r.Proc, r.Agent, r.Holder = e.cfg.Proc, a.name, a.holder
+	if err := e.rec.Write(r); err != nil {
+		panic(fmt.Sprintf("workload: recording %s: %v", r.Op, err)) // a history with holes would lie
+	}
+	return r
+}
+
+func (e *env[TTx]) ret(inv history.Record, r history.Record, err error) {
+	r.Op, r.Phase, r.Time = inv.Op, "ret", history.Now()
+	if err != nil {
+		r.Err = err.Error()
+	}
+	if err := e.rec.Write(r); err != nil {
+		panic(fmt.Sprintf("workload: recording %s: %v", r.Op, err))
+	}
+}
+
+// acquire asks for res. It returns the lease when granted, else how long to
+// wait before trying again. A lost reply is retried with the same request id
+// (the coordinator answers a retry with the grant it already made), and the
+// retries are one operation in the history.
+func (e *env[TTx]) acquire(ctx context.Context, a *agent, res string) (*lease.Lease, time.Duration, error) {
+	req, err := a.client.BeginAcquire(res)
+	if err != nil {
+		return nil, 0, err
+	}
+	inv := e.invoke(a, history.Record{Type: history.Acquire, Resource: res, Request: req.RequestID})
+	var out lease.AcquireOutcome
+	attempts := 0
+	for {
+		attempts++
+		octx, cancel := context.WithTimeout(ctx, e.cfg.OpTimeout)
+		out, err = e.coord.Acquire(octx, req)
+		cancel()
+		if err == nil || Classify(err) != history.Unknown || attempts == 3 || ctx.Err() != nil {
+			break
+		}
+		sleep(ctx, time.Duration(20+a.rng.IntN(60))*time.Millisecond)
+	}
+	r := history.Record{Attempts: attempts}
+	backoff := time.Duration(5+a.rng.IntN(50)) * time.Millisecond
+	switch {
+	case err != nil:
+		r.Outcome = Classify(err)
+		e.ret(inv, r, err)
+		return nil, backoff, nil
+	case !out.OK:
+		r.Outcome, r.HeldBy, r.HeldFence = history.Denied, out.HeldBy, out.Fence
+		e.ret(inv, r, nil)
+		wait := min(out.RetryAfter, e.cfg.TTL)
+		return nil, time.Duration(a.rng.Int64N(int64(wait)+1)) + 2*time.Millisecond, nil
+	}
+	r.Outcome, r.Granted, r.TTL = history.OK, out.Grant.Fence, int64(out.Grant.TTL)
+	l, err := a.client.CompleteAcquire(req, out.Grant)
+	e.ret(inv, r, err)
+	if err != nil {
+		return nil, 0, fmt.Errorf("complete acquire of %s: %w", res, err)
+	}
+	return l, 0, nil
+}
+
+// hold writes under l one to four times, renewing when half the term is
+// gone, then releases it or (one time in four) walks away and lets it
+// expire.
+func (e *env[TTx]) hold(ctx context.Context, a *agent, l *lease.Lease) error {
+	writes := 1 + a.rng.IntN(4)
+	for range writes {
+		// The holder's own check. Advisory: in the control it is the only
+		// guard; with the gate it merely saves doomed work.
+		if l.Expired() {
+			break
+		}
+		if a.rng.Float64() < e.cfg.StallProb {
+			f := e.cfg.StallMin + a.rng.Float64()*(e.cfg.StallMax-e.cfg.StallMin)
+			sleep(ctx, time.Duration(f*float64(e.cfg.TTL))) // wedged: a GC pause, a slow model call
+		}
+		if out := e.write(ctx, a, l.Token()); out == history.Refused {
+			break
+		}
+		if l.Remaining() < e.cfg.TTL/2 && !l.Expired() {
+			if !e.renew(ctx, a, l) {
+				break
+			}
+		}
+	}
+	if a.rng.IntN(4) == 0 {
+		return nil // walk away: the lease expires at the coordinator
+	}
+	token, err := a.client.Release(l)
+	if err != nil {
+		return err
+	}
+	inv := e.invoke(a, history.Record{Type: history.Release, Resource: token.Resource, Fence: token.Fence})
+	octx, cancel := context.WithTimeout(ctx, e.cfg.OpTimeout)
+	released, err := e.coord.Release(octx, token)
+	cancel()
+	r := history.Record{Outcome: Classify(err)}
+	if err == nil && !released {
+		r.Outcome = history.Noop
+	}
+	e.ret(inv, r, err)
+	return nil
+}
+
+func (e *env[TTx]) renew(ctx context.Context, a *agent, l *lease.Lease) bool {
+	req, err := a.client.BeginRenewal(l)
+	if err != nil {
+		return false
+	}
+	inv := e.invoke(a, history.Record{Type: history.Renew, Resource: req.Resource, Fence: req.Fence})
+	octx, cancel := context.WithTimeout(ctx, e.cfg.OpTimeout)
+	out, err := e.coord.Renew(octx, req)
+	cancel()
+	r := history.Record{Outcome: Classify(err)}
+	switch {
+	case err != nil:
+	case !out.OK:
+		r.Outcome = history.Expired
+	default:
+		r.TTL = int64(out.Grant.TTL)
+		_, err = a.client.CompleteRenewal(req, out.Grant)
+	}
+	e.ret(inv, r, err)
+	return err == nil && out.OK
+}
+
+// holdCycle runs one cycle through lease.Hold. Hold's own acquisition,
+// renewals and release are not visible to the agent, so the history holds
+// what is: an acquire invoked before Hold and answered when the work starts
+// (later than the true answer, which only widens the operation), the
+// writes, and a release with no observable outcome, invoked when the work
+// ends. It returns how long to wait before the next cycle.
+func (e *env[TTx]) holdCycle(ctx context.Context, a *agent, res string) time.Duration {
+	// Hold makes its own request ids; this one only names the operation.
+	reqID := fmt.Sprintf("%s/hold#%d", a.holder, a.seq+1)
+	inv := e.invoke(a, history.Record{Type: history.Acquire, Resource: res, Request: reqID, Hold: true})
+	var rel history.Record
+	started := false
+	err := lease.Hold(ctx, a.client, e.coord, res, func(ctx context.Context, l *lease.Lease) error {
+		started = true
+		tok := l.Token()
+		e.ret(inv, history.Record{Outcome: history.OK, Granted: tok.Fence, TTL: int64(l.Grant().TTL), Attempts: 1}, nil)
+		for range 1 + a.rng.IntN(4) {
+			if ctx.Err() != nil { // Hold says the lease is lost: advisory, like Expired
+				break
+			}
+			if a.rng.Float64() < e.cfg.StallProb {
+				f := e.cfg.StallMin + a.rng.Float64()*(e.cfg.StallMax-e.cfg.StallMin)
+				sleep(context.WithoutCancel(ctx), time.Duration(f*float64(e.cfg.TTL)))
+			}
+			// Half the writes heed Hold's cancellation; the others are the
+			// write that was already on its way when the lease was lost.
+			wctx := ctx
+			if e.cfg.Bypass || a.rng.IntN(2) == 0 {
+				wctx = context.WithoutCancel(ctx)
+			}
+			if e.write(wctx, a, tok) == history.Refused {
+				break
+			}
+		}
+		rel = e.invoke(a, history.Record{Type: history.Release, Resource: res, Fence: tok.Fence, Hold: true})
+		return nil
+	})
+	if started {
+		// Hold released the lease, or found it gone (a no-op): either way
+		// the release's effect is not observable here.
+		e.ret(rel, history.Record{Outcome: history.Unknown}, err)
+		return time.Duration(a.rng.IntN(20)) * time.Millisecond
+	}
+	r := history.Record{Attempts: 1}
+	var held *lease.HeldError
+	switch {
+	case errors.As(err, &held):
+		r.Outcome, r.HeldBy, r.HeldFence = history.Denied, held.HeldBy, held.Fence
+		e.ret(inv, r, nil)
+		return time.Duration(a.rng.Int64N(int64(min(held.RetryAfter, e.cfg.TTL))+1)) + 2*time.Millisecond
+	case errors.Is(err, lease.ErrLeaseLost):
+		r.Outcome = history.Unknown // granted with no time left, then released: fence unseen
+	default:
+		r.Outcome = Classify(err)
+	}
+	e.ret(inv, r, err)
+	return time.Duration(5+a.rng.IntN(50)) * time.Millisecond
+}
+
+// write is one fenced write: BEGIN, gate.Commit, INSERT, COMMIT; or the
+// same through gate.Do (a third of the gated writes), which retries what the
+// dialect calls retryable. The row's op id is unique, so a retry of an
+// attempt that did commit could not commit twice unnoticed.
+func (e *env[TTx]) write(ctx context.Context, a *agent, tok gate.Token) history.Outcome {
+	via := "commit"
+	switch {
+	case e.cfg.Bypass:
+		via = "bypass"
+	case a.rng.IntN(3) == 0:
+		via = "do"
+	}
+	inv := e.invoke(a, history.Record{Type: history.Write, Resource: tok.Resource, Fence: tok.Fence, Via: via})
+	octx, cancel := context.WithTimeout(ctx, e.cfg.OpTimeout)
+	defer cancel()
+	txStall := a.rng.Float64() < e.cfg.TxStallProb
+	insert := func(ctx context.Context, tx TTx) error {
+		if txStall {
+			sleep(ctx, time.Duration((0.5+1.5*a.rng.Float64())*float64(e.cfg.TTL)))
+		}
+		return e.exec(ctx, tx, e.insert, tok.Resource, tok.Fence, tok.Holder, a.name, inv.Op)
+	}
+	var err error
+	committing := false
+	if via == "do" {
+		err = e.gate.Do(octx, tok, insert)
+		committing = err != nil // Do does not say where it failed
+	} else {
+		var tx TTx
+		tx, err = e.driver.Begin(octx)
+		if err == nil {
+			if via == "commit" {
+				err = e.gate.Commit(octx, tx, tok)
+			}
+			if err == nil {
+				err = insert(octx, tx)
+			}
+			if err == nil {
+				committing = true
+				if e.cfg.Announce {
+					fmt.Fprintf(os.Stdout, "commit %s\n", inv.Op)
+				}
+				err = e.driver.Commit(octx, tx)
+			}
+			if err != nil {
+				_ = e.driver.Rollback(context.WithoutCancel(octx), tx)
+			}
+		}
+	}
+	r := history.Record{Outcome: history.OK}
+	var stale *gate.StaleFenceError
+	switch {
+	case err == nil:
+	case errors.As(err, &stale):
+		r.Outcome, r.RejSeq, r.Floor = history.Refused, stale.Seq, stale.Floor
+		r.LogFailed = stale.Seq == 0 // errors.Join(stale, the logging error)
+	case !committing:
+		r.Outcome = history.Fail // no COMMIT was sent: nothing can have committed
+	case via == "do":
+		r.Outcome = Classify(err)
+	default:
+		r.Outcome = classifyCommit(err)
+	}
+	e.ret(inv, r, err)
+	return r.Outcome
+}
+
+// Classify tells what an error from a coordinator call says about its
+// effect. Only answers that prove nothing committed are Fail: the server
+// refused (an SQL error, a lock timeout, SQLite busy) or was never reached.
+// A connection lost mid-call, a timeout, or anything unrecognised is
+// Unknown: the transaction may have committed before the reply was lost.
+func Classify(err error) history.Outcome {
+	if err == nil {
+		return history.OK
+	}
+	if errors.Is(err, gate.ErrStaleFence) {
+		return history.Refused
+	}
+	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
+		return history.Fail
+	}
+	if sqlstore.IsConnLost(err) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return history.Unknown
+	}
+	if errors.Is(err, lease.ErrBusy) || sqlstore.IsRetryable(err) {
+		return history.Fail
+	}
+	if _, ok := errors.AsType[*pgconn.PgError](err); ok {
+		return history.Fail
+	}
+	if e, ok := errors.AsType[*sqlite.Error](err); ok && e.Code()&0xff != sqlite3.SQLITE_IOERR {
+		return history.Fail
+	}
+	return history.Unknown
+}
+
+// classifyCommit is Classify for an error from COMMIT itself.
+func classifyCommit(err error) history.Outcome {
+	if _, ok := errors.AsType[*pgconn.PgError](err); ok && !sqlstore.IsConnLost(err) {
+		return history.Fail // the server answered the COMMIT with an error: rolled back
+	}
+	if sqlstore.IsRetryable(err) {
+		return history.Fail
+	}
+	return history.Unknown
+}
+
+// sleep waits d or until ctx ends, and reports whether it waited d.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,9 @@
+//go:build !unix
+
+package integration
+
+import "time"
+
+const canPause = false
+
+func (f *fleet) pause(int, time.Duration) bool { return false }

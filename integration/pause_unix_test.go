@@ -1,0 +1,26 @@
+//go:build unix
+
+package integration
+
+import (
+	"syscall"
+	"time"
+)
+
+// canPause reports whether workers can be paused (SIGSTOP/SIGCONT).
+const canPause = true
+
+// pause stops worker i for d, as a long GC pause or a descheduled VM would:
+// its agents, its lease renewals and its in-flight transactions all freeze,
+// then resume as if nothing happened.
+func (f *fleet) pause(i int, d time.Duration) bool {
+	f.mu.Lock()
+	w := f.procs[i]
+	f.mu.Unlock()
+	if w == nil || w.cmd.Process.Signal(syscall.SIGSTOP) != nil {
+		return false
+	}
+	wait(d)
+	_ = w.cmd.Process.Signal(syscall.SIGCONT)
+	return true
+}
