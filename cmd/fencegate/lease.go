@@ -178,17 +178,9 @@ func cmdCheck(ctx context.Context, c *cli, cmd *command, args []string) int {
 	fs := c.flags(cmd)
 	lock := fs.String("lock", "", "the lock the token must be for (default: the token's)")
 	c.dsnFlag(fs)
-	args, code, ok := c.parse(cmd, fs, args)
+	token, b, code, ok := c.openForToken(ctx, cmd, fs, args, lock)
 	if !ok {
 		return code
-	}
-	token, code, ok := c.tokenArg(cmd, fs, args, *lock)
-	if !ok {
-		return code
-	}
-	b, err := c.open(ctx, true)
-	if err != nil {
-		return c.fail(cmd, err)
 	}
 	defer b.Close()
 
@@ -333,17 +325,9 @@ func cmdRelease(ctx context.Context, c *cli, cmd *command, args []string) int {
 	fs := c.flags(cmd)
 	lock := fs.String("lock", "", "the lock the token must be for (default: the token's)")
 	c.dsnFlag(fs)
-	args, code, ok := c.parse(cmd, fs, args)
+	token, b, code, ok := c.openForToken(ctx, cmd, fs, args, lock)
 	if !ok {
 		return code
-	}
-	token, code, ok := c.tokenArg(cmd, fs, args, *lock)
-	if !ok {
-		return code
-	}
-	b, err := c.open(ctx, true)
-	if err != nil {
-		return c.fail(cmd, err)
 	}
 	defer b.Close()
 

@@ -362,6 +362,22 @@ func (c *cli) tokenArg(cmd *command, fs *flag.FlagSet, args []string, lock strin
 	return token, exitOK, true
 }
 
+// openForToken parses a token command's flags and its TOKEN, and opens the
+// database. When ok is false, code is the exit status to return.
+func (c *cli) openForToken(ctx context.Context, cmd *command, fs *flag.FlagSet, args []string, lock *string) (token gate.Token, b *backend, code int, ok bool) {
+	if args, code, ok = c.parse(cmd, fs, args); !ok {
+		return gate.Token{}, nil, code, false
+	}
+	if token, code, ok = c.tokenArg(cmd, fs, args, *lock); !ok {
+		return gate.Token{}, nil, code, false
+	}
+	b, err := c.open(ctx, true)
+	if err != nil {
+		return gate.Token{}, nil, c.fail(cmd, err), false
+	}
+	return token, b, exitOK, true
+}
+
 // lockFlag checks the value of a required --lock.
 func (c *cli) lockFlag(cmd *command, fs *flag.FlagSet, lock string) (int, bool) {
 	if lock == "" {
