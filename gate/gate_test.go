@@ -459,3 +459,29 @@ func TestHammerOneResourcePostgres(t *testing.T) {
 	}
 	t.Logf("%d admitted, %d refused, final fence %d", admitted.Load(), refused.Load(), last)
 }
+
+// With a pool of one connection the caller's transaction holds the only
+// connection: Commit (admitting or refusing, and logging the refusal) must
+// never wait for a second one.
+func TestOneConnectionPool(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, open func(testing.TB) *sqlstore.SQLDriver) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		h := newHarness(t, open, nil)
+		h.d.DB().SetMaxOpenConns(1)
+		for i := range 20 { // enough for statement caches to warm up mid-way
+			if err := h.write(ctx, 2*i, gate.Token{Resource: "r", Holder: "b", Fence: 2}); err != nil {
+				t.Fatalf("write %d: %v", i, err)
+			}
+			if err := h.write(ctx, 2*i+1, gate.Token{Resource: "r", Holder: "a", Fence: 1}); !errors.Is(err, gate.ErrStaleFence) {
+				t.Fatalf("stale write %d: %v", i, err)
+			}
+		}
+		if n := h.count(t, `SELECT count(*) FROM items`); n != 20 {
+			t.Fatalf("%d items, want 20", n)
+		}
+		if n := h.count(t, `SELECT count(*) FROM fencegate_rejection`); n != 20 {
+			t.Fatalf("%d rejections, want 20", n)
+		}
+	})
+}

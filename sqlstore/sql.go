@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 )
 
 // SQLDriver runs fencegate through database/sql: SQLite (modernc.org/sqlite)
@@ -21,6 +23,7 @@ type SQLDriver struct {
 	sql       *queries
 	opened    bool   // set by Open: Close closes db
 	closePool func() // set by Open for Postgres
+	stmts     *stmtCache
 }
 
 var _ Driver[*sql.Tx] = (*SQLDriver)(nil)
@@ -32,9 +35,12 @@ func NewSQL(db *sql.DB, dialect Dialect) *SQLDriver {
 	d := &SQLDriver{db: db, dialect: dialect}
 	switch dialect {
 	case Postgres:
-		d.sql = postgresQueries
+		d.sql = postgresQueries // pgx's stdlib caches prepared statements itself
 	case SQLite:
 		d.sql = sqliteQueries
+		// modernc.org/sqlite parses every statement anew; on the write
+		// path that parse is a tenth of a fenced transaction.
+		d.stmts = &stmtCache{db: db}
 	default:
 		panic(fmt.Sprintf("fencegate: unknown dialect %q", dialect))
 	}
@@ -63,11 +69,13 @@ func (d *SQLDriver) Rollback(_ context.Context, tx *sql.Tx) error {
 
 // UnwrapExecutor runs fencegate statements inside tx.
 func (d *SQLDriver) UnwrapExecutor(tx *sql.Tx) Executor {
-	return &executor{q: sqlQuerier{tx}, sql: d.sql}
+	return &executor{q: sqlQuerier{c: tx, tx: tx, stmts: d.stmts}, sql: d.sql}
 }
 
 // Executor runs fencegate statements on the pool, each on its own.
-func (d *SQLDriver) Executor() Executor { return &executor{q: sqlQuerier{d.db}, sql: d.sql} }
+func (d *SQLDriver) Executor() Executor {
+	return &executor{q: sqlQuerier{c: d.db, stmts: d.stmts}, sql: d.sql}
+}
 
 // InTx runs fn in a new transaction, committing if fn returns nil.
 func (d *SQLDriver) InTx(ctx context.Context, fn func(Executor) error) error {
@@ -94,6 +102,7 @@ func (d *SQLDriver) Close() error {
 	if !d.opened {
 		return nil
 	}
+	d.stmts.close()
 	err := d.db.Close()
 	if d.closePool != nil {
 		d.closePool()
@@ -108,10 +117,35 @@ type sqlConn interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-type sqlQuerier struct{ c sqlConn }
+// sqlQuerier runs statements on c; with a statement cache, through
+// prepared statements (bound to tx when c is a transaction).
+type sqlQuerier struct {
+	c     sqlConn
+	tx    *sql.Tx
+	stmts *stmtCache
+}
+
+// conn returns what to run query on: a cached prepared statement when the
+// driver keeps them, else the connection or transaction itself.
+func (q sqlQuerier) conn(ctx context.Context, query string) (sqlStmt, bool) {
+	stmt := q.stmts.get(query)
+	if stmt == nil {
+		return nil, false
+	}
+	if q.tx != nil {
+		return q.tx.StmtContext(ctx, stmt), true // closed with the transaction
+	}
+	return stmt, true
+}
 
 func (q sqlQuerier) exec(ctx context.Context, query string, args ...any) (int64, error) {
-	res, err := q.c.ExecContext(ctx, query, args...)
+	var res sql.Result
+	var err error
+	if stmt, ok := q.conn(ctx, query); ok {
+		res, err = stmt.ExecContext(ctx, args...)
+	} else {
+		res, err = q.c.ExecContext(ctx, query, args...)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -119,11 +153,20 @@ func (q sqlQuerier) exec(ctx context.Context, query string, args ...any) (int64,
 }
 
 func (q sqlQuerier) queryRow(ctx context.Context, query string, args ...any) scanner {
+	if stmt, ok := q.conn(ctx, query); ok {
+		return stmt.QueryRowContext(ctx, args...)
+	}
 	return q.c.QueryRowContext(ctx, query, args...)
 }
 
 func (q sqlQuerier) query(ctx context.Context, query string, args ...any) (rows, error) {
-	rs, err := q.c.QueryContext(ctx, query, args...)
+	var rs *sql.Rows
+	var err error
+	if stmt, ok := q.conn(ctx, query); ok {
+		rs, err = stmt.QueryContext(ctx, args...)
+	} else {
+		rs, err = q.c.QueryContext(ctx, query, args...)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -134,3 +177,77 @@ func (q sqlQuerier) query(ctx context.Context, query string, args ...any) (rows,
 type sqlRows struct{ *sql.Rows }
 
 func (r sqlRows) Close() { _ = r.Rows.Close() }
+
+// sqlStmt is what *sql.Stmt offers, for sqlQuerier.conn's result.
+type sqlStmt interface {
+	ExecContext(ctx context.Context, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, args ...any) *sql.Row
+}
+
+// stmtCache prepares each of the driver's statements once on the *sql.DB;
+// database/sql then keeps it prepared on every connection that runs it, and
+// Tx.StmtContext binds it to a transaction's own connection. A nil
+// *stmtCache caches nothing.
+type stmtCache struct {
+	db        *sql.DB
+	mu        sync.RWMutex
+	stmts     map[string]*sql.Stmt
+	preparing map[string]bool
+	closed    bool
+}
+
+// get returns the prepared statement for query, or nil the first time.
+// Preparing takes a connection from the pool, and the caller may hold the
+// pool's last one in its transaction, so a miss prepares in the background
+// and the caller runs the text this once.
+func (c *stmtCache) get(query string) *sql.Stmt {
+	if c == nil {
+		return nil
+	}
+	c.mu.RLock()
+	stmt := c.stmts[query]
+	c.mu.RUnlock()
+	if stmt != nil {
+		return stmt
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stmts[query] == nil && !c.preparing[query] && !c.closed {
+		if c.preparing == nil {
+			c.stmts, c.preparing = map[string]*sql.Stmt{}, map[string]bool{}
+		}
+		c.preparing[query] = true
+		go c.prepare(query)
+	}
+	return c.stmts[query]
+}
+
+func (c *stmtCache) prepare(query string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stmt, err := c.db.PrepareContext(ctx, query)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.preparing, query)
+	switch {
+	case err != nil:
+		// Not migrated yet, or the pool was busy: the next miss tries again.
+	case c.closed:
+		_ = stmt.Close()
+	default:
+		c.stmts[query] = stmt
+	}
+}
+
+func (c *stmtCache) close() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, stmt := range c.stmts {
+		_ = stmt.Close()
+	}
+	c.stmts, c.closed = nil, true
+}
