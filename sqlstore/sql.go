@@ -40,7 +40,7 @@ func NewSQL(db *sql.DB, dialect Dialect) *SQLDriver {
 		d.sql = sqliteQueries
 		// modernc.org/sqlite parses every statement anew; on the write
 		// path that parse is a tenth of a fenced transaction.
-		d.stmts = &stmtCache{db: db}
+		d.stmts = newStmtCache(db)
 	default:
 		panic(fmt.Sprintf("fencegate: unknown dialect %q", dialect))
 	}
@@ -96,13 +96,14 @@ func (d *SQLDriver) InTx(ctx context.Context, fn func(Executor) error) error {
 // Migrate applies every pending fencegate migration (see MigrateUp).
 func (d *SQLDriver) Migrate(ctx context.Context) error { return MigrateUp(ctx, d.db, d.dialect) }
 
-// Close closes what Open opened. A driver made with NewSQL leaves the
-// caller's *sql.DB open and Close does nothing.
+// Close releases the driver's prepared statements and closes what Open
+// opened. A driver made with NewSQL leaves the caller's *sql.DB open; call
+// Close before closing that *sql.DB.
 func (d *SQLDriver) Close() error {
+	d.stmts.close() // first: it waits for background prepares to return their connections
 	if !d.opened {
 		return nil
 	}
-	d.stmts.close()
 	err := d.db.Close()
 	if d.closePool != nil {
 		d.closePool()
@@ -190,11 +191,20 @@ type sqlStmt interface {
 // Tx.StmtContext binds it to a transaction's own connection. A nil
 // *stmtCache caches nothing.
 type stmtCache struct {
-	db        *sql.DB
+	db     *sql.DB
+	ctx    context.Context // cancelled by close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // background prepares
+
 	mu        sync.RWMutex
 	stmts     map[string]*sql.Stmt
 	preparing map[string]bool
 	closed    bool
+}
+
+func newStmtCache(db *sql.DB) *stmtCache {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &stmtCache{db: db, ctx: ctx, cancel: cancel, stmts: map[string]*sql.Stmt{}, preparing: map[string]bool{}}
 }
 
 // get returns the prepared statement for query, or nil the first time.
@@ -214,17 +224,16 @@ func (c *stmtCache) get(query string) *sql.Stmt {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stmts[query] == nil && !c.preparing[query] && !c.closed {
-		if c.preparing == nil {
-			c.stmts, c.preparing = map[string]*sql.Stmt{}, map[string]bool{}
-		}
 		c.preparing[query] = true
+		c.wg.Add(1)
 		go c.prepare(query)
 	}
 	return c.stmts[query]
 }
 
 func (c *stmtCache) prepare(query string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer c.wg.Done()
+	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
 	defer cancel()
 	stmt, err := c.db.PrepareContext(ctx, query)
 	c.mu.Lock()
@@ -240,14 +249,21 @@ func (c *stmtCache) prepare(query string) {
 	}
 }
 
+// close stops background prepares, waits for them (so that no connection
+// is still out when the *sql.DB closes), and closes every statement.
 func (c *stmtCache) close() {
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.cancel()
+	c.wg.Wait()
+	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, stmt := range c.stmts {
 		_ = stmt.Close()
 	}
-	c.stmts, c.closed = nil, true
+	clear(c.stmts)
 }

@@ -210,3 +210,31 @@ func FuzzSQLiteDSN(f *testing.F) {
 		}
 	})
 }
+
+// The SQLite driver prepares its statements in the background; Close must
+// wait for that, so no connection to the file is left open after it.
+func TestCloseLeavesNoConnection(t *testing.T) {
+	ctx := context.Background()
+	for i := range 20 {
+		d, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "c.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		err = d.InTx(ctx, func(ex sqlstore.Executor) error { // misses: prepares start
+			_, err := ex.FloorRaise(ctx, sqlstore.FloorRaiseParams{Resource: "r", Holder: "h", Fence: 1})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if n := d.DB().Stats().OpenConnections; n != 0 {
+			t.Fatalf("round %d: %d connections open after Close", i, n)
+		}
+	}
+}

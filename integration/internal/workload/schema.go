@@ -141,7 +141,9 @@ func ReadEvents(ctx context.Context, db *sql.DB) ([]Event, error) {
 // ReadRejections reads the whole rejection log in sequence order.
 func ReadRejections(ctx context.Context, db *sql.DB, dialect sqlstore.Dialect) ([]sqlstore.Rejection, error) {
 	var out []sqlstore.Rejection
-	ex := sqlstore.NewSQL(db, dialect).Executor()
+	d := sqlstore.NewSQL(db, dialect)
+	defer d.Close() // stops its statement cache; db stays open
+	ex := d.Executor()
 	var after int64
 	for {
 		page, err := ex.RejectionList(ctx, sqlstore.RejectionListParams{AfterSeq: after, Limit: 10000})
