@@ -3,8 +3,10 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io/fs"
+	"time"
 
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
@@ -54,16 +56,38 @@ func provider(db *sql.DB, dialect Dialect) (*goose.Provider, error) {
 	return goose.NewProvider(gd, db, fsys, opts...)
 }
 
-// MigrateUp applies every pending fencegate migration to db.
+// MigrateUp applies every pending fencegate migration to db. It is
+// idempotent, and cheap on an up-to-date database: goose looks for pending
+// migrations before taking any lock.
+//
+// Processes that start together on a new database can collide: both can
+// race to create goose's version table before any lock is taken, and SQLite
+// has no migration lock at all, so one process creates a table that the
+// other then fails to create. Each migration runs in a transaction, so the
+// loser changed nothing; MigrateUp tries again a few times and finds the
+// work done.
 func MigrateUp(ctx context.Context, db *sql.DB, dialect Dialect) error {
 	p, err := provider(db, dialect)
 	if err != nil {
 		return fmt.Errorf("fencegate: migrate: %w", err)
 	}
-	if _, err := p.Up(ctx); err != nil {
-		return fmt.Errorf("fencegate: migrate up: %w", err)
+	const attempts = 5
+	for i := range attempts {
+		if _, err = p.Up(ctx); err == nil {
+			return nil
+		}
+		if i == attempts-1 {
+			break
+		}
+		t := time.NewTimer(time.Duration(i+1) * 20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("fencegate: migrate up: %w", errors.Join(err, ctx.Err()))
+		case <-t.C:
+		}
 	}
-	return nil
+	return fmt.Errorf("fencegate: migrate up: %w", err)
 }
 
 // MigrateDown rolls back every fencegate migration, dropping its tables and

@@ -238,3 +238,28 @@ func TestCloseLeavesNoConnection(t *testing.T) {
 		}
 	}
 }
+
+// Processes starting together on a new SQLite file all migrate it: the
+// losers of the race to create the tables try again and find them there.
+func TestConcurrentFirstMigration(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "new.db")
+	const n = 4
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			d, err := sqlstore.Open(ctx, path) // its own *sql.DB, like another process
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer d.Close()
+			errs <- d.Migrate(ctx)
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("concurrent migration: %v", err)
+		}
+	}
+}

@@ -299,7 +299,7 @@ func (c *cli) open(ctx context.Context, migrate bool) (*backend, error) {
 		return nil, err
 	}
 	if migrate {
-		if err := migrateUp(ctx, d); err != nil {
+		if err := d.Migrate(ctx); err != nil { // idempotent; retries a concurrent first migration
 			d.Close()
 			return nil, err
 		}
@@ -310,30 +310,6 @@ func (c *cli) open(ctx context.Context, migrate bool) (*backend, error) {
 		coord:  lease.NewCoordinator(d, nil),
 		gate:   gate.New(d, &gate.Options{VerifyIssued: true}),
 	}, nil
-}
-
-// migrateUp applies pending migrations. goose checks for pending ones
-// without a lock, so on an up-to-date database this costs a query or two and
-// never waits. On a new database, processes that start together can
-// collide: on Postgres the losers wait for goose's advisory lock (it polls
-// every 5s), but both dialects can also race to create goose's version table
-// before any lock is taken, and SQLite has no lock at all, so one process
-// creates a table that another then fails to create. The loser tries again
-// and finds the work done.
-func migrateUp(ctx context.Context, d *sqlstore.SQLDriver) error {
-	const attempts = 5
-	var err error
-	for i := range attempts {
-		if err = d.Migrate(ctx); err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return errors.Join(err, ctx.Err())
-		case <-time.After(time.Duration(i+1) * 20 * time.Millisecond):
-		}
-	}
-	return err
 }
 
 // tokenArg returns the token in args (at most one positional argument), or

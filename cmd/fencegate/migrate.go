@@ -60,7 +60,7 @@ func cmdMigrate(ctx context.Context, c *cli, cmd *command, args []string) int {
 
 	switch action {
 	case "up":
-		if err := migrateUp(ctx, d); err != nil {
+		if err := d.Migrate(ctx); err != nil {
 			return c.fail(cmd, err)
 		}
 	case "down":
