@@ -58,9 +58,13 @@ func TestCommitCutLosesTheAnswerNotTheCommit(t *testing.T) {
 	if err == nil {
 		t.Fatal("commit through an armed proxy succeeded")
 	}
-	// The harness files this error under "unknown", whatever it is. Note
-	// what pgx makes of it: "conn closed", which pgconn.SafeToRetry calls
-	// safe to retry (see TestLostCommitAnswerIsConnLost).
+	// pgx calls this "conn closed" (pgconn.ErrConnClosed) and SafeToRetry;
+	// the outcome is unknown, so it must be a lost connection. The harness
+	// found sqlstore.IsConnLost saying false here while the commit had
+	// landed; this keeps it fixed.
+	if !sqlstore.IsConnLost(err) {
+		t.Errorf("IsConnLost(%v) = false for a COMMIT whose answer was lost", err)
+	}
 	if got := p.Stats().CommitCuts; got != 1 {
 		t.Fatalf("commit cuts = %d", got)
 	}
