@@ -57,8 +57,11 @@ func Open(ctx context.Context, dsn string) (*SQLDriver, error) {
 
 // SQLiteDSN turns a path or a "file:" URI into a modernc.org/sqlite DSN with
 // the settings fencegate needs: WAL, a busy timeout, synchronous(FULL) and
-// _txlock=immediate. Settings already in a URI are kept. In-memory databases
-// are refused: fences must outlive the process.
+// _txlock=immediate. Settings already in a URI are kept. A "file:" URI's path
+// and parameters are percent-decoded, as SQLite decodes them, before they are
+// checked. Anything but a durable file is refused, because fences must
+// outlive the process: an empty path, ":memory:", mode=memory, and any vfs
+// parameter other than the operating system's file VFSes (memdb, for one).
 func SQLiteDSN(dsn string) (string, error) {
 	if dsn == "" {
 		return "", fmt.Errorf("%w: empty", ErrInvalidDSN)
@@ -72,13 +75,17 @@ func SQLiteDSN(dsn string) (string, error) {
 	path, rawQuery := dsn, ""
 	if rest, ok := strings.CutPrefix(dsn, "file:"); ok {
 		path, rawQuery, _ = strings.Cut(rest, "?")
-	}
-	if path == "" || path == ":memory:" || strings.Contains(rawQuery, "mode=memory") {
-		return "", fmt.Errorf("%w: %q: fencegate needs a file, not an in-memory database", ErrInvalidDSN, dsn)
+		var err error
+		if path, err = url.PathUnescape(path); err != nil { // SQLite decodes a URI's path
+			return "", fmt.Errorf("%w: %q: %v", ErrInvalidDSN, dsn, err)
+		}
 	}
 	query, err := url.ParseQuery(rawQuery)
 	if err != nil {
 		return "", fmt.Errorf("%w: %q: %v", ErrInvalidDSN, dsn, err)
+	}
+	if why := notDurable(path, query); why != "" {
+		return "", fmt.Errorf("%w: %q: fencegate needs a durable file, not %s", ErrInvalidDSN, dsn, why)
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -100,6 +107,42 @@ func SQLiteDSN(dsn string) (string, error) {
 	}
 	u := url.URL{Scheme: "file", OmitHost: true, Path: filepath.ToSlash(abs), RawQuery: query.Encode()}
 	return u.String(), nil
+}
+
+// fileVFSes are SQLite's VFSes that keep the database in the named file.
+var fileVFSes = map[string]bool{
+	"unix": true, "unix-dotfile": true, "unix-excl": true, "unix-none": true, "unix-namedsem": true,
+	"win32": true, "win32-longpath": true, "win32-none": true, "win32-longpath-none": true,
+}
+
+// notDurable says why a SQLite database at path, opened with the decoded URI
+// parameters query, would not outlive its connections ("" when it would): an
+// empty path is a temporary database, ":memory:" and mode=memory live in
+// memory, and so does any VFS other than the operating system's file ones
+// (memdb, or one an application registered). Decided on decoded values, so
+// "mod%65=memor%79" is the same as "mode=memory".
+func notDurable(path string, query url.Values) string {
+	switch {
+	case path == "":
+		return "a temporary database (empty path)"
+	case path == ":memory:":
+		return "an in-memory database"
+	}
+	for _, mode := range query["mode"] {
+		switch strings.ToLower(mode) {
+		case "ro", "rw", "rwc":
+		case "memory":
+			return "an in-memory database (mode=memory)"
+		default:
+			return fmt.Sprintf("an unknown mode %q", mode)
+		}
+	}
+	for _, vfs := range query["vfs"] {
+		if !fileVFSes[vfs] {
+			return fmt.Sprintf("the VFS %q (want the operating system's file VFS)", vfs)
+		}
+	}
+	return ""
 }
 
 // redact hides a password in a URL-shaped DSN before it goes into an error.

@@ -37,6 +37,72 @@ func TestOpenRejectsBadDSN(t *testing.T) {
 	}
 }
 
+// Only a durable file passes, decided on the decoded URI: a percent-escaped
+// mode=memory or vfs=memdb once reopened empty and reissued fence 1.
+func TestSQLiteDSNDurableFileOnly(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "a.db")
+	for _, tc := range []struct {
+		dsn     string
+		durable bool
+	}{
+		{file, true},
+		{"file:" + file, true},
+		{"file:" + file + "?mode=rwc&cache=shared", true},
+		{"file:" + file + "?vfs=unix-excl", true},
+		{"file:" + file + "?mode=memory&cache=shared", false},
+		{"file:" + file + "?mode=memor%79&cache=shared", false},
+		{"file:" + file + "?mod%65=memory&cache=shared", false},
+		{"file:" + file + "?mode=MEMORY", false},
+		{"file:" + file + "?mode=rw&mode=memory", false},
+		{"file:" + file + "?mode=bogus", false},
+		{"file:/x.db?vfs=memdb", false},
+		{"file:/x.db?vf%73=memd%62", false},
+		{"file:/x.db?vfs=", false},
+		{"file:/x.db?vfs=myfs", false},
+		{":memory:", false},
+		{"file::memory:", false},
+		{"file::memory:?cache=shared", false},
+		{"file:%3Amemory%3A", false},
+		{"file:%3amemory%3a?cache=shared", false},
+		{"file:", false},
+		{"file:?mode=rwc", false},
+		{"", false},
+	} {
+		t.Run(tc.dsn, func(t *testing.T) {
+			out, err := sqlstore.SQLiteDSN(tc.dsn)
+			if !tc.durable {
+				if !errors.Is(err, sqlstore.ErrInvalidDSN) {
+					t.Fatalf("SQLiteDSN(%q) = %q, %v; want ErrInvalidDSN", tc.dsn, out, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("SQLiteDSN(%q): %v", tc.dsn, err)
+			}
+			// Accepted means a fence survives closing and reopening.
+			ctx := context.Background()
+			for want := int64(1); want <= 2; want++ {
+				d, err := sqlstore.Open(ctx, tc.dsn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := d.Migrate(ctx); err != nil {
+					t.Fatal(err)
+				}
+				got, err := d.Executor().FenceNext(ctx)
+				d.Close()
+				if err != nil || got < want {
+					t.Fatalf("reopen %d: FenceNext = %d, %v; want at least %d", want, got, err, want)
+				}
+			}
+		})
+	}
+	if _, err := os.Stat(file); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestSQLiteDSNSettings(t *testing.T) {
 	dsn, err := sqlstore.SQLiteDSN("file:/tmp/app.db?_pragma=busy_timeout(50)")
 	if err != nil {
