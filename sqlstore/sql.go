@@ -14,7 +14,9 @@ import (
 //
 // For SQLite the *sql.DB must take the write lock at BEGIN
 // (_txlock=immediate) and should use WAL and a busy timeout; Open and
-// SQLiteDSN arrange all of it.
+// SQLiteDSN arrange all of it. A transaction begun on another *sql.DB over
+// the same file works too; its statements then run from their text instead
+// of the driver's prepared statements.
 //
 // The zero value is not usable; create one with NewSQL or Open.
 type SQLDriver struct {
@@ -144,7 +146,8 @@ func (q sqlQuerier) exec(ctx context.Context, query string, args ...any) (int64,
 	var err error
 	if stmt, ok := q.conn(ctx, query); ok {
 		res, err = stmt.ExecContext(ctx, args...)
-	} else {
+	}
+	if res == nil && (err == nil || isForeignStmt(err)) {
 		res, err = q.c.ExecContext(ctx, query, args...)
 	}
 	if err != nil {
@@ -155,7 +158,7 @@ func (q sqlQuerier) exec(ctx context.Context, query string, args ...any) (int64,
 
 func (q sqlQuerier) queryRow(ctx context.Context, query string, args ...any) scanner {
 	if stmt, ok := q.conn(ctx, query); ok {
-		return stmt.QueryRowContext(ctx, args...)
+		return stmtRow{stmt.QueryRowContext(ctx, args...), func() scanner { return q.c.QueryRowContext(ctx, query, args...) }}
 	}
 	return q.c.QueryRowContext(ctx, query, args...)
 }
@@ -165,7 +168,8 @@ func (q sqlQuerier) query(ctx context.Context, query string, args ...any) (rows,
 	var err error
 	if stmt, ok := q.conn(ctx, query); ok {
 		rs, err = stmt.QueryContext(ctx, args...)
-	} else {
+	}
+	if rs == nil && (err == nil || isForeignStmt(err)) {
 		rs, err = q.c.QueryContext(ctx, query, args...)
 	}
 	if err != nil {
@@ -178,6 +182,30 @@ func (q sqlQuerier) query(ctx context.Context, query string, args ...any) (rows,
 type sqlRows struct{ *sql.Rows }
 
 func (r sqlRows) Close() { _ = r.Rows.Close() }
+
+// foreignStmt is database/sql's error for a statement prepared on one *sql.DB
+// and bound to a transaction of another (Tx.StmtContext): a caller may begin
+// its transaction on its own *sql.DB over the same SQLite file. It is
+// returned before anything runs, so the text can run instead. database/sql
+// makes it with errors.New, so only its text identifies it.
+const foreignStmt = "sql: Tx.Stmt: statement from different database used"
+
+func isForeignStmt(err error) bool { return err != nil && err.Error() == foreignStmt }
+
+// stmtRow is a row from a cached statement that falls back to the query
+// text when the statement belongs to another *sql.DB than the transaction.
+type stmtRow struct {
+	row  *sql.Row
+	text func() scanner
+}
+
+func (r stmtRow) Scan(dest ...any) error {
+	err := r.row.Scan(dest...)
+	if isForeignStmt(err) {
+		return r.text().Scan(dest...)
+	}
+	return err
+}
 
 // sqlStmt is what *sql.Stmt offers, for sqlQuerier.conn's result.
 type sqlStmt interface {

@@ -329,3 +329,41 @@ func TestConcurrentFirstMigration(t *testing.T) {
 		}
 	}
 }
+
+// A caller may begin its transaction on a *sql.DB of its own over the same
+// SQLite file. That worked until the driver's statement cache was warm, then
+// failed with "statement from different database used".
+func TestSQLiteTxFromAnotherDB(t *testing.T) {
+	ctx := context.Background()
+	d := dbtest.SQLite(t)
+	dsn, err := sqlstore.SQLiteDSN(dbtest.SQLiteFile(t, d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	for fence := int64(1); fence <= 3; fence++ {
+		tx, err := other.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ex := d.UnwrapExecutor(tx)
+		res, err := ex.FloorRaise(ctx, sqlstore.FloorRaiseParams{Resource: "r", Holder: "h", Fence: fence})
+		if err != nil || !res.Admitted {
+			t.Fatalf("fence %d: FloorRaise = %+v, %v", fence, res, err)
+		}
+		if _, err := ex.RejectionList(ctx, sqlstore.RejectionListParams{}); err != nil {
+			t.Fatalf("fence %d: RejectionList: %v", fence, err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		sqlstore.WaitPrepared(d) // the cache is warm from the second round on
+	}
+	if f, err := d.Executor().FloorGet(ctx, "r"); err != nil || f.Floor != 3 {
+		t.Fatalf("floor = %+v, %v; want 3", f, err)
+	}
+}
