@@ -30,6 +30,9 @@
 //
 // # Errors
 //
+// A call on a database that was never migrated fails with an error matching
+// ErrNotMigrated, which says to run Migrate (fencegate migrate).
+//
 // IsRetryable tells errors after which the whole transaction may run again
 // (serialization failure, deadlock, lock timeout, SQLite busy); IsConnLost
 // tells a broken connection, after which a COMMIT's outcome is unknown.

@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -64,6 +66,32 @@ func IsConnLost(err error) bool {
 		// Class 08: connection exception; 57P01..57P03: the server is
 		// shutting down or restarting.
 		return pgErr.Code[:2] == "08" || pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03"
+	}
+	return false
+}
+
+// ErrNotMigrated is matched (errors.Is) by the error of any Executor call,
+// and so of gate and lease calls, that found fencegate's tables missing: the
+// database was never migrated. Run Store.Migrate (or `fencegate migrate`).
+var ErrNotMigrated = errors.New("fencegate: tables missing: run Migrate (fencegate migrate) first")
+
+const pgUndefinedTable = "42P01" // also a missing sequence
+
+// failed wraps err from the statement what; a missing table also matches
+// ErrNotMigrated, whose text says what to do.
+func failed(what string, err error) error {
+	if isUndefinedTable(err) {
+		return fmt.Errorf("%s: %w: %w", what, ErrNotMigrated, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+func isUndefinedTable(err error) bool {
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
+		return pgErr.Code == pgUndefinedTable
+	}
+	if sqliteErr, ok := errors.AsType[*sqlite.Error](err); ok {
+		return strings.Contains(sqliteErr.Error(), "no such table")
 	}
 	return false
 }

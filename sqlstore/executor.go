@@ -48,7 +48,7 @@ func (e *executor) FloorRaise(ctx context.Context, p FloorRaiseParams) (FloorRai
 			return r, nil
 		}
 		if !isNoRows(err) {
-			return FloorRaiseResult{}, fmt.Errorf("raise floor: %w", err)
+			return FloorRaiseResult{}, failed("raise floor", err)
 		}
 	}
 	err := e.q.queryRow(ctx, query, p.Resource, p.Fence, p.Holder).Scan(&r.Floor, &r.FloorHolder)
@@ -56,7 +56,7 @@ func (e *executor) FloorRaise(ctx context.Context, p FloorRaiseParams) (FloorRai
 		return FloorRaiseResult{}, nil // no such lease: nothing was written
 	}
 	if err != nil {
-		return FloorRaiseResult{}, fmt.Errorf("raise floor: %w", err)
+		return FloorRaiseResult{}, failed("raise floor", err)
 	}
 	r.Issued = true
 	r.Admitted = r.Floor == p.Fence
@@ -90,7 +90,7 @@ func (e *executor) RejectionInsert(ctx context.Context, r Rejection) (Rejection,
 	err := e.q.queryRow(ctx, e.sql.rejectionInsert,
 		r.Resource, r.Fence, r.Holder, r.Floor, r.FloorHolder, r.NotIssued).Scan(&r.Seq, &us)
 	if err != nil {
-		return Rejection{}, fmt.Errorf("log rejection: %w", err)
+		return Rejection{}, failed("log rejection", err)
 	}
 	r.At = micros(us)
 	return r, nil
@@ -121,7 +121,7 @@ func (e *executor) SetLockTimeout(ctx context.Context, d time.Duration) error {
 	}
 	ms := max(d.Milliseconds(), 1) // 0 would mean "wait forever"
 	if err := e.q.queryRow(ctx, e.sql.setLockTimeout, fmt.Sprintf("%dms", ms)).Scan(new(string)); err != nil {
-		return fmt.Errorf("set lock timeout: %w", err)
+		return failed("set lock timeout", err)
 	}
 	return nil
 }
@@ -129,7 +129,7 @@ func (e *executor) SetLockTimeout(ctx context.Context, d time.Duration) error {
 func (e *executor) FenceNext(ctx context.Context) (int64, error) {
 	var fence int64
 	if err := e.q.queryRow(ctx, e.sql.fenceNext).Scan(&fence); err != nil {
-		return 0, fmt.Errorf("next fence: %w", err)
+		return 0, failed("next fence", err)
 	}
 	return fence, nil
 }
@@ -140,11 +140,11 @@ func (e *executor) FenceAtLeast(ctx context.Context, min int64) error {
 	}
 	if e.sql.fenceLock != "" {
 		if _, err := e.q.exec(ctx, e.sql.fenceLock); err != nil {
-			return fmt.Errorf("lock fence sequence: %w", err)
+			return failed("lock fence sequence", err)
 		}
 	}
 	if _, err := e.q.exec(ctx, e.sql.fenceAtLeast, min); err != nil {
-		return fmt.Errorf("advance fence sequence: %w", err)
+		return failed("advance fence sequence", err)
 	}
 	return nil
 }
@@ -168,7 +168,7 @@ func (e *executor) leaseRow(ctx context.Context, what, query string, args ...any
 		return LeaseRow{}, nil
 	}
 	if err != nil {
-		return LeaseRow{}, fmt.Errorf("%s: %w", what, err)
+		return LeaseRow{}, failed(what, err)
 	}
 	return r, nil
 }
@@ -205,7 +205,7 @@ func (e *executor) LeaseRenew(ctx context.Context, p LeaseRenewParams) (LeaseRow
 func (e *executor) LeaseRelease(ctx context.Context, resource, holder string, fence int64) (bool, error) {
 	n, err := e.q.exec(ctx, e.sql.leaseRelease, resource, holder, fence)
 	if err != nil {
-		return false, fmt.Errorf("release lease: %w", err)
+		return false, failed("release lease", err)
 	}
 	return n > 0, nil
 }
@@ -214,19 +214,19 @@ func (e *executor) LeaseRelease(ctx context.Context, resource, holder string, fe
 func collect[T any](ctx context.Context, q querier, what string, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
 	rs, err := q.query(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
+		return nil, failed(what, err)
 	}
 	defer rs.Close()
 	var out []T
 	for rs.Next() {
 		v, err := scan(rs)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
+			return nil, failed(what, err)
 		}
 		out = append(out, v)
 	}
 	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
+		return nil, failed(what, err)
 	}
 	return out, nil
 }
@@ -235,7 +235,7 @@ func notFound(what string, err error) error {
 	if isNoRows(err) {
 		return fmt.Errorf("%s: %w", what, ErrNotFound)
 	}
-	return fmt.Errorf("%s: %w", what, err)
+	return failed(what, err)
 }
 
 // ErrNotFound is returned (wrapped) by Executor.FloorGet and

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/sqlstore"
@@ -365,5 +366,50 @@ func TestSQLiteTxFromAnotherDB(t *testing.T) {
 	}
 	if f, err := d.Executor().FloorGet(ctx, "r"); err != nil || f.Floor != 3 {
 		t.Fatalf("floor = %+v, %v; want 3", f, err)
+	}
+}
+
+// An unmigrated store's errors named the missing table but never said to
+// run Migrate.
+func TestUnmigratedSaysMigrate(t *testing.T) {
+	ctx := context.Background()
+	for name, open := range map[string]func(t *testing.T) sqlstore.Store{
+		"sqlite": func(t *testing.T) sqlstore.Store {
+			d, err := sqlstore.Open(ctx, dbtest.SQLitePath(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { d.Close() })
+			return d
+		},
+		"postgres-sql": func(t *testing.T) sqlstore.Store {
+			db, err := sql.Open("pgx", dbtest.PostgresSchemaURL(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			return sqlstore.NewSQL(db, sqlstore.Postgres)
+		},
+		"postgres-pgx": func(t *testing.T) sqlstore.Store {
+			pool, err := pgxpool.New(ctx, dbtest.PostgresSchemaURL(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(pool.Close)
+			return sqlstore.NewPgx(pool)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ex := open(t).Executor()
+			_, err1 := ex.FenceNext(ctx)
+			_, err2 := ex.FloorGet(ctx, "r")
+			_, err3 := ex.LeaseList(ctx)
+			_, err4 := ex.FloorRaise(ctx, sqlstore.FloorRaiseParams{Resource: "r", Holder: "h", Fence: 1})
+			for _, err := range []error{err1, err2, err3, err4} {
+				if !errors.Is(err, sqlstore.ErrNotMigrated) || !strings.Contains(err.Error(), "fencegate migrate") {
+					t.Errorf("error %v: want ErrNotMigrated saying to run fencegate migrate", err)
+				}
+			}
+		})
 	}
 }
