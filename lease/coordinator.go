@@ -154,6 +154,10 @@ type Status struct {
 // grant, with the time it has left: the lease is stored in the database, so
 // this holds across coordinator restarts. Under another request id the
 // requester is denied with AlreadyHeld: a holder must not hold a lease twice.
+// A request that made a lease is never granted again once that lease expired
+// or was released: the database remembers every request id that made a
+// generation, and such a late retry gets an error matching
+// ErrRequestExpired.
 //
 // In the granting transaction the gate's floor for the resource is raised to
 // the new fence, so stale holders are refused from now on. If the previous
@@ -162,7 +166,8 @@ type Status struct {
 // granted.
 //
 // Errors: gate.ErrInvalidInput for a bad request (including a ttl <= 0 or
-// above MaxTTL), ErrFloorAhead, ErrBusy, or the database's error.
+// above MaxTTL), ErrRequestExpired, ErrFloorAhead, ErrBusy, or the
+// database's error.
 func (c *Coordinator) Acquire(ctx context.Context, req *AcquireRequest) (AcquireOutcome, error) {
 	if req == nil {
 		return AcquireOutcome{}, invalid("request", "is nil")
@@ -203,6 +208,16 @@ func (c *Coordinator) acquireTx(ctx context.Context, ex sqlstore.Executor, req *
 				// from the (earlier) instant it first sent the request.
 				return AcquireOutcome{OK: true, Grant: grantOf(row, req.RequestID)}, nil
 			}
+		}
+		if fence, err := ex.RequestFence(ctx, req.Resource, req.RequestID); err != nil {
+			return AcquireOutcome{}, err
+		} else if fence != 0 {
+			// A late retry of a request whose lease is over: granting it
+			// again would lock the resource for a holder that gave up.
+			return AcquireOutcome{}, fmt.Errorf("%w: %q: request %s made the lease with fence %d, which expired or was released",
+				ErrRequestExpired, req.Resource, req.RequestID, fence)
+		}
+		if row.Live() {
 			return AcquireOutcome{
 				HeldBy:      row.Holder,
 				Fence:       row.Fence,
@@ -439,7 +454,7 @@ func (c *Coordinator) applyStartFence(ctx context.Context) error {
 // wrap labels a database error, marking retryable ones with ErrBusy.
 func (c *Coordinator) wrap(op, resource string, err error) error {
 	var target *gate.InvalidInputError
-	if errors.As(err, &target) || errors.Is(err, ErrFloorAhead) {
+	if errors.As(err, &target) || errors.Is(err, ErrFloorAhead) || errors.Is(err, ErrRequestExpired) {
 		return err
 	}
 	if sqlstore.IsRetryable(err) {

@@ -161,14 +161,54 @@ func TestRetriedAcquireGetsTheSameGrant(t *testing.T) {
 		if _, err := a.CompleteAcquire(req, first.Grant); !errors.Is(err, ErrRequestUsed) {
 			t.Errorf("completing the duplicate grant: %v, want ErrRequestUsed", err)
 		}
-		// Once the lease is over, the request id no longer names it.
+		// Once the lease is over, a late retry is never granted again: its
+		// holder gave up on it, and the grant would lock the resource.
 		token, _ := a.Release(l)
 		if _, err := coord.Release(ctx, token); err != nil {
 			t.Fatal(err)
 		}
 		again, err := coord.Acquire(ctx, req)
-		if err != nil || !again.OK || again.Grant.Fence <= first.Grant.Fence {
-			t.Errorf("retry after release = %+v, %v; want a new generation", again, err)
+		if !errors.Is(err, ErrRequestExpired) || again.OK {
+			t.Errorf("retry after release = %+v, %v; want ErrRequestExpired", again, err)
+		}
+		if st, _ := coord.Status(ctx, "r"); st.Held {
+			t.Errorf("a late retry was granted: %+v", st)
+		}
+	})
+}
+
+// A retried request that arrives after its lease expired, even after other
+// generations came and went, gets ErrRequestExpired and changes nothing.
+func TestLateRetryAfterExpiryIsNeverGranted(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store sqlstore.Store) {
+		ctx := context.Background()
+		coord := NewCoordinator(store, nil)
+		a := newClient(t, "agent-a", ClientOptions{TTL: 50 * time.Millisecond})
+		b := newClient(t, "agent-b", ClientOptions{})
+		req, _ := a.BeginAcquire("r")
+		first, err := coord.Acquire(ctx, req)
+		if err != nil || !first.OK {
+			t.Fatalf("Acquire = %+v, %v", first, err)
+		}
+		waitUntilFree(t, coord, "r")
+		if out, err := NewCoordinator(store, nil).Acquire(ctx, req); !errors.Is(err, ErrRequestExpired) || out.OK {
+			t.Fatalf("retry after expiry = %+v, %v; want ErrRequestExpired", out, err)
+		}
+
+		lb := acquire(t, b, coord, "r") // another generation, then free again
+		tb, _ := b.Release(lb)
+		if _, err := coord.Release(ctx, tb); err != nil {
+			t.Fatal(err)
+		}
+		out, err := coord.Acquire(ctx, req)
+		if !errors.Is(err, ErrRequestExpired) || out.OK {
+			t.Fatalf("retry after another generation = %+v, %v; want ErrRequestExpired", out, err)
+		}
+		if st, _ := coord.Status(ctx, "r"); st.Held || st.Fence != tb.Fence {
+			t.Errorf("a late retry changed the lease: %+v", st)
+		}
+		if f := floorOf(t, store, "r"); f.Floor != tb.Fence {
+			t.Errorf("a late retry moved the floor to %d", f.Floor)
 		}
 	})
 }

@@ -85,8 +85,11 @@
 //
 // Each request carries a random request id, stored with the lease. An
 // acquisition retried with the same id (after a lost reply) gets the
-// existing grant while that lease is current; after it expires, the retry is
-// a new acquisition. A holder that already holds a lease is denied another
+// existing grant while that lease is current; once it expired or was
+// released, the retry is refused with ErrRequestExpired and never granted
+// again (the database keeps every request id that made a lease, in
+// fencegate_request), so a late duplicate cannot lock the resource for a
+// holder that gave up on it. A holder that already holds a lease is denied another
 // (AcquireOutcome.AlreadyHeld). An expired lease is never renewed: Renew
 // answers Expired. Releasing with a stale token is a no-op, so a late release
 // never frees a successor's lease.

@@ -30,6 +30,12 @@ var ErrUnknownResource = errors.New("lease: resource was never leased")
 // CoordinatorOptions.StartFence above the floor.
 var ErrFloorAhead = errors.New("lease: the resource's floor is ahead of the fence sequence")
 
+// ErrRequestExpired is returned (wrapped, with the lease's fence) by
+// Coordinator.Acquire, and so by Hold, for a request that already made a
+// lease which has since expired or been released: a late retry. It is never
+// granted again; begin a new request (Client.BeginAcquire).
+var ErrRequestExpired = errors.New("lease: request already made a lease, which is over")
+
 // ErrBusy is matched by the error Coordinator.Acquire, Renew and Release
 // return when the database refused the work for now: a lock timeout (another
 // transaction, such as the previous holder's write, holds a row the

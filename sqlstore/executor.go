@@ -195,7 +195,25 @@ func (e *executor) LeaseGrant(ctx context.Context, p LeaseGrantParams) (LeaseRow
 		query = e.sql.leaseReplace
 	}
 	r, err := e.leaseRow(ctx, "grant lease", query, p.Resource, p.Holder, p.Fence, p.RequestID, p.TTL.Microseconds())
-	return r, r.Found, err
+	if err != nil || !r.Found {
+		return r, false, err
+	}
+	if _, err := e.q.exec(ctx, e.sql.requestInsert, p.Resource, p.RequestID, p.Fence); err != nil {
+		return LeaseRow{}, false, failed("record request", err)
+	}
+	return r, true, nil
+}
+
+func (e *executor) RequestFence(ctx context.Context, resource, requestID string) (int64, error) {
+	var fence int64
+	err := e.q.queryRow(ctx, e.sql.requestFence, resource, requestID).Scan(&fence)
+	if isNoRows(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, failed("read request", err)
+	}
+	return fence, nil
 }
 
 func (e *executor) LeaseRenew(ctx context.Context, p LeaseRenewParams) (LeaseRow, error) {

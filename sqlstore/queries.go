@@ -26,6 +26,8 @@ type queries struct {
 	leaseReplace       string // same
 	leaseRenew         string // $1 resource, $2 holder, $3 fence, $4 ttl µs
 	leaseRelease       string // $1 resource, $2 holder, $3 fence
+	requestInsert      string // $1 resource, $2 request id, $3 fence
+	requestFence       string // $1 resource, $2 request id → fence
 }
 
 // leaseCols is the column list every lease query returns, in scan order,
@@ -164,6 +166,10 @@ RETURNING ` + pgLeaseCols + `, (extract(epoch FROM now.t) * 1000000)::bigint`,
 	leaseRelease: `
 UPDATE fencegate_lease SET released = true, expires_at = LEAST(expires_at, clock_timestamp())
  WHERE resource = $1 AND holder = $2 AND fence = $3 AND NOT released AND expires_at > clock_timestamp()`,
+	requestInsert: `
+INSERT INTO fencegate_request (resource, request_id, fence) VALUES ($1, $2, $3)
+ON CONFLICT (resource, request_id) DO NOTHING`,
+	requestFence: `SELECT fence FROM fencegate_request WHERE resource = $1 AND request_id = $2`,
 }
 
 // SQLite numbers its parameters ?1, ?2 so that a reused argument binds once.
@@ -223,4 +229,8 @@ RETURNING ` + sqliteLeaseCols + `, ` + sqliteNow,
 	leaseRelease: `
 UPDATE fencegate_lease SET released = 1, expires_at = min(expires_at, ` + sqliteNow + `)
  WHERE resource = ?1 AND holder = ?2 AND fence = ?3 AND NOT released AND expires_at > ` + sqliteNow,
+	requestInsert: `
+INSERT INTO fencegate_request (resource, request_id, fence) VALUES (?1, ?2, ?3)
+ON CONFLICT (resource, request_id) DO NOTHING`,
+	requestFence: `SELECT fence FROM fencegate_request WHERE resource = ?1 AND request_id = ?2`,
 }

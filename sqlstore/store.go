@@ -93,8 +93,12 @@ type Executor interface {
 	// LeaseGrant writes a new generation: inserts the row, or replaces the
 	// locked one, with expiry ttl after the database's clock. Inserted is
 	// false (and nothing is written) when a concurrent transaction created
-	// the row first; the caller should read it again.
+	// the row first; the caller should read it again. A grant also records
+	// RequestID as having made a generation (see RequestFence).
 	LeaseGrant(ctx context.Context, p LeaseGrantParams) (LeaseRow, bool, error)
+	// RequestFence returns the fence of the generation that the acquisition
+	// request requestID made on resource, or 0 if it never made one.
+	RequestFence(ctx context.Context, resource, requestID string) (int64, error)
 	// LeaseRenew extends the live lease (resource, holder, fence) to ttl after
 	// the database's clock. Found is false, and nothing is written, when that
 	// lease is released, expired, or superseded.
