@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -15,6 +16,11 @@ const MaxNameLen = 256
 
 // tokenPrefix starts every token's text form and names its version.
 const tokenPrefix = "fg1"
+
+// maxTokenLen is the longest text form of a valid token: the prefix, three
+// colons, a 19-digit fence, and two names of MaxNameLen bytes that each
+// escape to three characters a byte.
+const maxTokenLen = len(tokenPrefix) + 3 + 19 + 2*3*MaxNameLen
 
 // Token is the proof of ownership a holder presents to the gate: the resource
 // it writes, who it is, and the fence of its generation of ownership.
@@ -64,7 +70,7 @@ func (t Token) Validate() error {
 // escaping String produces), so Parse(s).String() == s for every accepted s.
 // Errors match ErrInvalidInput.
 func Parse(s string) (Token, error) {
-	if len(s) > 16+6*MaxNameLen {
+	if len(s) > maxTokenLen {
 		return Token{}, invalidf("token", "%d bytes is too long", len(s))
 	}
 	parts := strings.Split(s, ":")
@@ -94,7 +100,8 @@ func Parse(s string) (Token, error) {
 }
 
 // ValidateResource checks a resource name: 1 to MaxNameLen bytes of valid
-// UTF-8 without NUL or other control characters. Errors match ErrInvalidInput.
+// UTF-8 without NUL or other control characters (C0, DEL and C1: U+0000 to
+// U+001F and U+007F to U+009F). Errors match ErrInvalidInput.
 func ValidateResource(name string) error { return validateName("resource", name) }
 
 // ValidateHolder checks a holder name with the same rules as ValidateResource.
@@ -110,7 +117,7 @@ func validateName(field, name string) error {
 		return invalidf(field, "%q is not valid UTF-8", name)
 	}
 	for _, r := range name {
-		if r < 0x20 || r == 0x7f {
+		if unicode.IsControl(r) { // C0, DEL and C1
 			return invalidf(field, "%q contains the control character %U", name, r)
 		}
 	}
