@@ -1,0 +1,233 @@
+package confined
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5/stdlib"
+	"modernc.org/sqlite"
+
+	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/sqlstore"
+)
+
+// Errors Write returns inside a *StatementError, matchable with errors.Is.
+var (
+	// ErrTransactionControl: the statement would end, restart or nest the
+	// fenced transaction. Nothing was committed.
+	ErrTransactionControl = errors.New("fencegate: a fenced write's SQL may not end, restart or nest its transaction")
+	// ErrNotAllowed: the statement does something a confined write refuses
+	// besides transaction control (SQLite: ATTACH, DETACH, PRAGMA).
+	ErrNotAllowed = errors.New("fencegate: statement not allowed in a fenced write")
+	// ErrInvalidStatement: the statement is empty, holds more than one
+	// statement or a NUL byte, or its arguments do not match its parameters.
+	// Nothing ran.
+	ErrInvalidStatement = errors.New("fencegate: invalid statement")
+)
+
+// maxAttempts bounds how often Write runs a transaction that failed with a
+// retryable error (serialization failure, deadlock, SQLite busy).
+const maxAttempts = 3
+
+// Statement is one SQL statement and the values bound to its parameters
+// ($1, $2 on Postgres; ? or ?NNN on SQLite), in order. Values are never
+// formatted into the SQL.
+type Statement struct {
+	SQL  string
+	Args []any
+}
+
+// Outcome says what Write left in the database.
+type Outcome int
+
+const (
+	// NotCommitted: nothing the statements did is in the database.
+	NotCommitted Outcome = iota
+	// Committed: every statement ran and committed together with the gate's
+	// admission of the token.
+	Committed
+	// Unknown: the COMMIT was sent and its answer was lost (the connection
+	// broke): the statements may or may not have committed.
+	Unknown
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Committed:
+		return "committed"
+	case Unknown:
+		return "unknown"
+	}
+	return "not committed"
+}
+
+// Result is what Write did. The zero value is NotCommitted.
+type Result struct {
+	Outcome Outcome
+	// RowsAffected holds, for each statement that ran in the last attempt,
+	// the rows it inserted, updated or deleted, in order. It has an entry
+	// for every statement when Outcome is Committed.
+	RowsAffected []int64
+}
+
+// StatementError is a failure of one statement; Write then committed
+// nothing. Err is the database's error, or ErrTransactionControl,
+// ErrNotAllowed or ErrInvalidStatement.
+type StatementError struct {
+	Index int // the statement, from 0
+	Err   error
+}
+
+func (e *StatementError) Error() string { return fmt.Sprintf("statement %d: %v", e.Index+1, e.Err) }
+
+func (e *StatementError) Unwrap() error { return e.Err }
+
+// Write runs stmts, in order, in one transaction on db after g.Commit admitted
+// token in it, and commits them only together with that admission. g must be
+// a gate over db (sqlstore.SQLDriver on Postgres through pgx's stdlib, or on
+// modernc.org/sqlite). db's Postgres migrations must include 00004.
+//
+// A refused token returns the gate's *gate.StaleFenceError (logged in the
+// rejection log) and runs no statement. A failing statement returns a
+// *StatementError. Either way, and whenever err is not nil, Result.Outcome
+// says what committed: NotCommitted, except Unknown when the final COMMIT's
+// answer was lost. A transaction that failed with a retryable error runs
+// again, up to 3 times; its effects commit at most once.
+func Write(ctx context.Context, db *sql.DB, g *gate.Gate[*sql.Tx], token gate.Token, stmts []Statement) (Result, error) {
+	if len(stmts) == 0 {
+		return Result{}, fmt.Errorf("%w: no statements", ErrInvalidStatement)
+	}
+	for i, st := range stmts {
+		if err := validate(st); err != nil {
+			return Result{}, &StatementError{Index: i, Err: err}
+		}
+	}
+	for attempt := 1; ; attempt++ {
+		res, err := writeOnce(ctx, db, g, token, stmts)
+		if err == nil || res.Outcome != NotCommitted || !sqlstore.IsRetryable(err) || attempt >= maxAttempts || ctx.Err() != nil {
+			return res, err
+		}
+	}
+}
+
+// validate refuses what no dialect can run faithfully: an empty statement,
+// and NUL bytes, at which SQLite cuts text off.
+func validate(st Statement) error {
+	if strings.TrimSpace(st.SQL) == "" {
+		return fmt.Errorf("%w: empty", ErrInvalidStatement)
+	}
+	if strings.ContainsRune(st.SQL, 0) {
+		return fmt.Errorf("%w: the SQL contains a NUL byte", ErrInvalidStatement)
+	}
+	for j, a := range st.Args {
+		if s, ok := a.(string); ok && strings.ContainsRune(s, 0) {
+			return fmt.Errorf("%w: argument %d contains a NUL byte", ErrInvalidStatement, j+1)
+		}
+	}
+	return nil
+}
+
+// session confines one transaction on one connection, for one dialect.
+type session interface {
+	// arm confines the transaction, after the gate admitted the token.
+	arm(ctx context.Context, tx *sql.Tx) error
+	// exec runs one statement on the driver connection dc. committed
+	// reports (with an error) that the statement committed the transaction.
+	exec(ctx context.Context, dc any, st Statement) (rows int64, committed bool, err error)
+	// disarm lifts the confinement just before Write's own COMMIT.
+	disarm(ctx context.Context, tx *sql.Tx) error
+}
+
+// newSession picks the dialect from the driver connection.
+func newSession(conn *sql.Conn) (session, error) {
+	var s session
+	err := conn.Raw(func(dc any) error {
+		switch dc := dc.(type) {
+		case *stdlib.Conn:
+			s = &pgSession{}
+		case sqlite.AuthorizerRegisterer:
+			if _, ok := dc.(sqlite.HookRegisterer); ok {
+				s = &sqliteSession{conn: conn}
+			}
+		}
+		if s == nil {
+			return fmt.Errorf("fencegate: confined writes need pgx's stdlib or modernc.org/sqlite, not %T", dc)
+		}
+		return nil
+	})
+	return s, err
+}
+
+func writeOnce(ctx context.Context, db *sql.DB, g *gate.Gate[*sql.Tx], token gate.Token, stmts []Statement) (res Result, err error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("fencegate: connect: %w", err)
+	}
+	// Never back to the pool: the user's SQL may have left session state.
+	// Closing the connection also rolls back, on the server, a transaction
+	// that is still open, without waiting for an answer.
+	defer func() {
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		_ = conn.Close()
+	}()
+	s, err := newSession(conn)
+	if err != nil {
+		return Result{}, err
+	}
+	txCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	tx, err := conn.BeginTx(txCtx, nil)
+	if err != nil {
+		return Result{}, fmt.Errorf("fencegate: begin: %w", err)
+	}
+	rollback := func() { cancel(); _ = tx.Rollback() } // bounded: cancel first, the conn is closed after
+	if err := g.Commit(ctx, tx, token); err != nil {
+		rollback()
+		return Result{}, err
+	}
+	if err := s.arm(ctx, tx); err != nil {
+		rollback()
+		return Result{}, fmt.Errorf("fencegate: confine the transaction: %w", err)
+	}
+	for i, st := range stmts {
+		var rows int64
+		var committed bool
+		err := conn.Raw(func(dc any) error {
+			var err error
+			rows, committed, err = s.exec(ctx, dc, st)
+			return err
+		})
+		if err != nil {
+			rollback()
+			if committed {
+				// Only possible without migration 00004's trigger: the
+				// statements up to this one committed with the admission.
+				res.Outcome = Committed
+			}
+			return res, &StatementError{Index: i, Err: err}
+		}
+		res.RowsAffected = append(res.RowsAffected, rows)
+	}
+	if err := s.disarm(ctx, tx); err != nil {
+		rollback()
+		return res, fmt.Errorf("fencegate: commit: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		rollback()
+		return res, err
+	}
+	if err := tx.Commit(); err != nil {
+		var pgErr interface{ SQLState() string }
+		var liteErr *sqlite.Error
+		if !errors.As(err, &pgErr) && !errors.As(err, &liteErr) && !errors.Is(err, sql.ErrTxDone) {
+			res.Outcome = Unknown // sent, and no answer from the database
+		}
+		return res, fmt.Errorf("fencegate: commit: %w", err)
+	}
+	res.Outcome = Committed
+	return res, nil
+}

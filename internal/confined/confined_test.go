@@ -1,0 +1,309 @@
+package confined_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/internal/confined"
+	"github.com/fencegate/fencegate/internal/dbtest"
+	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/sqlstore"
+)
+
+type env struct {
+	d     *sqlstore.SQLDriver
+	g     *gate.Gate[*sql.Tx]
+	coord *lease.Coordinator
+}
+
+func newEnv(t *testing.T, open func(testing.TB) *sqlstore.SQLDriver) *env {
+	t.Helper()
+	d := open(t)
+	if _, err := d.DB().Exec(`CREATE TABLE t (v text)`); err != nil {
+		t.Fatal(err)
+	}
+	return &env{d: d, g: gate.New(d, &gate.Options{VerifyIssued: true}), coord: lease.NewCoordinator(d, nil)}
+}
+
+// claim acquires resource for holder and returns its token.
+func (e *env) claim(t *testing.T, holder, resource string) gate.Token {
+	t.Helper()
+	c, err := lease.NewClient(lease.ClientOptions{Holder: holder})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := c.BeginAcquire(resource)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := e.coord.Acquire(context.Background(), req)
+	if err != nil || !out.OK {
+		t.Fatalf("acquire %s for %s: %+v, %v", resource, holder, out, err)
+	}
+	l, err := c.CompleteAcquire(req, out.Grant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.Token()
+}
+
+// rows returns the values in t, sorted.
+func (e *env) rows(t *testing.T) []string {
+	t.Helper()
+	rs, err := e.d.DB().Query(`SELECT v FROM t`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	var vs []string
+	for rs.Next() {
+		var v string
+		if err := rs.Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		vs = append(vs, v)
+	}
+	slices.Sort(vs)
+	return vs
+}
+
+func stmts(sqls ...string) []confined.Statement {
+	out := make([]confined.Statement, len(sqls))
+	for i, s := range sqls {
+		out[i] = confined.Statement{SQL: s}
+	}
+	return out
+}
+
+const insertA = `INSERT INTO t VALUES ('a')`
+
+// TestTransactionControlRefused runs, on every dialect, SQL that tries to
+// end, restart or nest the fenced transaction, in every spelling: each
+// write fails, commits nothing, and says so.
+func TestTransactionControlRefused(t *testing.T) {
+	pgOnly := map[string]bool{"postgres-sql": true}
+	cases := []struct {
+		name    string
+		stmts   []confined.Statement
+		want    error           // errors.Is; nil: any error
+		dialect map[string]bool // nil: every dialect
+	}{
+		{"COMMIT", stmts(insertA, "COMMIT"), confined.ErrTransactionControl, nil},
+		{"commit lower case", stmts(insertA, "commit"), confined.ErrTransactionControl, nil},
+		{"COMMIT behind comments", stmts(insertA, "/* x */ -- y\n CoMmIt /* z */"), confined.ErrTransactionControl, nil},
+		{"COMMIT TRANSACTION", stmts(insertA, "COMMIT TRANSACTION"), confined.ErrTransactionControl, nil},
+		{"END", stmts(insertA, "END"), confined.ErrTransactionControl, nil},
+		{"END TRANSACTION", stmts(insertA, "end transaction"), confined.ErrTransactionControl, nil},
+		{"COMMIT first", stmts("COMMIT", insertA), confined.ErrTransactionControl, nil},
+		{"COMMIT then a failing statement", stmts(insertA, "COMMIT", "SELECT * FROM no_such_table"), confined.ErrTransactionControl, nil},
+		{"ROLLBACK", stmts(insertA, "ROLLBACK"), confined.ErrTransactionControl, nil},
+		{"ROLLBACK first", stmts("ROLLBACK", insertA), confined.ErrTransactionControl, nil},
+		{"ROLLBACK TRANSACTION", stmts(insertA, "rollback transaction"), confined.ErrTransactionControl, nil},
+		{"ABORT", stmts(insertA, "ABORT"), confined.ErrTransactionControl, pgOnly},
+		{"BEGIN", stmts("BEGIN", insertA), confined.ErrTransactionControl, nil},
+		{"BEGIN IMMEDIATE", stmts(insertA, "BEGIN IMMEDIATE"), nil, nil},
+		{"START TRANSACTION", stmts(insertA, "START TRANSACTION"), confined.ErrTransactionControl, pgOnly},
+		{"SAVEPOINT", stmts(insertA, "SAVEPOINT s"), confined.ErrTransactionControl, nil},
+		{"RELEASE", stmts(insertA, "RELEASE s"), nil, nil},
+		{"ROLLBACK TO", stmts(insertA, "ROLLBACK TO s"), nil, nil},
+		{"ROLLBACK TO SAVEPOINT", stmts(insertA, "ROLLBACK TO SAVEPOINT s"), nil, nil},
+		{"PREPARE TRANSACTION", stmts(insertA, "PREPARE TRANSACTION 'fg'"), nil, pgOnly},
+		{"COMMIT PREPARED", stmts(insertA, "COMMIT PREPARED 'fg'"), nil, pgOnly},
+		{"ROLLBACK PREPARED", stmts(insertA, "ROLLBACK PREPARED 'fg'"), nil, pgOnly},
+		{"DO block COMMIT", stmts(insertA, "DO $$ BEGIN COMMIT; END $$"), nil, pgOnly},
+		{"DO block ROLLBACK", stmts(insertA, "DO $$ BEGIN ROLLBACK; END $$"), nil, pgOnly},
+		{"multi-statement COMMIT after", stmts(insertA + "; COMMIT"), nil, nil},
+		{"multi-statement COMMIT before", stmts("COMMIT; " + insertA), nil, nil},
+		{"multi-statement COMMIT then sleep", stmts("COMMIT; SELECT 1; " + insertA), nil, nil},
+		{"multi-statement ROLLBACK after", stmts(insertA + "; ROLLBACK"), nil, nil},
+		{"multi-statement ROLLBACK before", stmts("ROLLBACK; " + insertA), nil, nil},
+		{"multi-statement COMMIT then failing", stmts(insertA + "; COMMIT; SELECT * FROM no_such_table"), nil, nil},
+		{"SET CONSTRAINTS ALL IMMEDIATE", stmts(insertA, "SET CONSTRAINTS ALL IMMEDIATE"), nil, pgOnly},
+	}
+	for name, open := range dbtest.Drivers() {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, open)
+			for _, c := range cases {
+				if c.dialect != nil && !c.dialect[name] {
+					continue
+				}
+				t.Run(c.name, func(t *testing.T) {
+					token := e.claim(t, "alice", "r-"+c.name)
+					res, err := confined.Write(context.Background(), e.d.DB(), e.g, token, c.stmts)
+					if err == nil {
+						t.Fatalf("Write committed: %+v", res)
+					}
+					if c.want != nil && !errors.Is(err, c.want) {
+						t.Errorf("err = %v, want %v", err, c.want)
+					}
+					if res.Outcome != confined.NotCommitted {
+						t.Errorf("outcome = %v, want not committed (err %v)", res.Outcome, err)
+					}
+					if got := e.rows(t); len(got) != 0 {
+						t.Errorf("rows %q committed (err %v)", got, err)
+					}
+				})
+			}
+			// The connections are clean afterwards: a write commits.
+			token := e.claim(t, "alice", "after")
+			res, err := confined.Write(context.Background(), e.d.DB(), e.g, token, stmts(insertA))
+			if err != nil || res.Outcome != confined.Committed {
+				t.Fatalf("a plain write after the refusals: %+v, %v", res, err)
+			}
+		})
+	}
+}
+
+// TestWrite commits statements with bound arguments and counts their rows,
+// on every dialect.
+func TestWrite(t *testing.T) {
+	for name, open := range dbtest.Drivers() {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, open)
+			token := e.claim(t, "alice", "r")
+			res, err := confined.Write(context.Background(), e.d.DB(), e.g, token, []confined.Statement{
+				{SQL: `INSERT INTO t VALUES ($1), ($2)`, Args: []any{"a", "b"}},
+				{SQL: `UPDATE t SET v = v || $1 WHERE v = $2`, Args: []any{"!", "b"}},
+				{SQL: `SELECT v FROM t`},
+				{SQL: `DELETE FROM t WHERE v = 'none'`},
+			})
+			if err != nil || res.Outcome != confined.Committed {
+				t.Fatalf("Write: %+v, %v", res, err)
+			}
+			if want := []int64{2, 1, 0, 0}; !slices.Equal(res.RowsAffected, want) {
+				t.Errorf("rows affected %v, want %v", res.RowsAffected, want)
+			}
+			if got, want := e.rows(t), []string{"a", "b!"}; !slices.Equal(got, want) {
+				t.Errorf("rows %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// TestInvalidStatements: arguments that do not match the parameters, NUL
+// bytes, several statements in one string and empty statements are refused
+// on every dialect, and nothing commits.
+func TestInvalidStatements(t *testing.T) {
+	cases := []struct {
+		name string
+		st   confined.Statement
+	}{
+		{"extra argument", confined.Statement{SQL: `INSERT INTO t VALUES ($1)`, Args: []any{"a", "b"}}},
+		{"argument without parameter", confined.Statement{SQL: insertA, Args: []any{"a"}}},
+		{"missing argument", confined.Statement{SQL: `INSERT INTO t VALUES ($1)`}},
+		{"NUL in SQL", confined.Statement{SQL: insertA + "\x00; DELETE FROM t"}},
+		{"NUL in argument", confined.Statement{SQL: `INSERT INTO t VALUES ($1)`, Args: []any{"a\x00b"}}},
+		{"two statements", confined.Statement{SQL: insertA + "; " + insertA}},
+		{"empty", confined.Statement{SQL: "  "}},
+		{"only a comment", confined.Statement{SQL: "-- nothing"}},
+	}
+	for name, open := range dbtest.Drivers() {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, open)
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) {
+					token := e.claim(t, "alice", "r-"+c.name)
+					res, err := confined.Write(context.Background(), e.d.DB(), e.g, token, []confined.Statement{c.st})
+					if !errors.Is(err, confined.ErrInvalidStatement) {
+						t.Errorf("err = %v, want ErrInvalidStatement", err)
+					}
+					if res.Outcome != confined.NotCommitted || len(e.rows(t)) != 0 {
+						t.Errorf("committed: %+v, rows %q", res, e.rows(t))
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestStaleTokenRunsNothing: a refused token gets the gate's
+// *StaleFenceError, logged, and its statements never run.
+func TestStaleTokenRunsNothing(t *testing.T) {
+	for name, open := range dbtest.Drivers() {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, open)
+			ctx := context.Background()
+			old := e.claim(t, "alice", "r")
+			if _, err := e.coord.Release(ctx, old); err != nil {
+				t.Fatal(err)
+			}
+			e.claim(t, "bob", "r")
+			res, err := confined.Write(ctx, e.d.DB(), e.g, old, stmts(insertA))
+			stale, ok := errors.AsType[*gate.StaleFenceError](err)
+			if !ok || stale.Seq == 0 {
+				t.Fatalf("err = %v, want a logged *gate.StaleFenceError", err)
+			}
+			if res.Outcome != confined.NotCommitted || len(e.rows(t)) != 0 {
+				t.Errorf("committed: %+v, rows %q", res, e.rows(t))
+			}
+		})
+	}
+}
+
+// TestSuccessorRacesCommitThenWait is the issue's "COMMIT; SELECT
+// pg_sleep(4); INSERT": alice's SQL commits, then waits (on an advisory lock
+// the test holds) while bob claims and writes, then inserts. Alice's COMMIT
+// must fail at once and her late INSERT never land. On Postgres, where a
+// statement can wait.
+func TestSuccessorRacesCommitThenWait(t *testing.T) {
+	e := newEnv(t, dbtest.Postgres)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	blocker, err := e.d.DB().Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Close()
+	if _, err := blocker.ExecContext(ctx, `SELECT pg_advisory_lock(4242)`); err != nil {
+		t.Fatal(err)
+	}
+	alice := e.claim(t, "alice", "r")
+	done := make(chan error, 1)
+	var res confined.Result
+	go func() {
+		var err error
+		res, err = confined.Write(ctx, e.d.DB(), e.g, alice, stmts(
+			`INSERT INTO t VALUES ('alice-1')`, "COMMIT", `SELECT pg_advisory_xact_lock(4242)`, `INSERT INTO t VALUES ('alice-late')`))
+		done <- err
+	}()
+	// Wait until alice's write has ended, or waits for the lock.
+	var aliceErr error
+	finished := false
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for waiting := false; !finished && !waiting; {
+		select {
+		case aliceErr = <-done:
+			finished = true
+		case <-tick.C:
+			if err := e.d.DB().QueryRowContext(ctx, `SELECT count(*) > 0 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`).Scan(&waiting); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Alice's lease passes to bob, who claims and writes.
+	if _, err := e.coord.Release(ctx, alice); err != nil {
+		t.Fatal(err)
+	}
+	bob := e.claim(t, "bob", "r")
+	if _, err := confined.Write(ctx, e.d.DB(), e.g, bob, stmts(`INSERT INTO t VALUES ('bob')`)); err != nil {
+		t.Fatalf("bob's write: %v", err)
+	}
+	if _, err := blocker.ExecContext(ctx, `SELECT pg_advisory_unlock(4242)`); err != nil {
+		t.Fatal(err)
+	}
+	if !finished {
+		aliceErr = <-done
+	}
+	if !errors.Is(aliceErr, confined.ErrTransactionControl) || res.Outcome != confined.NotCommitted {
+		t.Errorf("alice's write: %+v, %v; want ErrTransactionControl, not committed", res, aliceErr)
+	}
+	if got, want := e.rows(t), []string{"bob"}; !slices.Equal(got, want) {
+		t.Errorf("rows %q, want %q", got, want)
+	}
+}
