@@ -91,9 +91,16 @@
 // VerifyIssued: the fence must have been issued by fencegate on this
 // database), so they commit only if the token's fence is admitted, and not
 // at all if it is refused: exit 3 with the rejection record on stderr.
-// "-" reads a statement from stdin. --arg values are bound to a single
-// statement's parameters ($1 on Postgres, ? or ?1 on SQLite), never
-// formatted into the SQL.
+// Each SQL argument is exactly one statement; "-" reads one from stdin.
+// --arg values are bound to a single statement's parameters ($1 on
+// Postgres, $1, ? or ?1 on SQLite), as many values as parameters, never
+// formatted into the SQL. The SQL can never end, restart or nest the
+// transaction (COMMIT, ROLLBACK, BEGIN, SAVEPOINT, PREPARE TRANSACTION, in
+// any spelling, in a DO block or a string of several statements): such a
+// statement fails and nothing commits. Exit 0 only when every statement
+// committed under the fence; otherwise the message says whether nothing
+// was committed or, when the connection broke during COMMIT, that the
+// outcome is unknown.
 //
 // status [--json] [--lock NAME] [--refusals 10] lists every lock with its
 // lease state (held, expired, released), holder, fence, expiry and the

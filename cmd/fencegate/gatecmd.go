@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/internal/confined"
 )
 
 // maxStdinSQL bounds the SQL read from stdin ("-").
@@ -31,12 +31,21 @@ TOKEN defaults to $` + envToken + ` (set by 'fencegate run'); --lock, if given,
 must be the token's lock. The fence must have been issued by fencegate on
 this database: a forged or mistyped one is refused without raising a floor.
 
-Each SQL argument is one statement; "-" reads one statement from stdin.
---arg binds a value to a single statement's parameters ($1, $2 on Postgres;
-?1 or ? on SQLite), in order; values are never formatted into the SQL.
+Each SQL argument is exactly one statement; "-" reads one statement from
+stdin. --arg binds a value to a single statement's parameters ($1, $2 on
+Postgres; $1, ?1 or ? on SQLite), in order, and there must be exactly as
+many values as parameters; values are never formatted into the SQL.
 Statements are executed, not queried: rows they return are not printed.
-After a serialization failure or SQLite busy error the whole transaction
-runs again (gate.Do); its effects still commit at most once.
+
+The SQL cannot end, restart or nest the fenced transaction: COMMIT, END,
+ROLLBACK, ABORT, BEGIN, START TRANSACTION, SAVEPOINT, RELEASE, ROLLBACK TO,
+PREPARE TRANSACTION and the like fail, however spelt, and roll everything
+back (on SQLite ATTACH, DETACH and PRAGMA are refused too). Exit 0 means
+every statement committed under the fence; exit 1 says "nothing was
+committed" when nothing was, and says so when the outcome is unknown (the
+connection broke during COMMIT). After a serialization failure or SQLite
+busy error the whole transaction runs again; its effects commit at most
+once.
 
     fencegate gate "$TOKEN" -- "UPDATE deploys SET version = 'v2' WHERE slot = 1"
     fencegate gate --arg v2 -- 'UPDATE deploys SET version = $1 WHERE slot = 1'`,
@@ -82,6 +91,9 @@ func cmdGate(ctx context.Context, c *cli, cmd *command, args []string) int {
 		if strings.TrimSpace(stmts[i]) == "" {
 			return c.usageError(cmd, fs, "statement %d is empty", i+1)
 		}
+		if strings.ContainsRune(stmts[i], 0) {
+			return c.usageError(cmd, fs, "statement %d contains a NUL byte", i+1)
+		}
 	}
 	b, err := c.open(ctx, true)
 	if err != nil {
@@ -89,22 +101,12 @@ func cmdGate(ctx context.Context, c *cli, cmd *command, args []string) int {
 	}
 	defer b.Close()
 
-	var rows int64
-	failed := 0 // the statement that failed, from 1
-	err = b.gate.Do(ctx, token, func(ctx context.Context, tx *sql.Tx) error {
-		rows, failed = 0, 0
-		for i, q := range stmts {
-			res, err := tx.ExecContext(ctx, q, params...)
-			if err != nil {
-				failed = i + 1
-				return err
-			}
-			if n, err := res.RowsAffected(); err == nil {
-				rows += n
-			}
-		}
-		return nil
-	})
+	writes := make([]confined.Statement, len(stmts))
+	for i, q := range stmts {
+		writes[i] = confined.Statement{SQL: q}
+	}
+	writes[0].Args = params // at most one statement when there are any
+	res, err := confined.Write(ctx, b.driver.DB(), b.gate, token, writes)
 	if stale, ok := errors.AsType[*gate.StaleFenceError](err); ok {
 		c.logf(cmd, "refused: %s; nothing was committed", rejectionText(rejectionOf(stale)))
 		if err != error(stale) { // joined with the failure to log it
@@ -112,15 +114,22 @@ func cmdGate(ctx context.Context, c *cli, cmd *command, args []string) int {
 		}
 		return exitHeld
 	}
-	if err != nil {
-		if failed > 0 {
-			return c.fail(cmd, fmt.Errorf("statement %d: %w; nothing was committed", failed, err))
+	switch {
+	case err == nil:
+		var rows int64
+		for _, n := range res.RowsAffected {
+			rows += n
 		}
-		return c.fail(cmd, err)
+		fmt.Fprintf(c.stdout, "committed under %s fence %d: %d statement%s, %d row%s affected\n",
+			token.Resource, token.Fence, len(stmts), plural(len(stmts)), rows, plural(int(rows)))
+		return exitOK
+	case res.Outcome == confined.Unknown:
+		return c.fail(cmd, fmt.Errorf("%w; the connection broke during COMMIT: the statements may or may not have committed", err))
+	case res.Outcome == confined.Committed:
+		// Only without migration 00004's guard: the SQL's own COMMIT went through.
+		return c.fail(cmd, fmt.Errorf("%w; it committed the statements before it under the fence; the rest did not run", err))
 	}
-	fmt.Fprintf(c.stdout, "committed under %s fence %d: %d statement%s, %d row%s affected\n",
-		token.Resource, token.Fence, len(stmts), plural(len(stmts)), rows, plural(int(rows)))
-	return exitOK
+	return c.fail(cmd, fmt.Errorf("%w; nothing was committed", err))
 }
 
 // rejectionOf turns a refusal into its rejection log record.

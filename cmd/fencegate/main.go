@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/internal/confined"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore"
 )
@@ -213,11 +214,11 @@ func (c *cli) printFlags(w io.Writer, fs *flag.FlagSet) {
 }
 
 // fail reports err for cmd and returns its exit status: exitUsage for input
-// that fencegate refused before doing anything (a bad name, ttl or DSN),
-// exitError otherwise.
+// that fencegate refused before doing anything (a bad name, ttl, DSN or
+// statement), exitError otherwise.
 func (c *cli) fail(cmd *command, err error) int {
 	fmt.Fprintf(c.stderr, "fencegate %s: %s\n", cmd.name, strings.TrimPrefix(err.Error(), "fencegate: "))
-	if errors.Is(err, gate.ErrInvalidInput) || errors.Is(err, sqlstore.ErrInvalidDSN) {
+	if errors.Is(err, gate.ErrInvalidInput) || errors.Is(err, sqlstore.ErrInvalidDSN) || errors.Is(err, confined.ErrInvalidStatement) {
 		return exitUsage
 	}
 	return exitError

@@ -82,7 +82,9 @@ type StatementError struct {
 	Err   error
 }
 
-func (e *StatementError) Error() string { return fmt.Sprintf("statement %d: %v", e.Index+1, e.Err) }
+func (e *StatementError) Error() string {
+	return fmt.Sprintf("fencegate: statement %d: %s", e.Index+1, strings.TrimPrefix(e.Err.Error(), "fencegate: "))
+}
 
 func (e *StatementError) Unwrap() error { return e.Err }
 

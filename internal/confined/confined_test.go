@@ -171,11 +171,12 @@ func TestWrite(t *testing.T) {
 				{SQL: `UPDATE t SET v = v || $1 WHERE v = $2`, Args: []any{"!", "b"}},
 				{SQL: `SELECT v FROM t`},
 				{SQL: `DELETE FROM t WHERE v = 'none'`},
+				{SQL: `DELETE FROM t WHERE length(v) = $1`, Args: []any{"5"}}, // text for an integer parameter
 			})
 			if err != nil || res.Outcome != confined.Committed {
 				t.Fatalf("Write: %+v, %v", res, err)
 			}
-			if want := []int64{2, 1, 0, 0}; !slices.Equal(res.RowsAffected, want) {
+			if want := []int64{2, 1, 0, 0, 0}; !slices.Equal(res.RowsAffected, want) {
 				t.Errorf("rows affected %v, want %v", res.RowsAffected, want)
 			}
 			if got, want := e.rows(t), []string{"a", "b!"}; !slices.Equal(got, want) {

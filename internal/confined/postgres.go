@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -57,6 +58,9 @@ func (s *pgSession) exec(ctx context.Context, dc any, st Statement) (int64, bool
 	m := c.TypeMap()
 	for i, arg := range st.Args {
 		formats[i] = m.FormatCodeForOID(sd.ParamOIDs[i])
+		if _, ok := arg.(string); ok {
+			formats[i] = pgtype.TextFormatCode // as pgx does: the server parses text for any type
+		}
 		if values[i], err = m.Encode(sd.ParamOIDs[i], formats[i], arg, nil); err != nil {
 			return 0, false, fmt.Errorf("%w: argument %d: %v", ErrInvalidStatement, i+1, err)
 		}
@@ -95,7 +99,7 @@ func (s *pgSession) failed(pc *pgconn.PgConn, err error) error {
 	pgErr, ok := errors.AsType[*pgconn.PgError](err)
 	switch {
 	case ok && pgErr.Code == pgWriteGuardCode:
-		return fmt.Errorf("%w: the transaction's guard refused it and rolled the transaction back (%v)", ErrTransactionControl, err)
+		return fmt.Errorf("%w: it would have committed it (or fired its guard early), which rolled it back", ErrTransactionControl)
 	case ok && pgErr.Code == pgSyntaxError && strings.Contains(pgErr.Message, "multiple commands"):
 		return fmt.Errorf("%w: more than one statement (pass each as its own)", ErrInvalidStatement)
 	}

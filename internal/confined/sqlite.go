@@ -1,6 +1,7 @@
 package confined
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -27,7 +28,8 @@ func sqliteAuthorize(action sqlite.AuthorizerActionCode, arg1 string) error {
 	case sqlite.AuthTransaction:
 		return fmt.Errorf("%w: it runs %s", ErrTransactionControl, arg1)
 	case sqlite.AuthSavepoint:
-		return fmt.Errorf("%w: it runs a savepoint statement (%s)", ErrTransactionControl, arg1)
+		what := map[string]string{"BEGIN": "SAVEPOINT", "RELEASE": "RELEASE", "ROLLBACK": "ROLLBACK TO"}[arg1]
+		return fmt.Errorf("%w: it runs %s", ErrTransactionControl, cmp.Or(what, "a savepoint statement"))
 	case sqlite.AuthAttach:
 		return fmt.Errorf("%w: ATTACH", ErrNotAllowed)
 	case sqlite.AuthDetach:
