@@ -69,10 +69,13 @@ func commands() []*command {
 // cli is one invocation's streams, environment and global flags.
 type cli struct {
 	stdin  io.Reader
-	stdout io.Writer
+	stdout io.Writer // with passwords redacted, as stderr
 	stderr io.Writer
-	env    func(string) string
-	dsn    string // --dsn, global or the subcommand's
+	// childStdout and childStderr are the streams as given, for run's
+	// child: a file stays a file it inherits.
+	childStdout, childStderr io.Writer
+	env                      func(string) string
+	dsn                      string // --dsn, global or the subcommand's
 }
 
 // run is the whole command line, callable in-process by tests: it parses
@@ -82,10 +85,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	// run's child writes to stdout and stderr from exec's copying
 	// goroutines unless they are files; serialise those writes with ours.
 	var mu sync.Mutex
-	c := &cli{stdin: stdin, stdout: lockWriter(&mu, stdout), stderr: lockWriter(&mu, stderr), env: env}
+	stdout, stderr = lockWriter(&mu, stdout), lockWriter(&mu, stderr)
+	hide := secrets(args, env) // every password the command could print
+	c := &cli{stdin: stdin, stdout: redacting(stdout, hide), stderr: redacting(stderr, hide),
+		childStdout: stdout, childStderr: stderr, env: env}
 	fs := flag.NewFlagSet("fencegate", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&c.dsn, "dsn", "", dsnHelp)
+	fs.Var(dsnValue{&c.dsn}, "dsn", dsnHelp)
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -158,7 +164,7 @@ func (c *cli) flags(cmd *command) *flag.FlagSet {
 
 // dsnFlag adds --dsn to fs; it overrides the global --dsn.
 func (c *cli) dsnFlag(fs *flag.FlagSet) {
-	fs.StringVar(&c.dsn, "dsn", c.dsn, dsnHelp)
+	fs.Var(dsnValue{&c.dsn}, "dsn", dsnHelp)
 }
 
 // parse parses args into fs and returns the positional arguments. Flags

@@ -155,7 +155,7 @@ type childOutcome struct {
 func (c *cli) supervise(ctx context.Context, cmd *command, l *lease.Lease, dsn string, argv []string, grace time.Duration, sigs <-chan os.Signal) (childOutcome, error) {
 	token := l.Token()
 	child := exec.Command(argv[0], argv[1:]...)
-	child.Stdin, child.Stdout, child.Stderr = c.stdin, c.stdout, c.stderr
+	child.Stdin, child.Stdout, child.Stderr = c.stdin, c.childStdout, c.childStderr
 	child.Env = append(os.Environ(),
 		envToken+"="+token.String(),
 		envLock+"="+token.Resource,
