@@ -46,8 +46,8 @@ func TestUsage(t *testing.T) {
 		{[]string{"--bogus"}, "", "flag provided but not defined: -bogus"},
 		{[]string{"claim"}, "claim", "missing --lock NAME"},
 		{[]string{"claim", "--lock", "x", "--ttl", "banana"}, "claim", `invalid value "banana" for flag -ttl: want a duration`},
-		{[]string{"claim", "--lock", "x", "--ttl", "0s"}, "claim", "--ttl must be positive"},
-		{[]string{"claim", "--lock", "x", "--ttl", "-5s"}, "claim", "--ttl must be positive"},
+		{[]string{"claim", "--lock", "x", "--ttl", "0s"}, "claim", "--ttl must be at least 100ms"},
+		{[]string{"claim", "--lock", "x", "--ttl", "-5s"}, "claim", "--ttl must be at least 100ms"},
 		{[]string{"claim", "--lock", "a\x01b"}, "claim", "control character"},
 		{[]string{"claim", "--lock", strings.Repeat("x", 300)}, "claim", "longer than the limit"},
 		{[]string{"claim", "--lock", "x", "--holder", "bad\nholder"}, "claim", "control character"},
@@ -59,7 +59,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"check", "fg1:0:x:h"}, "check", "fence: must be positive"},
 		{[]string{"check", "--lock", "other", token}, "check", `the token is for lock "x", not "other"`},
 		{[]string{"renew", token, token}, "renew", "want one TOKEN, got 2 arguments"},
-		{[]string{"renew", "--ttl", "0s", token}, "renew", "--ttl must be positive"},
+		{[]string{"renew", "--ttl", "0s", token}, "renew", "--ttl must be at least 100ms"},
 		{[]string{"release"}, "release", "missing TOKEN"},
 		{[]string{"run", "--lock", "x"}, "run", "missing -- CMD [ARGS...]"},
 		{[]string{"run", "--lock", "x", "--"}, "run", "missing -- CMD [ARGS...]"},
@@ -268,7 +268,7 @@ func TestClaimWait(t *testing.T) {
 
 	// An expired lease: check says so. (Polled: the lease expires in the
 	// database's clock.)
-	c := parseToken(t, fg(t, env, "claim", "--lock", "short", "--ttl", "1ms").want(t, exitOK).stdout)
+	c := parseToken(t, fg(t, env, "claim", "--lock", "short", "--ttl", "100ms").want(t, exitOK).stdout)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		r = fg(t, env, "check", c.String())

@@ -10,7 +10,8 @@
 //
 //	fencegate [--dsn DSN] COMMAND [flags] [args]
 //
-// Flags may come before or after a command's arguments; for run and gate,
+// fencegate --version (or fencegate version) prints the module version it
+// was built from. Flags may come before or after a command's arguments; for run and gate,
 // everything after "--" is the command or the SQL. Every command takes
 // --help.
 //
@@ -38,6 +39,12 @@
 //	2  bad flags or arguments, with the command's usage on stderr
 //	3  the lock is held by someone else, or the token is stale or was never issued
 //
+// claim and run exit 3 too when the lock is busy, in use by another
+// transaction such as the previous holder's write: nothing was granted, and
+// trying again later is the answer, as for a held lock. renew, release
+// and check exit 1 when the coordinator is busy: for them 3 would say the
+// token is stale, which it may not be.
+//
 // run exits with its command's status instead (128+N if signal N killed
 // it), except 3 when it could not get the lock or lost it.
 //
@@ -57,7 +64,7 @@
 // # Commands
 //
 // claim --lock NAME [--ttl 30s] [--holder ID] [--wait D] claims a lock and
-// prints its token. If someone else holds it, claim exits 3 and says who
+// prints its token; --ttl is at least 100ms. If someone else holds it, claim exits 3 and says who
 // and when it is free at the latest; with --wait it keeps asking until then.
 //
 // check [--lock NAME] TOKEN exits 0 if the token is current and 3 if it is

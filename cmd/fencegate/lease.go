@@ -18,6 +18,10 @@ import (
 // defaultTTL is the term claim and run ask for, and renew extends to.
 const defaultTTL = 30 * time.Second
 
+// minTTL is the shortest --ttl: a lease shorter than a round trip to the
+// database would be born expired.
+const minTTL = 100 * time.Millisecond
+
 // While waiting for a held lock (--wait), claim and run ask again after the
 // lease's remaining time, clamped to [minPoll, maxPoll] (with jitter): the
 // lease may be released before it expires.
@@ -37,7 +41,10 @@ query-escaped). Pass the token to 'fencegate gate' for fenced writes, and to
 renew and release. Its fence is above every fence issued before.
 
 If someone else holds the lock, exit 3 and say on stderr who holds it and
-when it is free at the latest; with --wait, keep asking until then.`,
+when it is free at the latest; with --wait, keep asking until then. A lock
+that another transaction is using right now (the previous holder's write
+in flight, a concurrent claim: "busy") is held too: exit 3, nothing
+granted, and --wait keeps asking. --ttl is at least 100ms.`,
 		run: cmdClaim,
 	}
 }
@@ -96,6 +103,9 @@ func cmdClaim(ctx context.Context, c *cli, cmd *command, args []string) int {
 		c.reportHeld(cmd, held)
 		return exitHeld
 	}
+	if errors.Is(err, lease.ErrBusy) {
+		return c.reportBusy(cmd, *lock, err)
+	}
 	if err != nil {
 		return c.fail(cmd, err)
 	}
@@ -108,8 +118,8 @@ func cmdClaim(ctx context.Context, c *cli, cmd *command, args []string) int {
 
 // checkTTL checks a --ttl value.
 func (c *cli) checkTTL(cmd *command, fs *flag.FlagSet, ttl time.Duration) (int, bool) {
-	if ttl <= 0 {
-		return c.usageError(cmd, fs, "--ttl must be positive, got %v", ttl), false
+	if ttl < minTTL {
+		return c.usageError(cmd, fs, "--ttl must be at least %v, got %v", minTTL, ttl), false
 	}
 	return exitOK, true
 }
@@ -121,6 +131,14 @@ func (c *cli) reportHeld(cmd *command, held *lease.HeldError) {
 		who = fmt.Sprintf("this holder, %q, under another claim", held.HeldBy)
 	}
 	c.logf(cmd, "%s is held by %s (fence %d); retry after %s", held.Resource, who, held.Fence, dur(held.RetryAfter))
+}
+
+// reportBusy says that an acquisition found the lock in use by another
+// transaction (the previous holder's write, a concurrent claim), and returns
+// exitHeld: for a claimer that is the lock being held, for now.
+func (c *cli) reportBusy(cmd *command, lock string, err error) int {
+	c.logf(cmd, "%s: busy, in use by another transaction; nothing was granted: retry, or use --wait (%v)", lock, err)
+	return exitHeld
 }
 
 // waitWhileHeld calls try, and calls it again while it fails with a

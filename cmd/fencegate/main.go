@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,7 +63,7 @@ type command struct {
 func commands() []*command {
 	return []*command{
 		claimCommand(), checkCommand(), renewCommand(), releaseCommand(),
-		runCommand(), gateCommand(), statusCommand(), migrateCommand(), demoCommand(),
+		runCommand(), gateCommand(), statusCommand(), migrateCommand(), demoCommand(), versionCommand(),
 	}
 }
 
@@ -92,6 +93,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs := flag.NewFlagSet("fencegate", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Var(dsnValue{&c.dsn}, "dsn", dsnHelp)
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -103,6 +105,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return exitUsage
 	}
 	args = fs.Args()
+	if *showVersion {
+		fmt.Fprintln(c.stdout, version())
+		return exitOK
+	}
 	if len(args) == 0 {
 		fmt.Fprintf(c.stderr, "fencegate: missing command\n\n")
 		c.mainUsage(c.stderr, fs)
@@ -126,7 +132,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	return exitUsage
 }
 
-const dsnHelp = "the database: a postgres:// URL, a SQLite file path or file: URI (default $" + envDSN + ", else " + defaultDB + ")"
+const dsnHelp = "the database, a `DSN`: a postgres:// URL, a SQLite file path or file: URI (default $" + envDSN + ", else " + defaultDB + ")"
 
 func (c *cli) mainUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprint(w, `fencegate: leases whose fences the database itself checks, so a holder that
@@ -195,7 +201,7 @@ func (c *cli) parse(cmd *command, fs *flag.FlagSet, args []string) (positional [
 // usageError reports a usage error, with cmd's usage line and flags, and
 // returns exitUsage.
 func (c *cli) usageError(cmd *command, fs *flag.FlagSet, format string, args ...any) int {
-	fmt.Fprintf(c.stderr, "fencegate %s: %s\n", cmd.name, fmt.Sprintf(format, args...))
+	fmt.Fprintf(c.stderr, "fencegate %s: %s\n", cmd.name, message(fmt.Sprintf(format, args...)))
 	fmt.Fprintf(c.stderr, "usage: fencegate %s\n", cmd.usage)
 	c.printFlags(c.stderr, fs)
 	fmt.Fprintf(c.stderr, "Run 'fencegate %s --help' for more.\n", cmd.name)
@@ -223,7 +229,7 @@ func (c *cli) printFlags(w io.Writer, fs *flag.FlagSet) {
 // that fencegate refused before doing anything (a bad name, ttl, DSN or
 // statement), exitError otherwise.
 func (c *cli) fail(cmd *command, err error) int {
-	fmt.Fprintf(c.stderr, "fencegate %s: %s\n", cmd.name, strings.TrimPrefix(err.Error(), "fencegate: "))
+	fmt.Fprintf(c.stderr, "fencegate %s: %s\n", cmd.name, message(err.Error()))
 	if errors.Is(err, gate.ErrInvalidInput) || errors.Is(err, sqlstore.ErrInvalidDSN) || errors.Is(err, confined.ErrInvalidStatement) {
 		return exitUsage
 	}
@@ -232,8 +238,16 @@ func (c *cli) fail(cmd *command, err error) int {
 
 // logf writes a line of commentary to stderr; stdout carries only results.
 func (c *cli) logf(cmd *command, format string, args ...any) {
-	fmt.Fprintf(c.stderr, "fencegate %s: %s\n", cmd.name, fmt.Sprintf(format, args...))
+	fmt.Fprintf(c.stderr, "fencegate %s: %s\n", cmd.name, message(fmt.Sprintf(format, args...)))
 }
+
+// packagePrefix matches the package prefixes that wrapped errors repeat
+// ("fencegate: …: lease: …"), at the start, after a colon or a parenthesis.
+var packagePrefix = regexp.MustCompile(`(^|: |\()(?:fencegate|lease): `)
+
+// message is an error's text for a line that already says "fencegate CMD:",
+// without the package prefixes inside it.
+func message(s string) string { return packagePrefix.ReplaceAllString(s, "$1") }
 
 // holder returns the holder name: flagValue, else $FENCEGATE_HOLDER, else
 // "host-pid".
@@ -337,7 +351,7 @@ func (c *cli) tokenArg(cmd *command, fs *flag.FlagSet, args []string, lock strin
 	}
 	token, err := gate.Parse(strings.TrimSpace(text))
 	if err != nil {
-		return gate.Token{}, c.usageError(cmd, fs, "%s", strings.TrimPrefix(err.Error(), "fencegate: ")), false
+		return gate.Token{}, c.usageError(cmd, fs, "%s", err), false
 	}
 	if lock != "" && lock != token.Resource {
 		return gate.Token{}, c.usageError(cmd, fs, "the token is for lock %q, not %q", token.Resource, lock), false
@@ -367,7 +381,7 @@ func (c *cli) lockFlag(cmd *command, fs *flag.FlagSet, lock string) (int, bool) 
 		return c.usageError(cmd, fs, "missing --lock NAME"), false
 	}
 	if err := gate.ValidateResource(lock); err != nil {
-		return c.usageError(cmd, fs, "--lock: %s", strings.TrimPrefix(err.Error(), "fencegate: ")), false
+		return c.usageError(cmd, fs, "--lock: %s", err), false
 	}
 	return exitOK, true
 }

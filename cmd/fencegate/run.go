@@ -117,6 +117,9 @@ func cmdRun(ctx context.Context, c *cli, cmd *command, args []string) int {
 		c.logf(cmd, "%v", err)
 		return exitHeld
 	}
+	if errors.Is(err, lease.ErrBusy) { // CMD never started
+		return c.reportBusy(cmd, *lock, err)
+	}
 	if err != nil {
 		return c.fail(cmd, err)
 	}
