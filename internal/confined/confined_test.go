@@ -308,3 +308,74 @@ func TestSuccessorRacesCommitThenWait(t *testing.T) {
 		t.Errorf("rows %q, want %q", got, want)
 	}
 }
+
+// TestSQLiteAutomaticRollback: SQLite ends a transaction by itself on INSERT
+// OR ROLLBACK's conflict and on a trigger's RAISE(ROLLBACK); the write stops
+// there, reports nothing committed, and runs nothing after it.
+func TestSQLiteAutomaticRollback(t *testing.T) {
+	e := newEnv(t, dbtest.SQLite)
+	if _, err := e.d.DB().Exec(`CREATE TABLE u (k INTEGER PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	for name, sqls := range map[string][]string{
+		"INSERT OR ROLLBACK": {insertA, `INSERT INTO u VALUES (1)`, `INSERT OR ROLLBACK INTO u VALUES (1)`, `INSERT INTO t VALUES ('after')`},
+		"RAISE(ROLLBACK)": {insertA, "CREATE TEMP TRIGGER r AFTER INSERT ON u BEGIN SELECT RAISE(ROLLBACK, 'no'); END;",
+			`INSERT INTO u VALUES (2)`, `INSERT INTO t VALUES ('after')`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			token := e.claim(t, "alice", "r-"+name)
+			res, err := confined.Write(context.Background(), e.d.DB(), e.g, token, stmts(sqls...))
+			if err == nil || res.Outcome != confined.NotCommitted {
+				t.Fatalf("Write: %+v, %v", res, err)
+			}
+			if got := e.rows(t); len(got) != 0 {
+				t.Errorf("rows %q committed (err %v)", got, err)
+			}
+		})
+	}
+}
+
+// TestCancelledWhileWaiting: a write whose context ends while a statement
+// waits returns promptly, commits nothing, and leaves the pool usable.
+func TestCancelledWhileWaiting(t *testing.T) {
+	e := newEnv(t, dbtest.Postgres)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	blocker, err := e.d.DB().Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Close()
+	if _, err := blocker.ExecContext(ctx, `SELECT pg_advisory_lock(4243)`); err != nil {
+		t.Fatal(err)
+	}
+	token := e.claim(t, "alice", "r")
+	wctx, wcancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	var res confined.Result
+	go func() {
+		var err error
+		res, err = confined.Write(wctx, e.d.DB(), e.g, token, stmts(insertA, `SELECT pg_advisory_xact_lock(4243)`))
+		done <- err
+	}()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for waiting := false; !waiting; {
+		<-tick.C
+		if err := e.d.DB().QueryRowContext(ctx, `SELECT count(*) > 0 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wcancel()
+	err = <-done
+	if err == nil || res.Outcome != confined.NotCommitted {
+		t.Fatalf("Write: %+v, %v", res, err)
+	}
+	if got := e.rows(t); len(got) != 0 {
+		t.Errorf("rows %q committed", got)
+	}
+	res, err = confined.Write(ctx, e.d.DB(), e.g, token, stmts(insertA))
+	if err != nil || res.Outcome != confined.Committed {
+		t.Fatalf("the next write: %+v, %v", res, err)
+	}
+}
