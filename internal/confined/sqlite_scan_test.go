@@ -38,3 +38,23 @@ func TestSQLiteParams(t *testing.T) {
 		}
 	}
 }
+
+// FuzzSQLiteParams: the scan never panics, and a statement it accepts stays
+// accepted with a statement terminator and a comment appended.
+func FuzzSQLiteParams(f *testing.F) {
+	for _, s := range []string{"SELECT ?1, ?", "SELECT 'a;b'", "CREATE TRIGGER r AFTER INSERT ON t BEGIN SELECT 1; END", "SELECT 1; SELECT 2", "/* x", "'", "[", "?99999999999999999999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := sqliteParams(s)
+		if err != nil {
+			return
+		}
+		if n < 0 {
+			t.Fatalf("sqliteParams(%q) = %d", s, n)
+		}
+		if n2, err := sqliteParams(s + "\n;-- end"); err == nil && n2 != n {
+			t.Fatalf("sqliteParams(%q) = %d, with a terminator %d", s, n, n2)
+		}
+	})
+}
