@@ -13,7 +13,8 @@
 //     transaction status and command tag are checked after each one, and a
 //     deferred constraint trigger (migration 00004) turns any COMMIT that
 //     Write did not arm into a rollback. DO blocks and procedures cannot
-//     COMMIT inside a transaction block at all.
+//     COMMIT inside a transaction block at all. COPY … FROM STDIN is
+//     refused before it runs: its input would never come.
 //   - SQLite: an authorizer on the connection refuses to compile transaction
 //     statements, savepoints, ATTACH, DETACH and PRAGMA; a commit hook vetoes
 //     any commit while the user's SQL runs, and a rollback hook notices a

@@ -46,6 +46,9 @@ func (s *pgSession) arm(ctx context.Context, tx *sql.Tx) error {
 func (s *pgSession) exec(ctx context.Context, dc any, st Statement) (int64, bool, error) {
 	c := dc.(*stdlib.Conn).Conn()
 	pc := c.PgConn()
+	if pgCopyFromStdin(st.SQL) {
+		return 0, false, fmt.Errorf("%w: COPY FROM STDIN (a fenced write has no input to copy)", ErrNotAllowed)
+	}
 	sd, err := pc.Prepare(ctx, "", st.SQL, nil)
 	if err != nil {
 		return 0, false, s.failed(pc, err)
@@ -112,6 +115,23 @@ func (s *pgSession) failed(pc *pgconn.PgConn, err error) error {
 func (s *pgSession) disarm(ctx context.Context, tx *sql.Tx) error {
 	_, err := tx.ExecContext(ctx, `SELECT set_config('fencegate.write_key', $1, true), set_config('synchronous_commit', reset_val, true) FROM pg_settings WHERE name = 'synchronous_commit'`, s.key)
 	return err
+}
+
+// pgCopyFromStdin reports whether q looks like COPY … FROM STDIN, whose
+// input pgconn would wait for forever. (A false positive only refuses.)
+func pgCopyFromStdin(q string) bool {
+	for {
+		q = strings.TrimLeft(q, " \t\r\n\f")
+		switch {
+		case strings.HasPrefix(q, "--"):
+			_, q, _ = strings.Cut(q, "\n")
+		case strings.HasPrefix(q, "/*"):
+			_, q, _ = strings.Cut(q, "*/") // a nested comment only makes the check stricter
+		default:
+			u := strings.ToUpper(q)
+			return strings.HasPrefix(u, "COPY") && strings.Contains(u, "STDIN")
+		}
+	}
 }
 
 func plural(n int) string {
