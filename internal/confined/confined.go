@@ -97,7 +97,9 @@ func (e *StatementError) Unwrap() error { return e.Err }
 // rejection log) and runs no statement. A failing statement returns a
 // *StatementError. Either way, and whenever err is not nil, Result.Outcome
 // says what committed: NotCommitted, except Unknown when the final COMMIT's
-// answer was lost. A transaction that failed with a retryable error runs
+// answer was lost (and Committed if the SQL's own COMMIT went through, which
+// only a Postgres database without migration 00004 lets happen: the
+// statements before it committed with the admission). A transaction that failed with a retryable error runs
 // again, up to 3 times; its effects commit at most once.
 func Write(ctx context.Context, db *sql.DB, g *gate.Gate[*sql.Tx], token gate.Token, stmts []Statement) (Result, error) {
 	if len(stmts) == 0 {
