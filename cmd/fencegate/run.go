@@ -38,7 +38,9 @@ SIGINT, SIGTERM and SIGHUP sent to run are forwarded to CMD. CMD runs in a
 process group of its own (so it should not read from the terminal); on
 Linux it gets SIGTERM if run itself dies.
 
-If the lock is held, exit 3 (with --wait, keep trying first). If the lease
+If the lock is held, or busy (in use by another transaction, such as the
+previous holder's write), exit 3 without starting CMD (with --wait, keep
+trying first). --ttl is at least 100ms. If the lease
 is lost while CMD runs (a renewal finds it expired, released or superseded,
 or renewals fail until its deadline), CMD's process group gets SIGTERM, then
 SIGKILL after --grace, and run exits 3. The lease is a signal, not a guard:
