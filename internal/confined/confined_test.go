@@ -124,6 +124,9 @@ func TestTransactionControlRefused(t *testing.T) {
 		{"multi-statement ROLLBACK before", stmts("ROLLBACK; " + insertA), nil, nil},
 		{"multi-statement COMMIT then failing", stmts(insertA + "; COMMIT; SELECT * FROM no_such_table"), nil, nil},
 		{"SET CONSTRAINTS ALL IMMEDIATE", stmts(insertA, "SET CONSTRAINTS ALL IMMEDIATE"), nil, pgOnly},
+		{"guard row deleted, then COMMIT", stmts(insertA, "DELETE FROM fencegate_write_guard", "COMMIT"), confined.ErrTransactionControl, pgOnly},
+		{"guard key forged, then COMMIT", stmts(insertA, "UPDATE fencegate_write_guard SET key_hash = sha256('x')",
+			"SELECT set_config('fencegate.write_key', 'x', true)", "COMMIT"), confined.ErrTransactionControl, pgOnly},
 		{"COPY FROM STDIN", stmts(insertA, "/* x */ copy t from stdin"), confined.ErrNotAllowed, pgOnly}, // would wait forever for input
 		{"ATTACH", stmts(insertA, "ATTACH 'other.db' AS other"), nil, nil},
 		{"PRAGMA", stmts(insertA, "PRAGMA synchronous = OFF"), nil, nil},
