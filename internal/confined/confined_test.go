@@ -178,11 +178,13 @@ func TestWrite(t *testing.T) {
 				{SQL: `SELECT v FROM t`},
 				{SQL: `DELETE FROM t WHERE v = 'none'`},
 				{SQL: `DELETE FROM t WHERE length(v) = $1`, Args: []any{"5"}}, // text for an integer parameter
+				// JSON's values, as the MCP server passes them:
+				{SQL: `DELETE FROM t WHERE length(v) = $1 OR $2 OR CAST($3 AS text) IS NOT NULL`, Args: []any{float64(7), false, nil}},
 			})
 			if err != nil || res.Outcome != confined.Committed {
 				t.Fatalf("Write: %+v, %v", res, err)
 			}
-			if want := []int64{2, 1, 0, 0, 0}; !slices.Equal(res.RowsAffected, want) {
+			if want := []int64{2, 1, 0, 0, 0, 0}; !slices.Equal(res.RowsAffected, want) {
 				t.Errorf("rows affected %v, want %v", res.RowsAffected, want)
 			}
 			if got, want := e.rows(t), []string{"a", "b!"}; !slices.Equal(got, want) {
