@@ -88,3 +88,18 @@ func TestClaimBusy(t *testing.T) {
 		}
 	})
 }
+
+// TestUnmigratedHint: a store whose tables are missing says to migrate.
+func TestUnmigratedHint(t *testing.T) {
+	databases(t, func(t *testing.T, db database) {
+		env := map[string]string{envDSN: db.dsn}
+		token := strings.TrimSpace(fg(t, env, "claim", "--lock", "l", "--holder", "a").want(t, exitOK).stdout)
+		table := "fencegate_floor"
+		if isPostgres(db.dsn) {
+			table = "fencegate_write_guard"
+		}
+		db.exec(t, "DROP TABLE "+table)
+		r := fg(t, env, "gate", token, "--", "SELECT 1").want(t, exitError)
+		contains(t, "stderr", r.stderr, "fencegate migrate", "nothing was committed")
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -385,5 +386,22 @@ func TestCancelledWhileWaiting(t *testing.T) {
 	res, err = confined.Write(ctx, e.d.DB(), e.g, token, stmts(insertA))
 	if err != nil || res.Outcome != confined.Committed {
 		t.Fatalf("the next write: %+v, %v", res, err)
+	}
+}
+
+// TestUnmigratedGuard: a Postgres database without migration 00004 gets an
+// error that says to migrate, and nothing runs.
+func TestUnmigratedGuard(t *testing.T) {
+	e := newEnv(t, dbtest.Postgres)
+	if _, err := e.d.DB().Exec(`DROP TABLE fencegate_write_guard`); err != nil {
+		t.Fatal(err)
+	}
+	token := e.claim(t, "alice", "r")
+	res, err := confined.Write(context.Background(), e.d.DB(), e.g, token, stmts(insertA))
+	if !errors.Is(err, sqlstore.ErrNotMigrated) || !strings.Contains(err.Error(), "fencegate migrate") || res.Outcome != confined.NotCommitted {
+		t.Fatalf("Write: %+v, %v; want ErrNotMigrated", res, err)
+	}
+	if got := e.rows(t); len(got) != 0 {
+		t.Errorf("rows %q committed", got)
 	}
 }

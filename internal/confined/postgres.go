@@ -11,11 +11,16 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/fencegate/fencegate/sqlstore"
 )
 
 // pgWriteGuardCode is the SQLSTATE migration 00004's trigger raises when the
 // user's SQL commits.
 const pgWriteGuardCode = "FG003"
+
+// pgUndefinedTable is the SQLSTATE of a missing fencegate_write_guard.
+const pgUndefinedTable = "42P01"
 
 // pgSyntaxError is the SQLSTATE of Parse's refusal of several statements.
 const pgSyntaxError = "42601"
@@ -34,8 +39,8 @@ type pgSession struct {
 func (s *pgSession) arm(ctx context.Context, tx *sql.Tx) error {
 	s.key = rand.Text()
 	_, err := tx.ExecContext(ctx, `INSERT INTO fencegate_write_guard (key_hash) VALUES (sha256(convert_to($1, 'UTF8')))`, s.key)
-	if err != nil && strings.Contains(err.Error(), "fencegate_write_guard") {
-		return fmt.Errorf("%w (apply fencegate's migrations: fencegate migrate)", err)
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == pgUndefinedTable {
+		return fmt.Errorf("%w: %w", sqlstore.ErrNotMigrated, err) // migration 00004 is missing
 	}
 	return err
 }
