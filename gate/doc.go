@@ -19,7 +19,7 @@
 //
 //	tx, _ := pool.Begin(ctx)
 //	if err := g.Commit(ctx, tx, lease.Token()); err != nil {
-//		return err // *gate.StaleFenceError: tx is already rolled back
+//		return err // *gate.StaleFenceError or another error: tx is already rolled back
 //	}
 //	applyTheChange(ctx, tx)
 //	return tx.Commit(ctx)
@@ -27,6 +27,17 @@
 // Equal fences are admitted (a renewed lease keeps its fence), lower ones are
 // refused with a *StaleFenceError and recorded in the rejection log
 // (Rejections), which survives the refused transaction's rollback.
+//
+// # Failing closed
+//
+// Every error from Commit, not only a refusal, rolls the caller's
+// transaction back, so a caller that ignores it and commits anyway commits
+// nothing; CommitBatch does the same for a pgx.Tx. Once the database has
+// refused a token, the refusal is returned and logged even if the caller's
+// context is cancelled: that work, like every rollback and Do's fallback
+// raise, runs under Options.CleanupTimeout rather than the caller's context,
+// and an error says when the log may not have been written. A pgx savepoint
+// is refused with ErrNestedTx: pass the outermost transaction.
 //
 // # Transaction types
 //

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"reflect"
 	"time"
 
 	"github.com/fencegate/fencegate/sqlstore"
@@ -39,6 +40,14 @@ type Options struct {
 	// RetryBackoff is the base of Do's jittered exponential backoff between
 	// attempts. Defaults to 5ms.
 	RetryBackoff time.Duration
+
+	// CleanupTimeout bounds the work done after a failure or a refusal,
+	// which runs even when the caller's context is cancelled: rolling the
+	// transaction back, reading the floor for a refusal, writing the
+	// rejection log, and Do's fallback floor raise. When it runs out (the
+	// database does not answer), the call returns anyway, and its error says
+	// that the refusal may not have been logged. Defaults to 5s.
+	CleanupTimeout time.Duration
 }
 
 // Gate admits writes whose fence is at least the resource's floor, inside
@@ -59,6 +68,7 @@ func New[TTx any](driver sqlstore.Driver[TTx], opts *Options) *Gate[TTx] {
 	}
 	o.MaxAttempts = cmp.Or(max(o.MaxAttempts, 0), 5)
 	o.RetryBackoff = cmp.Or(max(o.RetryBackoff, 0), 5*time.Millisecond)
+	o.CleanupTimeout = cmp.Or(max(o.CleanupTimeout, 0), 5*time.Second)
 	logger := o.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -76,60 +86,113 @@ func New[TTx any](driver sqlstore.Driver[TTx], opts *Options) *Gate[TTx] {
 //
 // A fence equal to the floor is admitted: a renewed lease keeps its fence, so
 // its in-flight writes stay valid. A lower fence is refused with a
-// *StaleFenceError; Commit then rolls tx back itself, so none of the writes
-// in tx can commit even if the error is ignored, and records the refusal in
-// the rejection log, which survives that rollback.
+// *StaleFenceError, and the refusal is recorded in the rejection log, which
+// survives the rollback. Once the database has refused the token, the
+// refusal is reported and logged whatever ctx does next: that work runs
+// under Options.CleanupTimeout instead, and if the log cannot be written in
+// time the error says so (it still matches ErrStaleFence).
 //
-// Any other error leaves tx to the caller, who must roll it back.
+// Every error, not only a refusal, leaves tx unable to commit: Commit rolls
+// it back itself, so none of the writes in tx can commit even if the error
+// is ignored (a later tx.Commit fails with sql.ErrTxDone or pgx.ErrTxClosed).
+// That includes invalid input, a cancelled ctx, and a broken connection.
+//
+// tx must be the outermost transaction. A pgx savepoint (pgx.Tx.Begin on a
+// transaction) is refused with ErrNestedTx before anything runs: a refusal
+// could roll back only the savepoint, and the outer transaction would commit
+// its writes unfenced. The savepoint is rolled back; the outer transaction
+// is the caller's to roll back.
 func (g *Gate[TTx]) Commit(ctx context.Context, tx TTx, token Token) error {
-	if err := token.Validate(); err != nil {
+	res, err := g.floorRaise(ctx, tx, token)
+	if err == nil && res.Admitted {
+		return nil
+	}
+	// Roll back first: tx must not commit, and rolling back releases the
+	// floor row (and SQLite's write lock), so the log written on another
+	// connection cannot wait on the caller's own tx.
+	cctx, cancel := g.cleanup(ctx)
+	defer cancel()
+	g.rollback(cctx, tx)
+	if err != nil {
 		return err
 	}
-	ex := g.driver.UnwrapExecutor(tx)
-	res, err := ex.FloorRaise(ctx, sqlstore.FloorRaiseParams{
+	return g.refuse(cctx, token, res)
+}
+
+// floorRaise checks Commit's input and raises the floor inside tx.
+func (g *Gate[TTx]) floorRaise(ctx context.Context, tx TTx, token Token) (sqlstore.FloorRaiseResult, error) {
+	if err := token.Validate(); err != nil {
+		return sqlstore.FloorRaiseResult{}, err
+	}
+	if isNested(tx) {
+		return sqlstore.FloorRaiseResult{}, fmt.Errorf("fencegate: commit %s: %w", token, ErrNestedTx)
+	}
+	res, err := g.driver.UnwrapExecutor(tx).FloorRaise(ctx, sqlstore.FloorRaiseParams{
 		Resource: token.Resource, Holder: token.Holder, Fence: token.Fence, VerifyIssued: g.opts.VerifyIssued,
 	})
 	if err != nil {
-		return fmt.Errorf("fencegate: commit %s: %w", token, err)
+		return res, fmt.Errorf("fencegate: commit %s: %w", token, err)
 	}
-	if res.Admitted {
-		return nil
+	return res, nil
+}
+
+// isNested reports whether tx is a pgx savepoint, which pgx.Tx.Begin on a
+// transaction returns. pgx does not export the type, so its name tells it;
+// TestCommitRefusesNestedTx keeps the name honest across pgx upgrades.
+func isNested(tx any) bool {
+	t := reflect.TypeOf(tx)
+	return t != nil && t.Kind() == reflect.Pointer &&
+		t.Elem().PkgPath() == "github.com/jackc/pgx/v5" && t.Elem().Name() == "dbSimulatedNestedTx"
+}
+
+// cleanup returns the context for work that must happen even though ctx may
+// be cancelled: ctx's values, none of its cancellation, and a bound of its
+// own.
+func (g *Gate[TTx]) cleanup(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), g.opts.CleanupTimeout)
+}
+
+// rollback ends tx so that it cannot commit. database/sql and pgx both mark
+// a transaction finished before asking the database, so even a failed
+// rollback leaves nothing to commit (the database rolls back when the
+// connection goes); the failure is only logged.
+func (g *Gate[TTx]) rollback(ctx context.Context, tx TTx) {
+	if err := g.driver.Rollback(ctx, tx); err != nil {
+		g.logger.WarnContext(ctx, "fencegate: rollback failed; the transaction cannot commit", "error", err)
 	}
+}
+
+// refuse logs a refusal and returns it as a *StaleFenceError; ctx is a
+// cleanup context. A fence that was not issued (nothing written) gets the
+// current floor read, to tell a fence below the floor (stale) from one that
+// never existed. When the floor cannot be read or the log cannot be written
+// the error says so too, and still matches ErrStaleFence.
+func (g *Gate[TTx]) refuse(ctx context.Context, token Token, res sqlstore.FloorRaiseResult) error {
+	var errs []error
 	if !res.Issued {
-		// Nothing was written; tell a fence below the floor (stale) from one
-		// that never existed.
-		res.Floor, res.FloorHolder = 0, ""
-		f, err := ex.FloorGet(ctx, token.Resource)
+		f, err := g.driver.Executor().FloorGet(ctx, token.Resource)
 		if err != nil && !errors.Is(err, sqlstore.ErrNotFound) {
-			_ = g.driver.Rollback(ctx, tx)
-			return fmt.Errorf("fencegate: commit %s: %w", token, err)
+			errs = append(errs, fmt.Errorf("fencegate: the floor could not be read: %w", err))
 		}
 		res.Floor, res.FloorHolder = f.Floor, f.Holder
 	}
-	// Roll back first: it releases the floor row (and SQLite's write lock),
-	// so logging on another connection cannot wait on the caller's own tx.
-	if err := g.driver.Rollback(ctx, tx); err != nil {
-		g.logger.WarnContext(ctx, "fencegate: rollback of refused transaction failed", "error", err)
-	}
-	return g.refuse(ctx, token, res.Floor, res.FloorHolder, !res.Issued && token.Fence >= res.Floor)
-}
-
-// refuse logs a refusal and returns it as a *StaleFenceError. When the log
-// cannot be written the error says so too, and still matches ErrStaleFence.
-func (g *Gate[TTx]) refuse(ctx context.Context, token Token, floor int64, floorHolder string, notIssued bool) error {
-	rej, logErr := g.driver.Executor().RejectionInsert(context.WithoutCancel(ctx), sqlstore.Rejection{
+	notIssued := !res.Issued && token.Fence >= res.Floor
+	rej, logErr := g.driver.Executor().RejectionInsert(ctx, sqlstore.Rejection{
 		Resource: token.Resource, Fence: token.Fence, Holder: token.Holder,
-		Floor: floor, FloorHolder: floorHolder, NotIssued: notIssued,
+		Floor: res.Floor, FloorHolder: res.FloorHolder, NotIssued: notIssued,
 	})
 	stale := &StaleFenceError{
 		Resource: token.Resource, Holder: token.Holder, Fence: token.Fence,
-		Floor: floor, FloorHolder: floorHolder, NotIssued: notIssued, Seq: rej.Seq, At: rej.At,
+		Floor: res.Floor, FloorHolder: res.FloorHolder, NotIssued: notIssued, Seq: rej.Seq, At: rej.At,
 	}
 	g.logger.WarnContext(ctx, "fencegate: refused fence",
 		"resource", token.Resource, "holder", token.Holder, "fence", token.Fence,
-		"floor", floor, "floor_holder", floorHolder, "not_issued", notIssued, "rejection_seq", rej.Seq)
+		"floor", res.Floor, "floor_holder", res.FloorHolder, "not_issued", notIssued, "rejection_seq", rej.Seq)
 	if logErr != nil {
-		return errors.Join(stale, fmt.Errorf("fencegate: the refusal could not be logged: %w", logErr))
+		errs = append(errs, fmt.Errorf("fencegate: the refusal may not have been logged: %w", logErr))
+	}
+	if len(errs) > 0 {
+		return errors.Join(append([]error{stale}, errs...)...)
 	}
 	return stale
 }
@@ -168,16 +231,24 @@ func (g *Gate[TTx]) doOnce(ctx context.Context, token Token, fn func(ctx context
 	if err != nil {
 		return fmt.Errorf("fencegate: begin: %w", err)
 	}
-	defer func() { _ = g.driver.Rollback(context.WithoutCancel(ctx), tx) }()
+	defer func() { // after a commit a no-op; after a panic in fn, not
+		cctx, cancel := g.cleanup(ctx)
+		defer cancel()
+		_ = g.driver.Rollback(cctx, tx)
+	}()
 	if err := g.Commit(ctx, tx, token); err != nil {
-		return err
+		return err // tx is rolled back
 	}
 	if err := fn(ctx, tx); err != nil {
-		_ = g.driver.Rollback(context.WithoutCancel(ctx), tx)
+		cctx, cancel := g.cleanup(ctx)
+		defer cancel()
+		g.rollback(cctx, tx)
 		if !sqlstore.IsRetryable(err) {
 			// Best effort, and never logged as a refusal: the write failed
 			// either way, and a lower result means a newer fence got there.
-			_, _ = g.raise(context.WithoutCancel(ctx), token)
+			if _, rerr := g.raise(cctx, token); rerr != nil {
+				g.logger.WarnContext(ctx, "fencegate: raising the floor after a failed write failed", "error", rerr)
+			}
 		}
 		return err
 	}
@@ -191,7 +262,9 @@ func (g *Gate[TTx]) doOnce(ctx context.Context, token Token, fn func(ctx context
 // own, without a write: a coordinator outside this database calls it when it
 // reassigns a resource, so the previous holder is refused even before the
 // new one writes. (lease.Coordinator does the same inside its acquiring
-// transaction.) A fence below the floor is refused and logged like Commit's.
+// transaction.) A fence below the floor is refused and logged like Commit's,
+// and so is, under Options.VerifyIssued, a fence the co-located coordinator
+// never issued (ErrFenceNotIssued): the floor is then left as it was.
 func (g *Gate[TTx]) Admit(ctx context.Context, token Token) error {
 	if err := token.Validate(); err != nil {
 		return err
@@ -201,15 +274,20 @@ func (g *Gate[TTx]) Admit(ctx context.Context, token Token) error {
 		return fmt.Errorf("fencegate: admit %s: %w", token, err)
 	}
 	if !res.Admitted {
-		return g.refuse(ctx, token, res.Floor, res.FloorHolder, false)
+		cctx, cancel := g.cleanup(ctx)
+		defer cancel()
+		return g.refuse(cctx, token, res)
 	}
 	return nil
 }
 
-// raise raises the floor to token's fence in a transaction of its own.
+// raise raises the floor to token's fence in a transaction of its own
+// (under VerifyIssued, only for a fence the coordinator issued).
 func (g *Gate[TTx]) raise(ctx context.Context, token Token) (res sqlstore.FloorRaiseResult, err error) {
 	err = g.driver.InTx(ctx, func(ex sqlstore.Executor) error {
-		res, err = ex.FloorRaise(ctx, sqlstore.FloorRaiseParams{Resource: token.Resource, Holder: token.Holder, Fence: token.Fence})
+		res, err = ex.FloorRaise(ctx, sqlstore.FloorRaiseParams{
+			Resource: token.Resource, Holder: token.Holder, Fence: token.Fence, VerifyIssued: g.opts.VerifyIssued,
+		})
 		return err
 	})
 	return res, err

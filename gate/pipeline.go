@@ -2,7 +2,6 @@ package gate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -38,41 +37,50 @@ type BatchSender interface {
 //
 // With a pool or a connection, b must not contain BEGIN, COMMIT or other
 // transaction control. conn may also be a pgx.Tx; then the statements join
-// that transaction and nothing commits until the caller commits it, and a
-// refusal rolls the transaction back, as Commit does. Pipelining needs the
+// that transaction and nothing commits until the caller commits it, and any
+// error (a refusal, a cancelled ctx, a failed statement) rolls the
+// transaction back, as Commit does. A pgx savepoint is refused with
+// ErrNestedTx, as by Commit. A refusal is logged under
+// Options.CleanupTimeout, as Commit's is. Pipelining needs the
 // extended protocol or pgx's simple protocol, both of which run a pipeline
 // as one transaction; it does not survive a pooler in statement mode.
 //
 // The fence statement needs fencegate's Postgres migration 00002.
 func CommitBatch(ctx context.Context, g *Gate[pgx.Tx], conn BatchSender, token Token, b *pgx.Batch) error {
+	err := commitBatch(ctx, g, conn, token, b)
+	if err == nil {
+		return nil
+	}
+	cctx, cancel := g.cleanup(ctx)
+	defer cancel()
+	if tx, ok := conn.(pgx.Tx); ok {
+		g.rollback(cctx, tx) // whatever failed, tx must not commit
+	}
+	ref, refused := sqlstore.AsPipelineRefusal(err)
+	if !refused {
+		return err
+	}
+	return g.refuse(cctx, token, sqlstore.FloorRaiseResult{Issued: !ref.NotIssued, Floor: ref.Floor, FloorHolder: ref.FloorHolder})
+}
+
+// commitBatch checks CommitBatch's input and sends the pipeline.
+func commitBatch(ctx context.Context, g *Gate[pgx.Tx], conn BatchSender, token Token, b *pgx.Batch) error {
 	if err := token.Validate(); err != nil {
 		return err
+	}
+	if isNested(conn) {
+		return fmt.Errorf("fencegate: commit batch %s: %w", token, ErrNestedTx)
 	}
 	full := &pgx.Batch{}
 	full.Queue(sqlstore.PipelineFenceSQL(g.opts.VerifyIssued), token.Resource, token.Fence, token.Holder)
 	if b != nil {
 		full.QueuedQueries = append(full.QueuedQueries, b.QueuedQueries...)
 	}
-	err := conn.SendBatch(ctx, full).Close()
-	if err == nil {
-		return nil
-	}
-	ref, refused := sqlstore.AsPipelineRefusal(err)
-	if !refused {
+	if err := conn.SendBatch(ctx, full).Close(); err != nil {
+		if _, refused := sqlstore.AsPipelineRefusal(err); refused {
+			return err
+		}
 		return fmt.Errorf("fencegate: commit batch %s: %w", token, err)
 	}
-	if tx, ok := conn.(pgx.Tx); ok {
-		if rbErr := tx.Rollback(context.WithoutCancel(ctx)); rbErr != nil && !errors.Is(rbErr, pgx.ErrTxClosed) {
-			g.logger.WarnContext(ctx, "fencegate: rollback of refused transaction failed", "error", rbErr)
-		}
-	}
-	if ref.NotIssued {
-		// As in Commit: tell a fence below the floor from one never issued.
-		f, ferr := g.driver.Executor().FloorGet(ctx, token.Resource)
-		if ferr != nil && !errors.Is(ferr, sqlstore.ErrNotFound) {
-			return fmt.Errorf("fencegate: commit batch %s: %w", token, ferr)
-		}
-		ref.Floor, ref.FloorHolder = f.Floor, f.Holder
-	}
-	return g.refuse(ctx, token, ref.Floor, ref.FloorHolder, ref.NotIssued && token.Fence >= ref.Floor)
+	return nil
 }

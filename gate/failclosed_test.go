@@ -1,0 +1,401 @@
+package gate_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/internal/dbtest"
+	"github.com/fencegate/fencegate/sqlstore"
+)
+
+// fixture is a migrated database with an items table, seen through one
+// transaction type, so that a test body runs on SQLite, Postgres through
+// database/sql, and Postgres through pgx.
+type fixture[TTx any] struct {
+	driver  sqlstore.Driver[TTx]
+	dialect sqlstore.Dialect
+	begin   func(t *testing.T) TTx
+	insert  func(ctx context.Context, tx TTx, id int) error // the caller's write
+	commit  func(tx TTx) error
+	exec    func(t *testing.T, query string) // on the pool, $n placeholders
+	count   func(t *testing.T, query string) int
+	// lock runs query (Postgres only) in a transaction on a connection of
+	// its own, which holds its locks until unlock. On SQLite the
+	// transaction holds the write lock from BEGIN.
+	lock func(t *testing.T, query string) (unlock func())
+}
+
+func sqlFixture(t *testing.T, d *sqlstore.SQLDriver) fixture[*sql.Tx] {
+	q := func(query string) string {
+		if d.Dialect() == sqlstore.SQLite {
+			return strings.ReplaceAll(query, "$", "?")
+		}
+		return query
+	}
+	f := fixture[*sql.Tx]{
+		driver: d, dialect: d.Dialect(),
+		begin: func(t *testing.T) *sql.Tx {
+			tx, err := d.Begin(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = tx.Rollback() })
+			return tx
+		},
+		insert: func(ctx context.Context, tx *sql.Tx, id int) error {
+			_, err := tx.ExecContext(ctx, q(`INSERT INTO items (id) VALUES ($1)`), id)
+			return err
+		},
+		commit: func(tx *sql.Tx) error { return tx.Commit() },
+		exec: func(t *testing.T, query string) {
+			if _, err := d.DB().Exec(q(query)); err != nil {
+				t.Fatalf("%s: %v", query, err)
+			}
+		},
+		count: func(t *testing.T, query string) int {
+			var n int
+			if err := d.DB().QueryRow(q(query)).Scan(&n); err != nil {
+				t.Fatalf("%s: %v", query, err)
+			}
+			return n
+		},
+	}
+	f.lock = func(t *testing.T, query string) func() {
+		ctx := context.Background()
+		conn, err := d.DB().Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx, err := conn.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Dialect() == sqlstore.Postgres {
+			if _, err := tx.Exec(query); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return func() { _ = tx.Rollback(); conn.Close() }
+	}
+	f.exec(t, `CREATE TABLE items (id INTEGER PRIMARY KEY)`)
+	return f
+}
+
+func pgxFixture(t *testing.T, d *sqlstore.PgxDriver) fixture[pgx.Tx] {
+	pool := d.Pool()
+	f := fixture[pgx.Tx]{
+		driver: d, dialect: sqlstore.Postgres,
+		begin: func(t *testing.T) pgx.Tx {
+			tx, err := pool.Begin(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+			return tx
+		},
+		insert: func(ctx context.Context, tx pgx.Tx, id int) error {
+			_, err := tx.Exec(ctx, `INSERT INTO items (id) VALUES ($1)`, id)
+			return err
+		},
+		commit: func(tx pgx.Tx) error { return tx.Commit(context.Background()) },
+		exec: func(t *testing.T, query string) {
+			if _, err := pool.Exec(context.Background(), query); err != nil {
+				t.Fatalf("%s: %v", query, err)
+			}
+		},
+		count: func(t *testing.T, query string) int {
+			var n int
+			if err := pool.QueryRow(context.Background(), query).Scan(&n); err != nil {
+				t.Fatalf("%s: %v", query, err)
+			}
+			return n
+		},
+	}
+	f.lock = func(t *testing.T, query string) func() {
+		ctx := context.Background()
+		conn, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, query); err != nil {
+			t.Fatal(err)
+		}
+		return func() { _ = tx.Rollback(ctx); conn.Release() }
+	}
+	f.exec(t, `CREATE TABLE items (id INTEGER PRIMARY KEY)`)
+	return f
+}
+
+// forEachTxType runs the same generic body on every dialect and transaction
+// type.
+func forEachTxType(t *testing.T, sqlBody func(*testing.T, fixture[*sql.Tx]), pgxBody func(*testing.T, fixture[pgx.Tx])) {
+	t.Run("sqlite", func(t *testing.T) { sqlBody(t, sqlFixture(t, dbtest.SQLite(t))) })
+	t.Run("postgres-sql", func(t *testing.T) { sqlBody(t, sqlFixture(t, dbtest.Postgres(t))) })
+	t.Run("postgres-pgx", func(t *testing.T) { pgxBody(t, pgxFixture(t, dbtest.PostgresPgx(t))) })
+}
+
+// issue records a lease the way the coordinator does, for VerifyIssued.
+func issue[TTx any](t *testing.T, f fixture[TTx], holder string, fence int64) {
+	t.Helper()
+	ctx := context.Background()
+	err := f.driver.InTx(ctx, func(ex sqlstore.Executor) error {
+		_, _, err := ex.LeaseGrant(ctx, sqlstore.LeaseGrantParams{
+			Resource: "r", Holder: holder, Fence: fence, RequestID: "req-" + holder, TTL: time.Minute})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeAnyway is the caller who ignores Commit's error: it writes and
+// commits. Nothing of it may land.
+func writeAnyway[TTx any](t *testing.T, f fixture[TTx], tx TTx, id int) {
+	t.Helper()
+	_ = f.insert(context.Background(), tx, id)
+	if err := f.commit(tx); err == nil {
+		t.Errorf("the transaction committed after Commit failed")
+	}
+	if n := f.count(t, `SELECT count(*) FROM items WHERE id = `+strconv.Itoa(id)); n != 0 {
+		t.Fatalf("a write committed after Commit failed")
+	}
+}
+
+// Item 2: Commit failed open when its statement was cut. Every error from
+// Commit, a cancelled context included, now leaves tx unable to commit.
+func TestCommitErrorRollsBack(t *testing.T) {
+	forEachTxType(t, testCommitErrorRollsBack[*sql.Tx], testCommitErrorRollsBack[pgx.Tx])
+}
+
+func testCommitErrorRollsBack[TTx any](t *testing.T, f fixture[TTx]) {
+	g := gate.New(f.driver, nil)
+	tok := gate.Token{Resource: "r", Holder: "a", Fence: 5}
+
+	// Cancelled before the floor statement runs.
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	tx := f.begin(t)
+	if err := g.Commit(cancelled, tx, tok); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Commit with a cancelled context = %v", err)
+	}
+	writeAnyway(t, f, tx, 1)
+
+	// Invalid input, too.
+	tx = f.begin(t)
+	if err := g.Commit(context.Background(), tx, gate.Token{Resource: "r", Holder: "a"}); !errors.Is(err, gate.ErrInvalidInput) {
+		t.Fatalf("Commit of a zero fence = %v", err)
+	}
+	writeAnyway(t, f, tx, 2)
+
+	if f.dialect != sqlstore.Postgres {
+		return // a SQLite transaction holds the database: the statement cannot block
+	}
+	// Cut while the floor statement runs: it waits for the floor row that
+	// another writer's open transaction holds, until the deadline.
+	blocker := f.begin(t)
+	if err := g.Commit(context.Background(), blocker, tok); err != nil {
+		t.Fatal(err)
+	}
+	deadline, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	tx = f.begin(t)
+	if err := g.Commit(deadline, tx, tok); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Commit cut by its deadline = %v", err)
+	}
+	if err := f.commit(blocker); err != nil {
+		t.Fatal(err)
+	}
+	writeAnyway(t, f, tx, 3)
+}
+
+// Item 2 for CommitBatch with a pgx.Tx: a cancelled pipeline rolls it back.
+func TestCommitBatchErrorRollsBackTx(t *testing.T) {
+	f := pgxFixture(t, dbtest.PostgresPgx(t))
+	g := gate.New(f.driver, nil)
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	tx := f.begin(t)
+	b := &pgx.Batch{}
+	b.Queue(`INSERT INTO items (id) VALUES (1)`)
+	if err := gate.CommitBatch(cancelled, g, tx, gate.Token{Resource: "r", Holder: "a", Fence: 5}, b); !errors.Is(err, context.Canceled) {
+		t.Fatalf("CommitBatch with a cancelled context = %v", err)
+	}
+	writeAnyway(t, f, tx, 2)
+}
+
+// cancelAfterRaise cancels the caller's context the moment the floor
+// statement has returned: the refusal is decided, the follow-up is not run.
+type cancelAfterRaise[TTx any] struct {
+	sqlstore.Driver[TTx]
+	cancel context.CancelFunc
+}
+
+func (d cancelAfterRaise[TTx]) UnwrapExecutor(tx TTx) sqlstore.Executor {
+	return cancellingExecutor{d.Driver.UnwrapExecutor(tx), d.cancel}
+}
+
+type cancellingExecutor struct {
+	sqlstore.Executor
+	cancel context.CancelFunc
+}
+
+func (e cancellingExecutor) FloorRaise(ctx context.Context, p sqlstore.FloorRaiseParams) (sqlstore.FloorRaiseResult, error) {
+	res, err := e.Executor.FloorRaise(ctx, p)
+	e.cancel()
+	return res, err
+}
+
+// Item 3: once the database refused a fence, the caller gets a
+// *StaleFenceError and the rejection log its record, whatever the caller's
+// context does next.
+func TestRefusalSurvivesCancellation(t *testing.T) {
+	forEachTxType(t, testRefusalSurvivesCancellation[*sql.Tx], testRefusalSurvivesCancellation[pgx.Tx])
+}
+
+func testRefusalSurvivesCancellation[TTx any](t *testing.T, f fixture[TTx]) {
+	issue(t, f, "a", 3)
+	for _, tc := range []struct {
+		tok       gate.Token
+		notIssued bool
+	}{
+		{gate.Token{Resource: "r", Holder: "a", Fence: 1000}, true}, // forged
+		{gate.Token{Resource: "r", Holder: "mallory", Fence: 3}, true},
+	} {
+		ctx, cancel := context.WithCancel(context.Background())
+		g := gate.New(cancelAfterRaise[TTx]{f.driver, cancel}, &gate.Options{VerifyIssued: true})
+		tx := f.begin(t)
+		err := g.Commit(ctx, tx, tc.tok)
+		var stale *gate.StaleFenceError
+		if !errors.As(err, &stale) || stale.NotIssued != tc.notIssued || stale.Seq <= 0 {
+			t.Fatalf("Commit(%s) = %v; want a logged *StaleFenceError", tc.tok, err)
+		}
+		if n := f.count(t, `SELECT count(*) FROM fencegate_rejection WHERE seq = `+strconv.FormatInt(stale.Seq, 10)); n != 1 {
+			t.Fatalf("rejection #%d is not in the log", stale.Seq)
+		}
+		writeAnyway(t, f, tx, int(stale.Seq))
+	}
+}
+
+// Item 4: Admit honours VerifyIssued: a fence the coordinator never issued
+// is refused, logged, and leaves the floor alone.
+func TestAdmitVerifiesIssued(t *testing.T) {
+	forEachTxType(t, testAdmitVerifiesIssued[*sql.Tx], testAdmitVerifiesIssued[pgx.Tx])
+}
+
+func testAdmitVerifiesIssued[TTx any](t *testing.T, f fixture[TTx]) {
+	ctx := context.Background()
+	g := gate.New(f.driver, &gate.Options{VerifyIssued: true})
+	issue(t, f, "a", 3)
+	err := g.Admit(ctx, gate.Token{Resource: "r", Holder: "mallory", Fence: 1_000_000_000_000_000})
+	var stale *gate.StaleFenceError
+	if !errors.Is(err, gate.ErrFenceNotIssued) || !errors.As(err, &stale) || stale.Seq <= 0 {
+		t.Fatalf("Admit of a forged fence = %v; want a logged ErrFenceNotIssued", err)
+	}
+	if _, err := g.Floor(ctx, "r"); !errors.Is(err, sqlstore.ErrNotFound) {
+		t.Fatalf("a forged fence raised the floor: %v", err)
+	}
+	if err := g.Admit(ctx, gate.Token{Resource: "r", Holder: "a", Fence: 3}); err != nil {
+		t.Fatalf("Admit of the issued fence: %v", err)
+	}
+	if fl, err := g.Floor(ctx, "r"); err != nil || fl.Floor != 3 {
+		t.Fatalf("floor = %+v, %v; want 3", fl, err)
+	}
+}
+
+// Item 6: when the database does not answer the rejection log's insert,
+// a refused Commit still returns, within Options.CleanupTimeout, and says
+// the refusal may not have been logged. Another session's lock on the log
+// table plays the unresponsive database.
+func TestRefusalLogIsBounded(t *testing.T) {
+	forEachTxType(t, testRefusalLogIsBounded[*sql.Tx], testRefusalLogIsBounded[pgx.Tx])
+}
+
+func testRefusalLogIsBounded[TTx any](t *testing.T, f fixture[TTx]) {
+	ctx := context.Background()
+	if err := gate.New(f.driver, nil).Admit(ctx, gate.Token{Resource: "r", Holder: "b", Fence: 9}); err != nil {
+		t.Fatal(err)
+	}
+	var unlock func()
+	defer func() { unlock() }()
+	// Lock once Commit has rolled the caller's transaction back: on SQLite
+	// that transaction holds the write lock until then.
+	d := &lockAfterRollback[TTx]{Driver: f.driver, lock: func() {
+		unlock = f.lock(t, `LOCK TABLE fencegate_rejection IN ACCESS EXCLUSIVE MODE`)
+	}}
+	g := gate.New(d, &gate.Options{CleanupTimeout: 100 * time.Millisecond})
+	tx := f.begin(t)
+	err := g.Commit(ctx, tx, gate.Token{Resource: "r", Holder: "a", Fence: 1})
+	var stale *gate.StaleFenceError
+	if !errors.As(err, &stale) || !strings.Contains(err.Error(), "may not have been logged") {
+		t.Fatalf("Commit = %v; want a *StaleFenceError saying the log may not have been written", err)
+	}
+	unlock()
+	unlock = func() {}
+	writeAnyway(t, f, tx, 1)
+}
+
+// lockAfterRollback runs lock once, right after the first rollback.
+type lockAfterRollback[TTx any] struct {
+	sqlstore.Driver[TTx]
+	lock func()
+	done bool
+}
+
+func (d *lockAfterRollback[TTx]) Rollback(ctx context.Context, tx TTx) error {
+	err := d.Driver.Rollback(ctx, tx)
+	if !d.done {
+		d.done = true
+		d.lock()
+	}
+	return err
+}
+
+// Item 10: a pgx savepoint passed to Commit or CommitBatch is refused with
+// ErrNestedTx before anything runs. A refusal used to roll back only the
+// savepoint, and the outer transaction committed its writes.
+func TestCommitRefusesNestedTx(t *testing.T) {
+	f := pgxFixture(t, dbtest.PostgresPgx(t))
+	ctx := context.Background()
+	g := gate.New(f.driver, nil)
+	if err := g.Admit(ctx, gate.Token{Resource: "r", Holder: "b", Fence: 9}); err != nil {
+		t.Fatal(err)
+	}
+	outer := f.begin(t)
+	nested, err := outer.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := gate.Token{Resource: "r", Holder: "a", Fence: 1}
+	if err := g.Commit(ctx, nested, stale); !errors.Is(err, gate.ErrNestedTx) {
+		t.Fatalf("Commit of a savepoint = %v, want ErrNestedTx", err)
+	}
+	if err := nested.Commit(ctx); err == nil {
+		t.Error("the savepoint committed after Commit refused it")
+	}
+	nested, err = outer.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gate.CommitBatch(ctx, g, nested, stale, &pgx.Batch{}); !errors.Is(err, gate.ErrNestedTx) {
+		t.Fatalf("CommitBatch on a savepoint = %v, want ErrNestedTx", err)
+	}
+	if n := f.count(t, `SELECT count(*) FROM fencegate_rejection`); n != 0 {
+		t.Fatalf("a refused savepoint ran the fence statement (%d rejections)", n)
+	}
+	// The outermost transaction is accepted.
+	if err := g.Commit(ctx, outer, gate.Token{Resource: "r", Holder: "b", Fence: 9}); err != nil {
+		t.Fatal(err)
+	}
+}
