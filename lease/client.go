@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -29,9 +30,16 @@ type ClientOptions struct {
 	// it reads backwards. Defaults to SystemClock().
 	Clock Clock
 
-	// TTL is the lease term the holder asks for. Defaults to 0, which lets
-	// the coordinator choose (CoordinatorOptions.TTL).
+	// TTL is the lease term the holder asks for, at least MinTTL. Defaults
+	// to 0, which lets the coordinator choose (CoordinatorOptions.TTL).
 	TTL time.Duration
+
+	// ReleaseTimeout bounds Hold's release of the lease, which runs even
+	// when Hold's context is cancelled. When the coordinator does not
+	// answer in time, Hold returns anyway, and its error says the lease may
+	// not have been released (it then expires by itself at the end of its
+	// term). Defaults to 5s.
+	ReleaseTimeout time.Duration
 }
 
 // Client is the holder's side of the lease protocol. It dates every lease
@@ -46,10 +54,11 @@ type ClientOptions struct {
 //
 // A Client is safe for concurrent use.
 type Client struct {
-	holder string
-	skew   time.Duration
-	ttl    time.Duration
-	clock  *checkedClock
+	holder         string
+	skew           time.Duration
+	ttl            time.Duration
+	releaseTimeout time.Duration
+	clock          *checkedClock
 }
 
 // NewClient returns a Client for one holder. Invalid options return an error
@@ -61,8 +70,8 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	switch {
 	case opts.ClockSkew < 0:
 		return nil, invalid("clock skew", "must not be negative, got %v", opts.ClockSkew)
-	case opts.TTL < 0:
-		return nil, invalid("ttl", "must be positive (or 0 for the coordinator's default), got %v", opts.TTL)
+	case opts.TTL < 0 || (opts.TTL > 0 && opts.TTL < MinTTL):
+		return nil, invalid("ttl", "must be at least %v (or 0 for the coordinator's default), got %v", MinTTL, opts.TTL)
 	case opts.TTL > 0 && opts.ClockSkew >= opts.TTL:
 		return nil, invalid("clock skew", "%v is not below the ttl %v: every lease would be born expired", opts.ClockSkew, opts.TTL)
 	}
@@ -70,7 +79,10 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	if clock == nil {
 		clock = SystemClock()
 	}
-	return &Client{holder: opts.Holder, skew: opts.ClockSkew, ttl: opts.TTL, clock: &checkedClock{clock: clock}}, nil
+	return &Client{
+		holder: opts.Holder, skew: opts.ClockSkew, ttl: opts.TTL, clock: &checkedClock{clock: clock},
+		releaseTimeout: cmp.Or(max(opts.ReleaseTimeout, 0), 5*time.Second),
+	}, nil
 }
 
 // Holder returns the holder's name.

@@ -37,6 +37,7 @@ func TestNewClientRejectsBadOptions(t *testing.T) {
 		"control holder":   {Holder: "a\nb"},
 		"negative skew":    {Holder: "a", ClockSkew: -time.Millisecond},
 		"negative ttl":     {Holder: "a", TTL: -time.Second},
+		"1ns ttl":          {Holder: "a", TTL: time.Nanosecond},
 		"skew above ttl":   {Holder: "a", TTL: time.Second, ClockSkew: time.Second},
 		"invalid utf8":     {Holder: "\xff"},
 		"huge holder name": {Holder: string(make([]byte, gate.MaxNameLen+1))},

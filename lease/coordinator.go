@@ -21,6 +21,12 @@ import (
 // Postgres ticks in microseconds; one millisecond covers both.
 const dbClockResolution = time.Millisecond
 
+// MinTTL is the shortest lease term the Coordinator grants and a Client asks
+// for: a shorter one would be over before its grant could reach the holder
+// (a round trip to the database, plus a tick of SQLite's millisecond clock).
+// A shorter ttl is refused as invalid input.
+const MinTTL = 10 * time.Millisecond
+
 // maxRequestIDLen bounds request ids; ours are 32 hex digits.
 const maxRequestIDLen = 128
 
@@ -165,8 +171,8 @@ type Status struct {
 // LockTimeout and then returns an error matching ErrBusy, with nothing
 // granted.
 //
-// Errors: gate.ErrInvalidInput for a bad request (including a ttl <= 0 or
-// above MaxTTL), ErrRequestExpired, ErrFloorAhead, ErrBusy, or the
+// Errors: gate.ErrInvalidInput for a bad request (including a ttl below
+// MinTTL or above MaxTTL), ErrRequestExpired, ErrFloorAhead, ErrBusy, or the
 // database's error.
 func (c *Coordinator) Acquire(ctx context.Context, req *AcquireRequest) (AcquireOutcome, error) {
 	if req == nil {
@@ -406,8 +412,8 @@ func (c *Coordinator) checkRequest(resource, holder, requestID string, ttl time.
 	}
 	ttl = cmp.Or(ttl, c.ttl) // 0 asks for the default
 	switch {
-	case ttl <= 0:
-		return 0, invalid("ttl", "must be positive, got %v", ttl)
+	case ttl < MinTTL:
+		return 0, invalid("ttl", "%v is below the minimum of %v", ttl, MinTTL)
 	case ttl > c.maxTTL:
 		return 0, invalid("ttl", "%v is above the coordinator's maximum of %v", ttl, c.maxTTL)
 	}

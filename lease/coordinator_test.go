@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -385,6 +386,8 @@ func TestBadInput(t *testing.T) {
 		for name, req := range map[string]*AcquireRequest{
 			"nil request":      nil,
 			"negative ttl":     acq(func(r *AcquireRequest) { r.TTL = -time.Second }),
+			"1ns ttl":          acq(func(r *AcquireRequest) { r.TTL = time.Nanosecond }),
+			"ttl below min":    acq(func(r *AcquireRequest) { r.TTL = MinTTL - 1 }),
 			"ttl above max":    acq(func(r *AcquireRequest) { r.TTL = 2 * time.Hour }),
 			"empty holder":     acq(func(r *AcquireRequest) { r.Holder = "" }),
 			"empty resource":   acq(func(r *AcquireRequest) { r.Resource = "" }),
@@ -399,6 +402,10 @@ func TestBadInput(t *testing.T) {
 			} else {
 				t.Logf("%s: %v", name, err)
 			}
+		}
+		// A coordinator whose default is below the minimum refuses too.
+		if _, err := NewCoordinator(store, &CoordinatorOptions{TTL: time.Nanosecond}).Acquire(ctx, good); !errors.Is(err, gate.ErrInvalidInput) {
+			t.Errorf("Acquire with a 1ns default ttl: %v", err)
 		}
 		// A coordinator configured with a negative default ttl refuses too.
 		if _, err := NewCoordinator(store, &CoordinatorOptions{TTL: -time.Second}).Acquire(ctx, good); !errors.Is(err, gate.ErrInvalidInput) {
@@ -416,6 +423,7 @@ func TestBadInput(t *testing.T) {
 			"nil":          nil,
 			"zero fence":   {Resource: "r", Holder: "agent-a", RequestID: "x"},
 			"negative ttl": {Resource: "r", Holder: "agent-a", Fence: 1, RequestID: "x", TTL: -1},
+			"1ns ttl":      {Resource: "r", Holder: "agent-a", Fence: 1, RequestID: "x", TTL: 1},
 			"empty holder": {Resource: "r", Fence: 1, RequestID: "x"},
 		} {
 			if _, err := coord.Renew(ctx, req); !errors.Is(err, gate.ErrInvalidInput) {
@@ -557,6 +565,9 @@ func testAcquireWaitsForTheOldWriter[TTx any](t *testing.T, h harness[TTx]) {
 	}
 	if !sqlstore.IsRetryable(err) {
 		t.Errorf("ErrBusy does not unwrap to a retryable database error: %v", err)
+	}
+	if strings.Contains(err.Error(), ": lease: ") {
+		t.Errorf("error %q repeats its prefix", err)
 	}
 
 	// Nothing was granted half-way: the lease and the floor are a's.

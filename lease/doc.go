@@ -96,7 +96,7 @@
 //
 // # Errors
 //
-// Bad input (an invalid resource or holder name, a non-positive ttl or one
+// Bad input (an invalid resource or holder name, a ttl below MinTTL or
 // above CoordinatorOptions.MaxTTL, a malformed request id, a request or
 // lease of another Client) is reported with *gate.InvalidInputError, which
 // matches gate.ErrInvalidInput, before anything is written. The other

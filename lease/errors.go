@@ -100,6 +100,8 @@ func (e *LostError) Unwrap() error { return e.Err }
 // and the original error.
 type busyError struct{ err error }
 
-func (e *busyError) Error() string        { return "lease: coordinator busy, retry: " + e.err.Error() }
+// Error leaves out ErrBusy's "lease: " prefix: Coordinator.wrap puts it in
+// front, with the operation.
+func (e *busyError) Error() string        { return "coordinator busy, retry: " + e.err.Error() }
 func (e *busyError) Is(target error) bool { return target == ErrBusy }
 func (e *busyError) Unwrap() error        { return e.err }

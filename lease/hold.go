@@ -27,8 +27,11 @@ import (
 // *LostError if the lease was lost (replacing a bare context.Canceled), and
 // with any error from releasing the lease (which then expires by itself). If
 // fn returns nil, the lease's loss is not reported: fn finished, and the gate
-// already judged each of its writes. The release uses a context that is not cancelled with ctx, so a
-// cancelled Hold still frees the resource promptly.
+// already judged each of its writes. The release runs even when ctx is
+// cancelled, so a cancelled Hold still frees the resource promptly, but no
+// longer than ClientOptions.ReleaseTimeout: when the coordinator does not
+// answer, Hold returns, and its error says the lease may not have been
+// released.
 //
 // Hold's timers run on the process's clock; when one fires, the deadline is
 // checked again on the Client's clock. With a ManualClock that is not
@@ -54,13 +57,8 @@ func Hold(ctx context.Context, c *Client, coord *Coordinator, resource string, f
 	if l.Expired() {
 		// Born expired (a retried grant with almost no time left, or a clock
 		// skew as long as the term): never start the work.
-		token, _ := c.Release(l)
-		_, err := coord.Release(context.WithoutCancel(ctx), token)
-		lost := &LostError{Resource: resource, Fence: token.Fence, Reason: "it had no time left when granted"}
-		if err != nil {
-			return errors.Join(lost, err)
-		}
-		return lost
+		lost := &LostError{Resource: resource, Fence: l.Token().Fence, Reason: "it had no time left when granted"}
+		return errors.Join(lost, release(ctx, c, coord, l))
 	}
 
 	workCtx, lose := context.WithCancelCause(ctx)
@@ -88,11 +86,23 @@ func Hold(ctx context.Context, c *Client, coord *Coordinator, resource string, f
 		}
 	}
 
-	token, _ := c.Release(l) // cannot fail: l is c's
-	if _, err := coord.Release(context.WithoutCancel(ctx), token); err != nil {
-		return errors.Join(fnErr, fmt.Errorf("lease: release after Hold: %w", err))
+	if err := release(ctx, c, coord, l); err != nil {
+		return errors.Join(fnErr, err)
 	}
 	return fnErr
+}
+
+// release releases l at the coordinator, even when ctx is cancelled, but no
+// longer than the Client's ReleaseTimeout.
+func release(ctx context.Context, c *Client, coord *Coordinator, l *Lease) error {
+	token, _ := c.Release(l) // cannot fail: l is c's
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.releaseTimeout)
+	defer cancel()
+	if _, err := coord.Release(rctx, token); err != nil {
+		// err already says "lease: release …"; add only what it means.
+		return fmt.Errorf("%w (the lease may not have been released; it expires by itself at the end of its term)", err)
+	}
+	return nil
 }
 
 // keep renews l until ctx ends, and calls lose once l can no longer be

@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -178,4 +179,66 @@ func TestHoldReturnsFnErrorAndReleases(t *testing.T) {
 			t.Errorf("the lease outlived Hold: %+v", st)
 		}
 	})
+}
+
+// When the database does not answer the release (another session locks the
+// lease table; on SQLite another connection holds the write lock), Hold
+// returns anyway, within ClientOptions.ReleaseTimeout, saying the lease may
+// not have been released. It used to wait with context.WithoutCancel alone.
+func TestHoldReleaseIsBounded(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store sqlstore.Store) {
+		coord := NewCoordinator(store, nil)
+		c := newClient(t, "agent-a", ClientOptions{ReleaseTimeout: 100 * time.Millisecond})
+		var unlock func()
+		err := Hold(context.Background(), c, coord, "job", func(context.Context, *Lease) error {
+			unlock = lockLeases(t, store)
+			return nil
+		})
+		unlock()
+		if err == nil || !strings.Contains(err.Error(), "may not have been released") {
+			t.Fatalf("Hold = %v; want an error saying the lease may not have been released", err)
+		}
+		if strings.Contains(err.Error(), ": lease: ") {
+			t.Errorf("error %q repeats its prefix", err)
+		}
+	})
+}
+
+// lockLeases makes the lease table unwritable from a connection of its own
+// until unlock.
+func lockLeases(t *testing.T, store sqlstore.Store) (unlock func()) {
+	t.Helper()
+	ctx := context.Background()
+	switch d := store.(type) {
+	case *sqlstore.SQLDriver:
+		conn, err := d.DB().Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx, err := conn.BeginTx(ctx, nil) // SQLite: BEGIN IMMEDIATE takes the write lock
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Dialect() == sqlstore.Postgres {
+			if _, err := tx.Exec(`LOCK TABLE fencegate_lease IN ACCESS EXCLUSIVE MODE`); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return func() { _ = tx.Rollback(); conn.Close() }
+	case *sqlstore.PgxDriver:
+		conn, err := d.Pool().Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, `LOCK TABLE fencegate_lease IN ACCESS EXCLUSIVE MODE`); err != nil {
+			t.Fatal(err)
+		}
+		return func() { _ = tx.Rollback(ctx); conn.Release() }
+	}
+	t.Fatalf("unknown store %T", store)
+	return nil
 }
