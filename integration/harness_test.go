@@ -60,6 +60,8 @@ type outcome struct {
 	// RestartsSkipped is set when the spec asked for Postgres crashes but the
 	// server is not one the harness may crash.
 	RestartsSkipped bool
+	// Picture is where porcupine's picture of a failed history was kept.
+	Picture string
 }
 
 // runHistory runs one history and checks it. It fails t on harness errors
@@ -253,13 +255,24 @@ func runHistory(t *testing.T, sp spec) *outcome {
 	}
 	out.Report = check.Run(in)
 	out.Elapsed = time.Since(start)
-	if out.Report.Visualization != "" {
-		keep := filepath.Join(os.TempDir(), fmt.Sprintf("fencegate-linearizability-%s.html", randomHex(4)))
-		if b, err := os.ReadFile(out.Report.Visualization); err == nil && os.WriteFile(keep, b, 0o644) == nil {
-			t.Logf("porcupine's picture of the history: %s", keep)
-		}
-	}
+	out.Picture = keepPicture(out.Report, os.TempDir())
 	return out
+}
+
+// keepPicture copies porcupine's picture of the history (1 to 1.5 MB of
+// HTML, in the test's own temporary directory, which is removed) into dir,
+// only when the history failed its checks, and returns where it put it ("" when
+// it kept none). A passing run leaves nothing behind.
+func keepPicture(r *check.Report, dir string) string {
+	if r == nil || !r.Failed() || r.Visualization == "" {
+		return ""
+	}
+	keep := filepath.Join(dir, fmt.Sprintf("fencegate-linearizability-%s.html", randomHex(4)))
+	b, err := os.ReadFile(r.Visualization)
+	if err != nil || os.WriteFile(keep, b, 0o644) != nil {
+		return ""
+	}
+	return keep
 }
 
 // setup migrates a fresh database and adds the workload's tables.

@@ -93,6 +93,9 @@ func runHistories(t *testing.T, dialect sqlstore.Dialect) {
 			}
 			if r.Failed() {
 				t.Errorf("%d violations (replay the schedule with %s=%d):\n%s", len(r.Violations), EnvSeed, seed, r.Summary(5))
+				if o.Picture != "" {
+					t.Errorf("porcupine's picture of the history: %s", o.Picture)
+				}
 			}
 			// The history must have exercised what it claims to.
 			if r.Committed == 0 || r.Grants == 0 {
