@@ -399,3 +399,27 @@ func TestCommitRefusesNestedTx(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Item 6 for Do: when fn fails, Do rolls back and raises the floor in a
+// transaction of its own; with the database not answering that raise, Do
+// still returns fn's error, within Options.CleanupTimeout.
+func TestDoFallbackRaiseIsBounded(t *testing.T) {
+	forEachTxType(t, testDoFallbackRaiseIsBounded[*sql.Tx], testDoFallbackRaiseIsBounded[pgx.Tx])
+}
+
+func testDoFallbackRaiseIsBounded[TTx any](t *testing.T, f fixture[TTx]) {
+	unlock := func() {}
+	defer func() { unlock() }()
+	d := &lockAfterRollback[TTx]{Driver: f.driver, lock: func() {
+		unlock = f.lock(t, `LOCK TABLE fencegate_floor IN ACCESS EXCLUSIVE MODE`)
+	}}
+	g := gate.New(d, &gate.Options{CleanupTimeout: 100 * time.Millisecond})
+	boom := errors.New("boom")
+	err := g.Do(context.Background(), gate.Token{Resource: "r", Holder: "a", Fence: 1}, func(context.Context, TTx) error { return boom })
+	if !errors.Is(err, boom) {
+		t.Fatalf("Do = %v, want fn's error", err)
+	}
+	if !d.done {
+		t.Fatal("Do did not roll back")
+	}
+}
