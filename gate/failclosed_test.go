@@ -423,3 +423,42 @@ func testDoFallbackRaiseIsBounded[TTx any](t *testing.T, f fixture[TTx]) {
 		t.Fatal("Do did not roll back")
 	}
 }
+
+// cancelOnClose cancels the caller's context as soon as the pipeline's
+// results are in: the refusal is decided, its follow-up is not run.
+type cancelOnClose struct {
+	gate.BatchSender
+	cancel context.CancelFunc
+}
+
+func (s cancelOnClose) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	return closeThenCancel{s.BatchSender.SendBatch(ctx, b), s.cancel}
+}
+
+type closeThenCancel struct {
+	pgx.BatchResults
+	cancel context.CancelFunc
+}
+
+func (r closeThenCancel) Close() error {
+	err := r.BatchResults.Close()
+	r.cancel()
+	return err
+}
+
+// Item 3 for CommitBatch: a refusal survives the caller's cancellation.
+func TestCommitBatchRefusalSurvivesCancellation(t *testing.T) {
+	f := pgxFixture(t, dbtest.PostgresPgx(t))
+	issue(t, f, "a", 3)
+	g := gate.New(f.driver, &gate.Options{VerifyIssued: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	pool := f.driver.(*sqlstore.PgxDriver).Pool()
+	err := gate.CommitBatch(ctx, g, cancelOnClose{pool, cancel}, gate.Token{Resource: "r", Holder: "a", Fence: 1000}, &pgx.Batch{})
+	var stale *gate.StaleFenceError
+	if !errors.As(err, &stale) || !stale.NotIssued || stale.Seq <= 0 {
+		t.Fatalf("CommitBatch = %v; want a logged *StaleFenceError", err)
+	}
+	if n := f.count(t, `SELECT count(*) FROM fencegate_rejection`); n != 1 {
+		t.Fatalf("%d rejections, want 1", n)
+	}
+}
