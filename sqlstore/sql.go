@@ -62,11 +62,22 @@ func (d *SQLDriver) Begin(ctx context.Context) (*sql.Tx, error) { return d.db.Be
 func (d *SQLDriver) Commit(_ context.Context, tx *sql.Tx) error { return tx.Commit() }
 
 // Rollback rolls tx back; a transaction that already ended is not an error.
-func (d *SQLDriver) Rollback(_ context.Context, tx *sql.Tx) error {
-	if err := tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
-		return err
+// database/sql's Rollback takes no context, so Rollback waits for it at most
+// until ctx ends, then returns ctx's error and leaves the rollback running.
+// Either way tx can no longer commit: database/sql marks it finished before
+// it asks the database.
+func (d *SQLDriver) Rollback(ctx context.Context, tx *sql.Tx) error {
+	done := make(chan error, 1)
+	go func() { done <- tx.Rollback() }()
+	select {
+	case err := <-done:
+		if err != nil && !errors.Is(err, sql.ErrTxDone) {
+			return err
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("rollback: the database did not answer: %w", ctx.Err())
 	}
-	return nil
 }
 
 // UnwrapExecutor runs fencegate statements inside tx.
