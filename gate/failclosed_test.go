@@ -4,12 +4,17 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"net"
+	"net/url"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/internal/dbtest"
@@ -460,5 +465,163 @@ func TestCommitBatchRefusalSurvivesCancellation(t *testing.T) {
 	}
 	if n := f.count(t, `SELECT count(*) FROM fencegate_rejection`); n != 1 {
 		t.Fatalf("%d rejections, want 1", n)
+	}
+}
+
+// blackhole forwards TCP connections to a database until stop; from then on
+// it accepts and forwards nothing: a database that stopped answering (a
+// synchronous standby gone, a network partition).
+type blackhole struct {
+	ln      net.Listener
+	target  string
+	stopped atomic.Bool
+	close   func() // cuts every connection; idempotent
+}
+
+func newBlackhole(t *testing.T, target string) *blackhole {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &blackhole{ln: ln, target: target}
+	var conns sync.WaitGroup
+	var mu sync.Mutex
+	var open []net.Conn
+	track := func(c net.Conn) { mu.Lock(); open = append(open, c); mu.Unlock() }
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			track(c)
+			if b.stopped.Load() {
+				continue // accepted, never answered
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			track(up)
+			conns.Add(2)
+			go func() { defer conns.Done(); b.pipe(up, c) }()
+			go func() { defer conns.Done(); b.pipe(c, up) }()
+		}
+	}()
+	var once sync.Once
+	b.close = func() {
+		once.Do(func() {
+			ln.Close()
+			mu.Lock()
+			for _, c := range open {
+				c.Close()
+			}
+			mu.Unlock()
+			conns.Wait()
+		})
+	}
+	t.Cleanup(b.close)
+	return b
+}
+
+// pipe copies src to dst until stop, then swallows what src sends.
+func (b *blackhole) pipe(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if err != nil {
+			return
+		}
+		if !b.stopped.Load() {
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+	}
+}
+
+func (b *blackhole) stop() { b.stopped.Store(true) }
+
+// via returns dsn with its host and port replaced by the blackhole's.
+func (b *blackhole) via(t *testing.T, dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = b.ln.Addr().String()
+	return u.String()
+}
+
+// stopAfterRaise stops answering the moment the floor statement returned a
+// refusal: the rollback, the floor read and the log all meet a silent
+// database.
+type stopAfterRaise[TTx any] struct {
+	sqlstore.Driver[TTx]
+	stop func()
+}
+
+func (d stopAfterRaise[TTx]) UnwrapExecutor(tx TTx) sqlstore.Executor {
+	return cancellingExecutor{d.Driver.UnwrapExecutor(tx), d.stop}
+}
+
+// Item 6 with a database that stops answering altogether: a refused Commit
+// returns within Options.CleanupTimeout, its rollback included (database/sql's
+// Rollback takes no context), and says the refusal may not have been
+// logged; the transaction cannot commit.
+func TestRefusalWhenTheDatabaseStopsAnswering(t *testing.T) {
+	// silent returns a fresh schema's URL through a blackhole, and its stop.
+	silent := func(t *testing.T) (dsn string, stop, cut func()) {
+		schemaURL := dbtest.PostgresSchemaURL(t)
+		u, err := url.Parse(schemaURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bh := newBlackhole(t, u.Host)
+		return bh.via(t, schemaURL), bh.stop, bh.close
+	}
+	t.Run("postgres-sql", func(t *testing.T) {
+		dsn, stop, cut := silent(t)
+		db, err := sql.Open("pgx", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		defer cut() // first: closing the pool would wait on silent connections
+		testStopsAnswering(t, sqlFixture(t, migrated(t, sqlstore.NewSQL(db, sqlstore.Postgres))), stop)
+	})
+	t.Run("postgres-pgx", func(t *testing.T) {
+		dsn, stop, cut := silent(t)
+		pool, err := pgxpool.New(context.Background(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pool.Close()
+		defer cut()
+		testStopsAnswering(t, pgxFixture(t, migrated(t, sqlstore.NewPgx(pool))), stop)
+	})
+}
+
+func migrated[S sqlstore.Store](t *testing.T, s S) S {
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func testStopsAnswering[TTx any](t *testing.T, f fixture[TTx], stop func()) {
+	ctx := context.Background()
+	if err := gate.New(f.driver, nil).Admit(ctx, gate.Token{Resource: "r", Holder: "b", Fence: 9}); err != nil {
+		t.Fatal(err)
+	}
+	g := gate.New(stopAfterRaise[TTx]{f.driver, stop}, &gate.Options{CleanupTimeout: 200 * time.Millisecond})
+	tx := f.begin(t)
+	err := g.Commit(ctx, tx, gate.Token{Resource: "r", Holder: "a", Fence: 1})
+	var stale *gate.StaleFenceError
+	if !errors.As(err, &stale) || !strings.Contains(err.Error(), "may not have been logged") {
+		t.Fatalf("Commit = %v; want a *StaleFenceError saying the log may not have been written", err)
+	}
+	if err := f.commit(tx); err == nil {
+		t.Fatal("the refused transaction committed")
 	}
 }
