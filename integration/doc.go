@@ -25,8 +25,9 @@
 // # What is checked
 //
 // The checker (internal/check) compares what the clients saw with what the
-// database kept: fences in commit order, no write after a higher grant,
-// nothing acknowledged lost, every refusal logged, fences unique per grant,
+// database kept: fences in commit order (on Postgres, the order a logical
+// replication slot observed, which does not trust fencegate's locks), no
+// write after a higher grant, nothing acknowledged lost, every refusal logged, fences unique per grant,
 // holders' windows disjoint, and the operations on each resource
 // linearizable as a lease register (github.com/anishathalye/porcupine). A
 // control history writes with the gate bypassed, guarded only by the

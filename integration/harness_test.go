@@ -24,6 +24,7 @@ import (
 	"github.com/fencegate/fencegate/integration/internal/check"
 	"github.com/fencegate/fencegate/integration/internal/faults"
 	"github.com/fencegate/fencegate/integration/internal/history"
+	"github.com/fencegate/fencegate/integration/internal/observe"
 	"github.com/fencegate/fencegate/integration/internal/workload"
 	"github.com/fencegate/fencegate/sqlstore"
 )
@@ -62,6 +63,10 @@ type outcome struct {
 	RestartsSkipped bool
 	// Picture is where porcupine's picture of a failed history was kept.
 	Picture string
+	// ObserverSkipped is set when a Postgres history ran without logical
+	// decoding (a server without wal_level=logical): commit order is then
+	// id order, which trusts the floor row's lock.
+	ObserverSkipped bool
 }
 
 // runHistory runs one history and checks it. It fails t on harness errors
@@ -78,7 +83,8 @@ func runHistory(t *testing.T, sp spec) *outcome {
 	var (
 		cluster   *faults.Cluster
 		proxy     *faults.Proxy
-		checkDSN  string // where the checker reads (direct, never through the proxy)
+		slot      *observe.Slot // the commit-order observer (Postgres)
+		checkDSN  string        // where the checker reads (direct, never through the proxy)
 		workerDSN string
 	)
 	switch sp.Dialect {
@@ -102,6 +108,19 @@ func runHistory(t *testing.T, sp spec) *outcome {
 		workerDSN = u.String()
 		if cluster == nil && sp.Restarts > 0 {
 			out.RestartsSkipped = true
+		}
+		if slot, err = observe.Create(ctx, checkDSN, schema, schema); err != nil {
+			if !errors.Is(err, observe.ErrUnsupported) {
+				t.Fatal(err)
+			}
+			t.Logf("*** NO COMMIT-ORDER OBSERVER: %v; commit order is id order ***", err)
+			out.ObserverSkipped = true
+		} else {
+			defer func() {
+				if err := slot.Drop(ctx, checkDSN); err != nil {
+					t.Errorf("dropping the replication slot: %v", err)
+				}
+			}()
 		}
 	case sqlstore.SQLite:
 		checkDSN = filepath.Join(dir, "fencegate.db")
@@ -238,6 +257,11 @@ func runHistory(t *testing.T, sp spec) *outcome {
 	}
 	in.Events, in.Rejections = readDatabase(t, sp.Dialect, checkDSN)
 	var err error
+	if slot != nil {
+		if in.Commits, err = slot.Read(ctx, checkDSN); err != nil {
+			t.Fatal(err)
+		}
+	}
 	in.Ops, err = history.Load(dir)
 	if err != nil {
 		t.Fatal(err)

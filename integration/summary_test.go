@@ -13,6 +13,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/fencegate/fencegate/integration/internal/history"
+	"github.com/fencegate/fencegate/sqlstore"
 )
 
 // EnvSummary names a file the summary is also written to (for
@@ -33,6 +34,7 @@ type tally struct {
 	UnknownIn  int // unknown writes that committed
 	UnknownOut int // unknown writes that did not
 	Rejections int
+	Observed   int // transactions logical decoding observed
 	Kills      int
 	MidOpKills int
 	Pauses     int
@@ -44,6 +46,7 @@ type tally struct {
 	Linear     map[porcupine.CheckResult]int
 	Violations map[string]int
 	Skipped    bool
+	NoObserver bool
 }
 
 var summary = struct {
@@ -76,6 +79,7 @@ func record(row string, o *outcome) {
 	s.UnknownIn += r.UnknownPresent
 	s.UnknownOut += r.UnknownAbsent
 	s.Rejections += r.Rejected
+	s.Observed += r.Observed
 	s.Kills += o.Kills
 	s.MidOpKills += o.MidOpKills
 	s.Pauses += o.Pauses
@@ -89,6 +93,7 @@ func record(row string, o *outcome) {
 		s.Violations[k] += v
 	}
 	s.Skipped = s.Skipped || o.RestartsSkipped
+	s.NoObserver = s.NoObserver || o.ObserverSkipped
 }
 
 // describe is one history in a few lines.
@@ -98,15 +103,22 @@ func describe(o *outcome) string {
 	a := r.Outcomes[history.Acquire]
 	return fmt.Sprintf("%s%s: %d procs × %d agents, %v, seed %d, took %v\n"+
 		"  ops %d: acquire ok %d / denied %d / fail %d / unknown %d; write ok %d / refused %d / fail %d / unknown %d (%d of them committed)\n"+
-		"  table: %d writes, %d grants; rejection log %d (refusals not logged: %d)\n"+
+		"  table: %d writes, %d grants; rejection log %d (refusals not logged: %d); commit order: %s\n"+
 		"  faults: %d kills (%d mid-operation), %d pauses, %d Postgres crashes, %d cuts of all connections (%d conns), %d connections cut after COMMIT\n"+
 		"  linearizability (porcupine, %d ops): %s; violations: %d %v",
 		o.Dialect, map[bool]string{true: " (control: no gate)"}[o.Bypass], o.Procs, o.Agents, o.Duration, o.Seed, o.Elapsed.Round(time.Second),
 		r.Ops, a[history.OK], a[history.Denied], a[history.Fail], a[history.Unknown],
 		w[history.OK], w[history.Refused], w[history.Fail], w[history.Unknown], r.UnknownPresent,
-		r.Committed, r.Grants, r.Rejected, r.RefusedUnlogged,
+		r.Committed, r.Grants, r.Rejected, r.RefusedUnlogged, order(r.Observed, o),
 		o.Kills, o.MidOpKills, o.Pauses, o.Restarts, o.Proxy.CutAll, o.Proxy.ConnsCut, o.Proxy.CommitCuts,
 		r.LinearOps, r.Linearizable, len(r.Violations), r.ByCheck())
+}
+
+func order(observed int, o *outcome) string {
+	if o.Dialect == sqlstore.Postgres && !o.ObserverSkipped {
+		return fmt.Sprintf("logical decoding, %d transactions", observed)
+	}
+	return "id order"
 }
 
 // printSummary prints the one-screen summary of every history run, and
@@ -123,8 +135,8 @@ func printSummary(w io.Writer) {
 		mode = "soak " + d.String()
 	}
 	fmt.Fprintf(&b, "\n== fencegate reliability summary (%s) ==\n", mode)
-	fmt.Fprintf(&b, "%-18s %4s %6s %7s %7s %7s %7s %6s %7s %5s %5s %5s %12s %9s %s\n",
-		"", "hist", "time", "ops", "writes", "refused", "unknown", "grants", "kills", "pause", "crash", "cuts", "conns/COMMIT", "linear", "violations")
+	fmt.Fprintf(&b, "%-18s %4s %6s %7s %7s %7s %7s %6s %7s %7s %5s %5s %5s %12s %9s %s\n",
+		"", "hist", "time", "ops", "writes", "refused", "unknown", "grants", "decoded", "kills", "pause", "crash", "cuts", "conns/COMMIT", "linear", "violations")
 	for _, name := range slices.Sorted(maps.Keys(summary.rows)) {
 		s := summary.rows[name]
 		lin := fmt.Sprintf("%d/%d ok", s.Linear[porcupine.Ok], s.Histories)
@@ -136,18 +148,22 @@ func printSummary(w io.Writer) {
 		if viol > 0 {
 			vs += " " + fmt.Sprint(s.Violations)
 		}
-		fmt.Fprintf(&b, "%-18s %4d %6s %7d %7d %7d %7d %6d %7s %5d %5d %5d %12s %9s %s\n",
+		fmt.Fprintf(&b, "%-18s %4d %6s %7d %7d %7d %7d %6d %7d %7s %5d %5d %5d %12s %9s %s\n",
 			name, s.Histories, s.Elapsed.Round(time.Second), s.Ops, s.Committed, s.Refusals,
-			s.Writes[history.Unknown]+s.Acquires[history.Unknown], s.Grants, fmt.Sprintf("%d/%d", s.Kills, s.MidOpKills),
+			s.Writes[history.Unknown]+s.Acquires[history.Unknown], s.Grants, s.Observed, fmt.Sprintf("%d/%d", s.Kills, s.MidOpKills),
 			s.Pauses, s.Restarts, s.CutAll, fmt.Sprintf("%d/%d", s.ConnsCut, s.CommitCuts), lin, vs)
 	}
 	fmt.Fprintf(&b, "writes: committed rows; unknown: acquires and writes whose outcome the agent never saw;\n")
+	fmt.Fprintf(&b, "decoded: transactions whose commit order logical decoding observed (Postgres; SQLite: id order);\n")
 	fmt.Fprintf(&b, "kills: SIGKILLs / those that left an operation unanswered; pause: SIGSTOP for 1.2-3 ttl;\n")
 	fmt.Fprintf(&b, "crash: pg_ctl restart -m immediate; ")
 	fmt.Fprintf(&b, "conns/COMMIT: connections cut at random moments / right after a COMMIT; control rows must show violations.\n")
 	for _, name := range slices.Sorted(maps.Keys(summary.rows)) {
 		if summary.rows[name].Skipped {
 			fmt.Fprintf(&b, "*** %s: the Postgres restart fault was skipped (no throwaway cluster) ***\n", name)
+		}
+		if summary.rows[name].NoObserver {
+			fmt.Fprintf(&b, "*** %s: no logical decoding: commit order was id order, which trusts the lock under test ***\n", name)
 		}
 	}
 	fmt.Fprint(w, b.String())

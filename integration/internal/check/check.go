@@ -11,8 +11,23 @@
 //   - fence-order: per resource, committed writes in commit order carry
 //     non-decreasing fences.
 //   - stale-after-grant: per resource, no write under fence N committed after
-//     a grant above N committed (grants are the floor raises the coordinator
-//     makes in its granting transaction, logged in the same commit order).
+//     a grant above N committed.
+//
+// Commit order, for those two, is what logical decoding observed when the
+// history has it (Input.Commits, Postgres): the server's own order of
+// commits, whatever locks were or were not taken. A grant is then a
+// fencegate_lease version with a new fence, or a floor raise (which also
+// covers fences admitted with gate.Admit). Without an observer (SQLite, whose
+// single writer makes id order commit order), commit order is the order of
+// fg_events ids, and grants are the raise rows. With an observer these also
+// hold, in that order:
+//
+//   - observer-mismatch: the decoded writes are exactly the table's rows.
+//   - granted-while-live: a lease is granted over a previous holder's only
+//     once that lease has expired or been released, in database time.
+//   - renewed-expired: a renewal extends only a lease still live in
+//     database time (its new expiry minus the term is before the old one).
+//   - lost-renewal: every acknowledged renewal is among the decoded ones.
 //   - ungranted-fence: every committed write's fence was granted to its
 //     writer for that resource.
 //   - realtime-stale-write: no write under N committed if it was invoked after
@@ -53,6 +68,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/fencegate/fencegate/integration/internal/history"
+	"github.com/fencegate/fencegate/integration/internal/observe"
 	"github.com/fencegate/fencegate/integration/internal/workload"
 	"github.com/fencegate/fencegate/sqlstore"
 )
@@ -60,9 +76,13 @@ import (
 // Input is one history: what the clients saw and what the database kept.
 type Input struct {
 	Ops        []history.Op
-	Events     []workload.Event // fg_events in id (commit) order
+	Events     []workload.Event // fg_events in id order
 	Rejections []sqlstore.Rejection
-	ClockSkew  time.Duration // the clients' lease.ClientOptions.ClockSkew
+	// Commits is the commit order logical decoding observed (Postgres), the
+	// authority on order when set; nil means id order is commit order
+	// (SQLite).
+	Commits   []observe.Commit
+	ClockSkew time.Duration // the clients' lease.ClientOptions.ClockSkew
 	// TTL is the term the coordinator granted (every request asked for it);
 	// 0 skips the expiry checks.
 	TTL time.Duration
@@ -89,6 +109,7 @@ type Report struct {
 	Committed int                                // write rows in the table
 	Grants    int                                // raise rows (committed grants)
 	Rejected  int                                // rejection log records
+	Observed  int                                // transactions logical decoding observed; 0 without an observer
 
 	RefusedUnlogged int // refusals the gate reported as not logged (the log write failed)
 	UnknownPresent  int // writes with unknown outcome that did commit
@@ -173,6 +194,7 @@ func Run(in Input) *Report {
 	}
 	c.r.Ops = len(in.Ops)
 	c.r.Rejected = len(in.Rejections)
+	c.r.Observed = len(in.Commits)
 	for _, e := range in.Events {
 		switch e.Kind {
 		case "write":
@@ -271,10 +293,16 @@ func (c *checker) writesMatchClients() {
 	}
 }
 
-// commitOrder walks each resource's writes and grants in commit order.
+// mark is one write or grant, in commit order.
+type mark struct {
+	write bool
+	e     workload.Event
+	at    string // where in commit order: "id 7", "commit #12 at 0/1A2B3C4"
+}
+
+// commitOrder walks each resource's writes and grants in commit order: the
+// observed one when there is an observer, else id order.
 func (c *checker) commitOrder() {
-	lastWrite := map[string]workload.Event{}
-	lastRaise := map[string]workload.Event{}
 	granted := map[[2]string]bool{} // (resource, fence:holder)
 	for _, e := range c.in.Events {
 		if e.Kind == "raise" {
@@ -282,24 +310,108 @@ func (c *checker) commitOrder() {
 		}
 	}
 	for _, e := range c.in.Events {
-		switch e.Kind {
-		case "raise":
-			lastRaise[e.Resource] = e
-		case "write":
-			if w, ok := lastWrite[e.Resource]; ok && e.Fence < w.Fence {
-				c.violate("fence-order", "%s: write %s under fence %d committed (id %d) after write %s under fence %d (id %d)",
-					e.Resource, e.OpID, e.Fence, e.ID, w.OpID, w.Fence, w.ID)
-			}
-			if g, ok := lastRaise[e.Resource]; ok && e.Fence < g.Fence {
-				c.violate("stale-after-grant", "%s: write %s under fence %d committed (id %d) after the grant of fence %d to %s (id %d)",
-					e.Resource, e.OpID, e.Fence, e.ID, g.Fence, g.Holder, g.ID)
-			}
-			if !granted[[2]string{e.Resource, fmt.Sprintf("%d:%s", e.Fence, e.Holder)}] {
-				c.violate("ungranted-fence", "%s: write %s committed under fence %d, which was never granted to %s for it", e.Resource, e.OpID, e.Fence, e.Holder)
-			}
-			lastWrite[e.Resource] = e
+		if e.Kind == "write" && !granted[[2]string{e.Resource, fmt.Sprintf("%d:%s", e.Fence, e.Holder)}] {
+			c.violate("ungranted-fence", "%s: write %s committed under fence %d, which was never granted to %s for it", e.Resource, e.OpID, e.Fence, e.Holder)
 		}
 	}
+	var order []mark
+	if c.in.Commits == nil {
+		for _, e := range c.in.Events {
+			order = append(order, mark{write: e.Kind == "write", e: e, at: fmt.Sprintf("id %d", e.ID)})
+		}
+	} else {
+		order = c.observed()
+	}
+	lastWrite := map[string]mark{}
+	lastGrant := map[string]mark{}
+	for _, m := range order {
+		e := m.e
+		if !m.write {
+			if g, ok := lastGrant[e.Resource]; !ok || e.Fence > g.e.Fence {
+				lastGrant[e.Resource] = m
+			}
+			continue
+		}
+		if w, ok := lastWrite[e.Resource]; ok && e.Fence < w.e.Fence {
+			c.violate("fence-order", "%s: write %s under fence %d committed (%s) after write %s under fence %d (%s)",
+				e.Resource, e.OpID, e.Fence, m.at, w.e.OpID, w.e.Fence, w.at)
+		}
+		if g, ok := lastGrant[e.Resource]; ok && e.Fence < g.e.Fence {
+			c.violate("stale-after-grant", "%s: write %s under fence %d committed (%s) after the grant of fence %d to %s (%s)",
+				e.Resource, e.OpID, e.Fence, m.at, g.e.Fence, g.e.Holder, g.at)
+		}
+		if w, ok := lastWrite[e.Resource]; !ok || e.Fence >= w.e.Fence {
+			lastWrite[e.Resource] = m
+		}
+	}
+}
+
+// observed turns the decoded commits into writes and grants in commit
+// order, and checks what only the observer can see: that it saw every
+// row, and the leases' lives in database time.
+func (c *checker) observed() []mark {
+	var order []mark
+	seen := map[string]bool{}
+	type leaseKey struct {
+		res, holder string
+		fence       int64
+	}
+	renewals := map[leaseKey]int{}
+	prev := map[string]observe.Mark{} // the last lease version per resource
+	for _, cm := range c.in.Commits {
+		at := fmt.Sprintf("commit #%d at %s", cm.Pos, cm.LSN)
+		for _, m := range cm.Marks {
+			e := workload.Event{Resource: m.Resource, Fence: m.Fence, Holder: m.Holder, OpID: m.OpID}
+			switch m.Kind {
+			case observe.Write:
+				seen[m.OpID] = true
+				if _, ok := c.writes[m.OpID]; !ok {
+					c.violate("observer-mismatch", "%s: write %s under fence %d was decoded (%s) but is not in the table", m.Resource, m.OpID, m.Fence, at)
+				}
+				e.Kind = "write"
+				order = append(order, mark{write: true, e: e, at: at})
+			case observe.Floor:
+				e.Kind = "raise"
+				order = append(order, mark{e: e, at: at})
+			case observe.Lease:
+				p, had := prev[m.Resource]
+				prev[m.Resource] = m
+				if had && p.Fence == m.Fence && p.Holder == m.Holder {
+					// A renewal (the expiry moved later) or a release.
+					if m.ExpiresAt.After(p.ExpiresAt) && !m.Released {
+						renewals[leaseKey{m.Resource, m.Holder, m.Fence}]++
+						if now := m.ExpiresAt.Add(-c.in.TTL); c.in.TTL > 0 && !now.Before(p.ExpiresAt) {
+							c.violate("renewed-expired", "%s: %s's lease with fence %d was renewed (%s) at %v database time, %v after it expired",
+								m.Resource, m.Holder, m.Fence, at, now.Format(time.StampMicro), now.Sub(p.ExpiresAt))
+						}
+					}
+					continue
+				}
+				if had && !p.Released && m.GrantedAt.Before(p.ExpiresAt) {
+					c.violate("granted-while-live", "%s: fence %d granted to %s (%s) at %v database time, %v before %s's lease with fence %d expired",
+						m.Resource, m.Fence, m.Holder, at, m.GrantedAt.Format(time.StampMicro), p.ExpiresAt.Sub(m.GrantedAt), p.Holder, p.Fence)
+				}
+				e.Kind = "raise"
+				order = append(order, mark{e: e, at: at})
+			}
+		}
+	}
+	for _, e := range c.in.Events {
+		if e.Kind == "write" && !seen[e.OpID] {
+			c.violate("observer-mismatch", "%s: row %d (write %s under fence %d) is in the table but logical decoding never saw it commit", e.Resource, e.ID, e.OpID, e.Fence)
+		}
+	}
+	for _, o := range c.in.Ops {
+		if o.Type == history.Renew && o.Outcome == history.OK {
+			k := leaseKey{o.Resource, o.Holder, o.Fence}
+			if renewals[k] == 0 {
+				c.violate("lost-renewal", "%s: %s's renewal of fence %d was acknowledged but never committed", o.Resource, o.Holder, o.Fence)
+				continue
+			}
+			renewals[k]--
+		}
+	}
+	return order
 }
 
 // grants: unique, growing, durable, and asked for.

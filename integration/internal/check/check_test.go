@@ -8,6 +8,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/fencegate/fencegate/integration/internal/history"
+	"github.com/fencegate/fencegate/integration/internal/observe"
 	"github.com/fencegate/fencegate/integration/internal/workload"
 	"github.com/fencegate/fencegate/sqlstore"
 )
@@ -62,6 +63,35 @@ func (b *builder) write(holder, res string, fence int64, call, ret int64, out hi
 	return o
 }
 
+// observe gives the history an observer that saw every event commit in id
+// order: each raise as a floor raise and a lease granted when its acquisition
+// returned, each write row as a write.
+func (b *builder) observe() {
+	b.in.Commits = []observe.Commit{}
+	for _, e := range b.in.Events {
+		cm := observe.Commit{Pos: len(b.in.Commits), LSN: fmt.Sprintf("0/%X", e.ID)}
+		switch e.Kind {
+		case "write":
+			cm.Marks = []observe.Mark{{Kind: observe.Write, Resource: e.Resource, Fence: e.Fence, Holder: e.Holder, OpID: e.OpID}}
+		case "raise":
+			l := observe.Mark{Kind: observe.Lease, Resource: e.Resource, Fence: e.Fence, Holder: e.Holder}
+			for _, o := range b.in.Ops {
+				if o.Type == history.Acquire && o.Granted == e.Fence {
+					l.GrantedAt = time.Unix(0, o.Return)
+					l.ExpiresAt = l.GrantedAt.Add(b.in.TTL)
+				}
+			}
+			cm.Marks = []observe.Mark{{Kind: observe.Floor, Resource: e.Resource, Fence: e.Fence, Holder: e.Holder}, l}
+		}
+		b.in.Commits = append(b.in.Commits, cm)
+	}
+}
+
+// commit adds an observed commit of marks.
+func (b *builder) commit(marks ...observe.Mark) {
+	b.in.Commits = append(b.in.Commits, observe.Commit{Pos: len(b.in.Commits), LSN: "0/FFFF", Marks: marks})
+}
+
 func (b *builder) refuse(holder, res string, fence, floor int64, call, ret int64) {
 	seq := int64(len(b.in.Rejections) + 1)
 	o := b.write(holder, res, fence, call, ret, history.Refused, false)
@@ -84,13 +114,41 @@ func clean() *builder {
 }
 
 func TestCleanHistoryPasses(t *testing.T) {
-	r := Run(clean().in)
-	if r.Failed() {
-		t.Fatalf("violations in a clean history:\n%s", r.Summary(5))
+	for _, observed := range []bool{false, true} {
+		b := clean()
+		if observed {
+			b.observe()
+		}
+		r := Run(b.in)
+		if r.Failed() {
+			t.Fatalf("observed %v: violations in a clean history:\n%s", observed, r.Summary(5))
+		}
+		if r.Linearizable != porcupine.Ok {
+			t.Fatalf("observed %v: linearizable = %s", observed, r.Linearizable)
+		}
 	}
-	if r.Linearizable != porcupine.Ok {
-		t.Fatalf("linearizable = %s", r.Linearizable)
+}
+
+// The hole the observer closes: a stale write took its id before a grant
+// (as it does when the floor row's lock is missing and the write stalls
+// between its INSERT and its COMMIT) and committed after it. Id order
+// shows nothing wrong; the decoded commit order shows the stale write.
+func TestObserverCatchesWhatIDOrderMisses(t *testing.T) {
+	b := clean()
+	b.grant("c", "s", 5, 400, 401)
+	b.write("c", "s", 5, 402, 0, history.Unknown, true) // id below the next grant's
+	b.grant("d", "s", 6, 700, 701)
+	if r := Run(b.in); r.Failed() {
+		t.Fatalf("id order: violations:\n%s", r.Summary(5))
 	}
+	b.observe()
+	n := len(b.in.Commits)
+	b.in.Commits[n-2], b.in.Commits[n-1] = b.in.Commits[n-1], b.in.Commits[n-2] // the write's commit came last
+	r := Run(b.in)
+	if r.ByCheck()["stale-after-grant"] != 1 {
+		t.Fatalf("the observer did not report the stale write; violations:\n%s", r.Summary(5))
+	}
+	t.Log(r.Summary(1))
 }
 
 // Each case breaks one rule; the checker must name it.
@@ -99,6 +157,38 @@ func TestEachCheckFires(t *testing.T) {
 		check string
 		edit  func(b *builder)
 	}{
+		{"observer-mismatch", func(b *builder) {
+			b.observe()
+			b.commit(observe.Mark{Kind: observe.Write, Resource: "r", Fence: 2, Holder: "b", OpID: "b#9"})
+		}},
+		{"observer-mismatch", func(b *builder) {
+			b.write("b", "r", 2, 330, 331, history.OK, true)
+			b.observe()
+			b.in.Commits = b.in.Commits[:len(b.in.Commits)-1]
+		}},
+		{"stale-after-grant", func(b *builder) {
+			b.observe()
+			b.commit(observe.Mark{Kind: observe.Floor, Resource: "r", Fence: 3, Holder: "c"})
+			b.write("b", "r", 2, 330, 331, history.OK, true)
+			b.commit(observe.Mark{Kind: observe.Write, Resource: "r", Fence: 2, Holder: "b", OpID: b.in.Events[len(b.in.Events)-1].OpID})
+		}},
+		{"granted-while-live", func(b *builder) {
+			b.observe()
+			last := b.in.Commits[2].Marks[1] // b's lease, fence 2, until 551
+			l := observe.Mark{Kind: observe.Lease, Resource: "r", Fence: 3, Holder: "c", GrantedAt: last.ExpiresAt.Add(-time.Millisecond)}
+			l.ExpiresAt = l.GrantedAt.Add(b.in.TTL)
+			b.commit(l)
+		}},
+		{"renewed-expired", func(b *builder) {
+			b.observe()
+			last := b.in.Commits[2].Marks[1]
+			last.ExpiresAt = last.ExpiresAt.Add(b.in.TTL + time.Millisecond) // renewed 1ms after it expired
+			b.commit(last)
+		}},
+		{"lost-renewal", func(b *builder) {
+			b.observe()
+			b.op(history.Renew, "b", "r", 2, 304, 305, history.OK).TTL = int64(250 * time.Millisecond)
+		}},
 		{"lost-write", func(b *builder) {
 			b.write("b", "r", 2, 330, 331, history.OK, false)
 		}},

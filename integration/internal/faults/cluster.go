@@ -79,7 +79,10 @@ func StartCluster(ctx context.Context) (*Cluster, error) {
 			c.remove()
 			return nil, err
 		}
-		c.opts = fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c max_connections=200", c.Port, c.Dir)
+		// wal_level=logical: the checker reads the commit order from a
+		// logical replication slot (package observe).
+		c.opts = fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c max_connections=200"+
+			" -c wal_level=logical -c max_replication_slots=16 -c max_wal_senders=16", c.Port, c.Dir)
 		out, err := c.run(ctx, "pg_ctl", "-D", c.data, "-l", c.logf, "-o", c.opts, "-w", "-t", "30", "start")
 		if err == nil {
 			return c, nil

@@ -49,7 +49,8 @@ type Config struct {
 	StallProb          float64 `json:"stallProb"`
 	StallMin, StallMax float64
 	// TxStallProb is the chance, per write, of a stall of 0.5..2 ttl inside
-	// the write's transaction, after gate.Commit, holding the floor row.
+	// the write's transaction, after gate.Commit, holding the floor row:
+	// half of them before the INSERT, half between the INSERT and COMMIT.
 	TxStallProb float64 `json:"txStallProb"`
 
 	// Bypass is the control: writes skip gate.Commit, guarded only by the
@@ -438,12 +439,20 @@ func (e *env[TTx]) write(ctx context.Context, a *agent, tok gate.Token) history.
 	inv := e.invoke(a, history.Record{Type: history.Write, Resource: tok.Resource, Fence: tok.Fence, Via: via})
 	octx, cancel := context.WithTimeout(ctx, e.cfg.OpTimeout)
 	defer cancel()
-	txStall := a.rng.Float64() < e.cfg.TxStallProb
+	// A stall inside the transaction comes before the INSERT or between it
+	// and the COMMIT: the row (and its id) is then taken long before the
+	// commit lands, which only the observed commit order can judge.
+	txStall, stallAfter := a.rng.Float64() < e.cfg.TxStallProb, a.rng.IntN(2) == 0
+	stall := time.Duration((0.5 + 1.5*a.rng.Float64()) * float64(e.cfg.TTL))
 	insert := func(ctx context.Context, tx TTx) error {
-		if txStall {
-			sleep(ctx, time.Duration((0.5+1.5*a.rng.Float64())*float64(e.cfg.TTL)))
+		if txStall && !stallAfter {
+			sleep(ctx, stall)
 		}
-		return e.exec(ctx, tx, e.insert, tok.Resource, tok.Fence, tok.Holder, a.name, inv.Op)
+		err := e.exec(ctx, tx, e.insert, tok.Resource, tok.Fence, tok.Holder, a.name, inv.Op)
+		if err == nil && txStall && stallAfter {
+			sleep(ctx, stall)
+		}
+		return err
 	}
 	var err error
 	committing := false
