@@ -35,6 +35,7 @@ type spec struct {
 	Procs     int // worker processes
 	Agents    int // agents per process
 	Resources int
+	External  int // resources whose fences come from outside the coordinator (gate.Admit)
 	Duration  time.Duration
 	TTL       time.Duration
 	Bypass    bool // the control: no gate
@@ -133,21 +134,29 @@ func runHistory(t *testing.T, sp spec) *outcome {
 	for i := range resources {
 		resources[i] = fmt.Sprintf("hot-%d", i)
 	}
+	var external []string
+	for i := range sp.External {
+		external = append(external, fmt.Sprintf("ext-%d", i))
+	}
 	base := workload.Config{
-		DSN:         workerDSN,
-		Agents:      sp.Agents,
-		History:     "", // per incarnation
-		Resources:   resources,
-		TTL:         sp.TTL,
-		LockTimeout: sp.TTL,
-		OpTimeout:   5 * time.Second,
-		Until:       until,
-		StallProb:   0.2,
-		StallMin:    1.2,
-		StallMax:    3,
-		HoldProb:    0.25,
-		Bypass:      sp.Bypass,
-		Announce:    true,
+		DSN:           workerDSN,
+		Agents:        sp.Agents,
+		History:       "", // per incarnation
+		Resources:     resources,
+		External:      external,
+		ExternalProb:  0.1,
+		TTL:           sp.TTL,
+		LockTimeout:   sp.TTL,
+		OpTimeout:     5 * time.Second,
+		Until:         until,
+		StallProb:     0.2,
+		StallMin:      1.2,
+		StallMax:      3,
+		HoldProb:      0.25,
+		LateRenewProb: 0.1,
+		BatchProb:     0.25,
+		Bypass:        sp.Bypass,
+		Announce:      true,
 	}
 	if sp.Dialect == sqlstore.Postgres {
 		// A stall inside the transaction holds the floor row: acquisitions

@@ -29,6 +29,7 @@ func ciSpec(dialect sqlstore.Dialect, seed uint64) spec {
 		Procs:     3,
 		Agents:    6,
 		Resources: 4,
+		External:  1,
 		Duration:  30 * time.Second,
 		TTL:       250 * time.Millisecond,
 		Seed:      seed,
@@ -104,6 +105,12 @@ func runHistories(t *testing.T, dialect sqlstore.Dialect) {
 			if r.Count(history.Write, history.Refused) == 0 {
 				t.Errorf("no write was refused: the stalls did not produce a single stale holder")
 			}
+			if r.Count(history.Admit, history.OK) == 0 || r.Late[history.Expired] == 0 {
+				t.Errorf("the workload skipped a path: %d admissions, late renewals %v", r.Count(history.Admit, history.OK), r.Late)
+			}
+			if dialect == sqlstore.Postgres && r.Via["batch"] == 0 {
+				t.Errorf("no write went through gate.CommitBatch")
+			}
 			if r.Linearizable == porcupine.Unknown {
 				t.Logf("*** porcupine timed out on %d operations: linearizability not established for this history ***", r.LinearOps)
 			}
@@ -131,6 +138,7 @@ func TestControlBypass(t *testing.T) {
 				Procs:     3,
 				Agents:    6,
 				Resources: 4,
+				External:  1,
 				Duration:  10 * time.Second,
 				TTL:       250 * time.Millisecond,
 				Bypass:    true,

@@ -39,8 +39,11 @@
 //     for by a request that did not certainly fail.
 //   - unlogged-refusal, phantom-rejection, refusal-not-stale: every refusal the
 //     client saw with a log sequence number is in the rejection log, every
-//     logged refusal was a write that saw refusal (or never saw its outcome),
-//     and every logged refusal is below its floor.
+//     logged refusal was a write or admission that saw refusal (or never saw
+//     its outcome), and every logged refusal is below its floor.
+//
+// Grants are the coordinator's, and, on resources whose fences come from
+// outside it, the fences admitted with gate.Admit.
 //   - overlapping-holders: no grant was acknowledged while the previous
 //     holder could still believe it held the lease: before the invocation of
 //     its last grant or renewal plus the term granted (unless it had
@@ -106,6 +109,8 @@ func (v Violation) String() string { return v.Check + ": " + v.Detail }
 type Report struct {
 	Ops       int                                // client operations
 	Outcomes  map[string]map[history.Outcome]int // by type, then outcome
+	Via       map[string]int                     // writes by path: commit, do, batch, bypass
+	Late      map[history.Outcome]int            // renewals sent after the holder's own deadline, by outcome
 	Committed int                                // write rows in the table
 	Grants    int                                // raise rows (committed grants)
 	Rejected  int                                // rejection log records
@@ -176,7 +181,7 @@ type checker struct {
 func Run(in Input) *Report {
 	c := &checker{
 		in:     in,
-		r:      &Report{Outcomes: map[string]map[history.Outcome]int{}, Errors: map[string]int{}},
+		r:      &Report{Outcomes: map[string]map[history.Outcome]int{}, Via: map[string]int{}, Late: map[history.Outcome]int{}, Errors: map[string]int{}},
 		ops:    map[string]*history.Op{},
 		writes: map[string]workload.Event{},
 		raises: map[string][]workload.Event{},
@@ -188,6 +193,12 @@ func Run(in Input) *Report {
 			c.r.Outcomes[o.Type] = map[history.Outcome]int{}
 		}
 		c.r.Outcomes[o.Type][o.Outcome]++
+		if o.Type == history.Write {
+			c.r.Via[o.Via]++
+		}
+		if o.Late {
+			c.r.Late[o.Outcome]++
+		}
 		if o.Err != "" {
 			c.r.Errors[fmt.Sprintf("%s/%s: %s", o.Type, o.Outcome, maskError(o.Err))]++
 		}
@@ -434,22 +445,24 @@ func (c *checker) grants() {
 	ackedBy := map[int64]*history.Op{}
 	for i := range c.in.Ops {
 		o := &c.in.Ops[i]
-		if o.Type != history.Acquire || o.Outcome != history.OK {
+		fence, ok := grantOf(o)
+		if !ok {
 			continue
 		}
-		if prev, ok := ackedBy[o.Granted]; ok && prev.Request != o.Request {
-			c.violate("duplicate-fence", "fence %d acknowledged to two requests: %s (%s) and %s (%s)", o.Granted, prev.Op, prev.Holder, o.Op, o.Holder)
+		if prev, ok := ackedBy[fence]; ok && (prev.Request != o.Request || o.Request == "") {
+			c.violate("duplicate-fence", "fence %d acknowledged to two requests: %s (%s) and %s (%s)", fence, prev.Op, prev.Holder, o.Op, o.Holder)
 		}
-		ackedBy[o.Granted] = o
-		if e, ok := byFence[o.Granted]; !ok || e.Resource != o.Resource || e.Holder != o.Holder {
-			c.violate("lost-grant", "%s: grant of fence %d on %s to %s was acknowledged but is not in the database", o.Op, o.Granted, o.Resource, o.Holder)
+		ackedBy[fence] = o
+		if e, ok := byFence[fence]; !ok || e.Resource != o.Resource || e.Holder != o.Holder {
+			c.violate("lost-grant", "%s: %s of fence %d on %s to %s was acknowledged but is not in the database", o.Op, o.Type, fence, o.Resource, o.Holder)
 		}
 	}
-	// Every committed grant answers a request that did not certainly fail.
+	// Every committed grant answers a request (or an admission) that did
+	// not certainly fail.
 	asked := map[[2]string][]*history.Op{}
 	for i := range c.in.Ops {
 		o := &c.in.Ops[i]
-		if o.Type == history.Acquire {
+		if o.Type == history.Acquire || o.Type == history.Admit {
 			k := [2]string{o.Resource, o.Holder}
 			asked[k] = append(asked[k], o)
 		}
@@ -470,6 +483,19 @@ func (c *checker) grants() {
 	}
 }
 
+// grantOf returns the fence an operation was acknowledged to have granted:
+// an acquisition's, or a fence from outside admitted with gate.Admit.
+func grantOf(o *history.Op) (int64, bool) {
+	switch {
+	case o.Outcome != history.OK:
+	case o.Type == history.Acquire:
+		return o.Granted, true
+	case o.Type == history.Admit:
+		return o.Fence, true
+	}
+	return 0, false
+}
+
 // realTime: a write invoked after a higher grant was acknowledged must not
 // commit.
 func (c *checker) realTime() {
@@ -479,9 +505,10 @@ func (c *checker) realTime() {
 		op    string
 	}
 	acks := map[string][]ack{}
-	for _, o := range c.in.Ops {
-		if o.Type == history.Acquire && o.Outcome == history.OK {
-			acks[o.Resource] = append(acks[o.Resource], ack{o.Return, o.Granted, o.Op})
+	for i := range c.in.Ops {
+		if fence, ok := grantOf(&c.in.Ops[i]); ok {
+			o := &c.in.Ops[i]
+			acks[o.Resource] = append(acks[o.Resource], ack{o.Return, fence, o.Op})
 		}
 	}
 	for res, as := range acks {
@@ -521,7 +548,7 @@ func (c *checker) rejections() {
 	}
 	candidates := map[key]int{}
 	for _, o := range c.in.Ops {
-		if o.Type != history.Write {
+		if o.Type != history.Write && o.Type != history.Admit {
 			continue
 		}
 		if o.Outcome == history.Refused || o.Outcome == history.Unknown {
@@ -538,7 +565,7 @@ func (c *checker) rejections() {
 	for _, r := range c.in.Rejections {
 		k := key{r.Resource, r.Holder, r.Fence}
 		if candidates[k] == 0 {
-			c.violate("phantom-rejection", "rejection #%d (fence %d from %s on %s) matches no write that was refused or unanswered", r.Seq, r.Fence, r.Holder, r.Resource)
+			c.violate("phantom-rejection", "rejection #%d (fence %d from %s on %s) matches no write or admission that was refused or unanswered", r.Seq, r.Fence, r.Holder, r.Resource)
 			continue
 		}
 		candidates[k]--

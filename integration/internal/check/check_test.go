@@ -288,6 +288,59 @@ func TestEachCheckFires(t *testing.T) {
 	}
 }
 
+// admit is gate.Admit of a fence from outside the coordinator; admitted adds
+// its floor raise.
+func (b *builder) admit(holder, res string, fence int64, call, ret int64, out history.Outcome, admitted bool) *history.Op {
+	o := b.op(history.Admit, holder, res, fence, call, ret, out)
+	if admitted {
+		b.raise(holder, res, fence)
+	}
+	return o
+}
+
+// Fences admitted with gate.Admit are grants: a clean history of them
+// passes, and a write under an older one committed after a newer one was
+// admitted is stale, in id order and in observed order.
+func TestAdmittedFencesAreGrants(t *testing.T) {
+	const x = 1_000_000_000
+	ext := func() *builder {
+		b := clean()
+		b.admit("c", "ext", x+1, 400, 401, history.OK, true)
+		b.write("c", "ext", x+1, 402, 403, history.OK, true)
+		b.admit("d", "ext", x+2, 500, 501, history.OK, true)
+		b.refuse("c", "ext", x+1, x+2, 510, 511)
+		b.write("d", "ext", x+2, 520, 521, history.OK, true)
+		o := b.admit("c", "ext", x+1, 530, 531, history.Refused, false) // a late reassignment, refused
+		o.RejSeq, o.Floor = int64(len(b.in.Rejections)+1), x+2
+		b.in.Rejections = append(b.in.Rejections, sqlstore.Rejection{Seq: o.RejSeq, Resource: "ext", Fence: x + 1, Holder: "c", Floor: x + 2})
+		b.admit("e", "ext", x+3, 540, 0, history.Unknown, true) // reply lost, admitted
+		b.write("e", "ext", x+3, 550, 551, history.OK, true)
+		return b
+	}
+	for _, observed := range []bool{false, true} {
+		b := ext()
+		if observed {
+			b.observe()
+		}
+		if r := Run(b.in); r.Failed() {
+			t.Fatalf("observed %v: violations in a clean history:\n%s", observed, r.Summary(5))
+		}
+		b = ext()
+		b.write("d", "ext", x+2, 560, 561, history.OK, true) // after x+3 was admitted
+		if observed {
+			b.observe()
+		}
+		if r := Run(b.in); r.ByCheck()["stale-after-grant"] == 0 {
+			t.Fatalf("observed %v: a stale write after an admission was not reported:\n%s", observed, r.Summary(5))
+		}
+	}
+	b := ext()
+	b.admit("f", "ext", x+4, 600, 601, history.OK, false)
+	if r := Run(b.in); r.ByCheck()["lost-grant"] == 0 {
+		t.Fatalf("a lost admission was not reported:\n%s", r.Summary(5))
+	}
+}
+
 // An acquisition whose reply was lost, but whose grant is in the database,
 // enters the model as a grant: writes under it must be accepted.
 func TestUnansweredGrantIsAGrant(t *testing.T) {

@@ -26,9 +26,12 @@ import (
 //     gate's floor is the latest grant's fence, raised in the granting
 //     transaction) and refused only under a lower one.
 //
+// A fence from outside the coordinator that gate.Admit admitted is a grant
+// (with no holder to deny others), and one it refused is a refusal.
+//
 // Operations whose outcome the client never saw enter as follows: a write
 // whose row is in the table is admitted (with no known return); an
-// acquisition the database shows granted is a grant; a release may or may not
+// acquisition or admission the database shows granted is a grant; a release may or may not
 // have freed the lease (the model branches); anything else unanswered had no
 // effect the model could see, and is left out.
 type registerState struct {
@@ -119,6 +122,17 @@ var Model = porcupine.NondeterministicModel{
 
 const never = math.MaxInt64 // the return time of an operation that never returned
 
+// raised reports whether the database holds a raise of res's floor to fence
+// for holder.
+func (c *checker) raised(res, holder string, fence int64) bool {
+	for _, e := range c.raises[res] {
+		if e.Fence == fence && e.Holder == holder {
+			return true
+		}
+	}
+	return false
+}
+
 // linearizable builds the register history and asks porcupine.
 func (c *checker) linearizable() {
 	var ops []porcupine.Operation
@@ -159,6 +173,17 @@ func (c *checker) linearizable() {
 				add(o, modelInput{Kind: "release", Holder: o.Holder, Fence: o.Fence}, o.Return)
 			case history.Unknown:
 				add(o, modelInput{Kind: "release?", Holder: o.Holder, Fence: o.Fence}, o.Return)
+			}
+		case history.Admit:
+			switch {
+			case o.Outcome == history.OK:
+				ackedFences[o.Fence] = true
+				add(o, modelInput{Kind: "grant", Holder: o.Holder, Request: o.Op, Fence: o.Fence}, o.Return)
+			case o.Outcome == history.Refused:
+				add(o, modelInput{Kind: "refuse", Holder: o.Holder, Fence: o.Fence}, o.Return)
+			case o.Outcome == history.Unknown && c.raised(o.Resource, o.Holder, o.Fence):
+				ackedFences[o.Fence] = true
+				add(o, modelInput{Kind: "grant", Holder: o.Holder, Request: o.Op, Fence: o.Fence}, 0)
 			}
 		case history.Write:
 			_, present := c.writes[o.Op]

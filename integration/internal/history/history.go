@@ -30,6 +30,7 @@ const (
 	Renew   = "renew"
 	Release = "release"
 	Write   = "write"
+	Admit   = "admit" // gate.Admit of a fence from outside the coordinator
 )
 
 // Outcome is what the agent observed when an operation returned.
@@ -41,7 +42,7 @@ const (
 	Denied  Outcome = "denied"  // acquire: someone holds a live lease
 	Expired Outcome = "expired" // renew: the lease is no longer current
 	Noop    Outcome = "noop"    // release: the lease was not live (nothing freed)
-	Refused Outcome = "refused" // write: the gate refused the fence
+	Refused Outcome = "refused" // write, admit: the gate refused the fence
 	Fail    Outcome = "fail"    // certainly no effect (error before COMMIT, or the server said no)
 	Unknown Outcome = "unknown" // may or may not have taken effect
 )
@@ -61,7 +62,8 @@ type Record struct {
 	Fence    int64  `json:"fence,omitempty"` // the token's fence (renew, release, write)
 	Request  string `json:"req,omitempty"`   // acquire: the request id (kept across retries)
 	Hold     bool   `json:"hold,omitempty"`  // acquire, write, release inside lease.Hold (renewals unseen)
-	Via      string `json:"via,omitempty"`   // write: "commit" (gate.Commit), "do" (gate.Do) or "bypass"
+	Via      string `json:"via,omitempty"`   // write: "commit" (gate.Commit), "do" (gate.Do), "batch" (gate.CommitBatch) or "bypass"
+	Late     bool   `json:"late,omitempty"`  // renew: sent after the holder's own deadline had passed
 
 	// Return fields.
 	Outcome   Outcome `json:"out,omitempty"`

@@ -24,7 +24,8 @@ import (
 // With the co-located coordinator, floors rise only when a lease is granted
 // (Acquire raises the floor to the new fence in the granting transaction),
 // so the 'raise' rows are the durable record of every committed grant, with
-// the holder it went to.
+// the holder it went to. On the resources whose fences come from outside
+// (fg_external_fence, admitted with gate.Admit) they record every admission.
 
 var postgresSchema = []string{
 	`CREATE SEQUENCE fg_order CACHE 1`,
@@ -50,6 +51,7 @@ var postgresSchema = []string{
 	END $$`,
 	`CREATE TRIGGER fg_log_raise AFTER INSERT OR UPDATE ON fencegate_floor
 	    FOR EACH ROW EXECUTE FUNCTION fg_log_raise()`,
+	`CREATE SEQUENCE fg_external_fence CACHE 1`,
 }
 
 var sqliteSchema = []string{
@@ -68,6 +70,20 @@ var sqliteSchema = []string{
 	`CREATE TRIGGER fg_log_raise_update AFTER UPDATE OF floor ON fencegate_floor WHEN NEW.floor > OLD.floor BEGIN
 	    INSERT INTO fg_events (kind, resource, fence, holder) VALUES ('raise', NEW.resource, NEW.floor, NEW.holder);
 	END`,
+	`CREATE TABLE fg_external_fence (id INTEGER PRIMARY KEY AUTOINCREMENT)`,
+}
+
+// ExternalFenceBase is added to the outside fence source's numbers, so that
+// its fences never equal the coordinator's (fences are checked unique per
+// source).
+const ExternalFenceBase = 1_000_000_000
+
+// drawExternal draws the next fence of the outside fence source: the
+// workload's own counter, standing in for etcd revisions or Consul's
+// LockIndex.
+var drawExternal = map[sqlstore.Dialect]string{
+	sqlstore.Postgres: `SELECT 1000000000 + nextval('fg_external_fence')`,
+	sqlstore.SQLite:   `INSERT INTO fg_external_fence DEFAULT VALUES RETURNING 1000000000 + id`,
 }
 
 // insertWrite is the fenced write: one row of fg_events, in the write's

@@ -36,12 +36,19 @@ type Config struct {
 	MaxConns int    `json:"maxConns"` // connection pool size; 0 for a default
 	History  string `json:"history"`  // the history file to append to
 
-	Resources   []string      `json:"resources"`
-	TTL         time.Duration `json:"ttl"`         // lease term the agents ask for
-	ClockSkew   time.Duration `json:"clockSkew"`   // lease.ClientOptions.ClockSkew
-	LockTimeout time.Duration `json:"lockTimeout"` // lease.CoordinatorOptions.LockTimeout
-	OpTimeout   time.Duration `json:"opTimeout"`   // bound on one operation
-	Until       time.Time     `json:"until"`       // no new cycle starts after this
+	Resources []string `json:"resources"`
+	// External are resources whose fences come from outside the
+	// coordinator: the workload's own counter. An agent that takes one draws
+	// a fence, admits it with gate.Admit (the reassignment), and writes
+	// under it through a gate without VerifyIssued.
+	External []string `json:"external"`
+	// ExternalProb is the chance that a cycle takes an External resource.
+	ExternalProb float64       `json:"externalProb"`
+	TTL          time.Duration `json:"ttl"`         // lease term the agents ask for
+	ClockSkew    time.Duration `json:"clockSkew"`   // lease.ClientOptions.ClockSkew
+	LockTimeout  time.Duration `json:"lockTimeout"` // lease.CoordinatorOptions.LockTimeout
+	OpTimeout    time.Duration `json:"opTimeout"`   // bound on one operation
+	Until        time.Time     `json:"until"`       // no new cycle starts after this
 
 	// StallProb is the chance, per write, that the agent stalls for
 	// StallMin..StallMax times the ttl after its lease check and before the
@@ -57,6 +64,16 @@ type Config struct {
 	// holder's own (advisory, unsafe) check that its lease has not expired.
 	Bypass bool   `json:"bypass"`
 	Seed   uint64 `json:"seed"`
+
+	// LateRenewProb is the chance, per lease held through the explicit
+	// protocol, that the agent waits past its own deadline and then renews
+	// anyway: the coordinator must answer expired unless the lease is still
+	// live in database time.
+	LateRenewProb float64 `json:"lateRenewProb"`
+
+	// BatchProb is the chance that a gated write on pgx goes through
+	// gate.CommitBatch (one pipelined round trip, no BEGIN or COMMIT).
+	BatchProb float64 `json:"batchProb"`
 
 	// HoldProb is the chance that a cycle runs through lease.Hold (which
 	// renews in the background and cancels the work when the lease is lost)
@@ -101,9 +118,12 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		defer pool.Close()
 		d := sqlstore.NewPgx(pool)
-		return run(ctx, cfg, rec, d, func(ctx context.Context, tx pgx.Tx, q string, args ...any) error {
+		return run(ctx, cfg, rec, d, pool, func(ctx context.Context, tx pgx.Tx, q string, args ...any) error {
 			_, err := tx.Exec(ctx, q, args...)
 			return err
+		}, func(ctx context.Context, q string) (v int64, err error) {
+			err = pool.QueryRow(ctx, q).Scan(&v)
+			return v, err
 		})
 	}
 	dsn := cfg.DSN
@@ -122,9 +142,12 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer d.Close()
 	d.DB().SetMaxOpenConns(maxConns(cfg))
-	return run(ctx, cfg, rec, d, func(ctx context.Context, tx *sql.Tx, q string, args ...any) error {
+	return run(ctx, cfg, rec, d, nil, func(ctx context.Context, tx *sql.Tx, q string, args ...any) error {
 		_, err := tx.ExecContext(ctx, q, args...)
 		return err
+	}, func(ctx context.Context, q string) (v int64, err error) {
+		err = d.DB().QueryRowContext(ctx, q).Scan(&v)
+		return v, err
 	})
 }
 
@@ -157,22 +180,37 @@ type env[TTx any] struct {
 	cfg    Config
 	rec    *history.Recorder
 	driver sqlstore.Driver[TTx]
-	gate   *gate.Gate[TTx]
+	gate   *gate.Gate[TTx] // fences from the coordinator (VerifyIssued)
+	ext    *gate.Gate[TTx] // fences from the outside source
 	coord  *lease.Coordinator
 	exec   func(ctx context.Context, tx TTx, q string, args ...any) error
 	insert string
+	// batch is gate.CommitBatch of one INSERT through the pool (pgx only).
+	batch func(ctx context.Context, g *gate.Gate[TTx], tok gate.Token, q string, args ...any) error
+	// draw runs a statement that returns one number, outside any transaction.
+	draw func(ctx context.Context, q string) (int64, error)
 }
 
-func run[TTx any](ctx context.Context, cfg Config, rec *history.Recorder, d sqlstore.Driver[TTx], exec func(context.Context, TTx, string, ...any) error) error {
+func run[TTx any](ctx context.Context, cfg Config, rec *history.Recorder, d sqlstore.Driver[TTx], sender gate.BatchSender,
+	exec func(context.Context, TTx, string, ...any) error, draw func(context.Context, string) (int64, error)) error {
 	e := &env[TTx]{
 		cfg:    cfg,
 		rec:    rec,
 		driver: d,
 		// Fences come from the coordinator in the same database.
 		gate:   gate.New(d, &gate.Options{VerifyIssued: true}),
+		ext:    gate.New(d, nil),
 		coord:  lease.NewCoordinator(d, &lease.CoordinatorOptions{TTL: cfg.TTL, LockTimeout: cfg.LockTimeout}),
 		exec:   exec,
 		insert: insertWrite[d.Dialect()],
+		draw:   draw,
+	}
+	if sender != nil {
+		e.batch = func(ctx context.Context, g *gate.Gate[TTx], tok gate.Token, q string, args ...any) error {
+			b := &pgx.Batch{}
+			b.Queue(q, args...)
+			return gate.CommitBatch(ctx, any(g).(*gate.Gate[pgx.Tx]), sender, tok, b)
+		}
 	}
 	var wg sync.WaitGroup
 	var failed atomic.Value
@@ -212,6 +250,10 @@ func (e *env[TTx]) agent(ctx context.Context, idx int) error {
 		return err
 	}
 	for ctx.Err() == nil && time.Now().Before(e.cfg.Until) {
+		if len(e.cfg.External) > 0 && a.rng.Float64() < e.cfg.ExternalProb {
+			sleep(ctx, e.externalCycle(ctx, a, e.cfg.External[a.rng.IntN(len(e.cfg.External))]))
+			continue
+		}
 		res := e.cfg.Resources[a.rng.IntN(len(e.cfg.Resources))]
 		if a.rng.Float64() < e.cfg.HoldProb {
 			sleep(ctx, e.holdCycle(ctx, a, res))
@@ -315,14 +357,24 @@ func (e *env[TTx]) hold(ctx context.Context, a *agent, l *lease.Lease) error {
 			f := e.cfg.StallMin + a.rng.Float64()*(e.cfg.StallMax-e.cfg.StallMin)
 			sleep(ctx, time.Duration(f*float64(e.cfg.TTL))) // wedged: a GC pause, a slow model call
 		}
-		if out := e.write(ctx, a, l.Token()); out == history.Refused {
+		if out := e.write(ctx, a, e.gate, l.Token()); out == history.Refused {
 			break
 		}
 		if l.Remaining() < e.cfg.TTL/2 && !l.Expired() {
-			if !e.renew(ctx, a, l) {
+			if !e.renew(ctx, a, l, false) {
 				break
 			}
 		}
+	}
+	if a.rng.Float64() < e.cfg.LateRenewProb {
+		// Past the holder's own deadline, by a hair (the lease may still be
+		// live in database time) or by up to half a term.
+		late := time.Duration(a.rng.Int64N(int64(time.Millisecond) * 5))
+		if a.rng.IntN(2) == 0 {
+			late = time.Duration(a.rng.Int64N(int64(e.cfg.TTL / 2)))
+		}
+		sleep(ctx, l.Remaining()+late)
+		e.renew(ctx, a, l, true)
 	}
 	if a.rng.IntN(4) == 0 {
 		return nil // walk away: the lease expires at the coordinator
@@ -343,12 +395,12 @@ func (e *env[TTx]) hold(ctx context.Context, a *agent, l *lease.Lease) error {
 	return nil
 }
 
-func (e *env[TTx]) renew(ctx context.Context, a *agent, l *lease.Lease) bool {
+func (e *env[TTx]) renew(ctx context.Context, a *agent, l *lease.Lease, late bool) bool {
 	req, err := a.client.BeginRenewal(l)
 	if err != nil {
 		return false
 	}
-	inv := e.invoke(a, history.Record{Type: history.Renew, Resource: req.Resource, Fence: req.Fence})
+	inv := e.invoke(a, history.Record{Type: history.Renew, Resource: req.Resource, Fence: req.Fence, Late: late})
 	octx, cancel := context.WithTimeout(ctx, e.cfg.OpTimeout)
 	out, err := e.coord.Renew(octx, req)
 	cancel()
@@ -395,7 +447,7 @@ func (e *env[TTx]) holdCycle(ctx context.Context, a *agent, res string) time.Dur
 			if e.cfg.Bypass || a.rng.IntN(2) == 0 {
 				wctx = context.WithoutCancel(ctx)
 			}
-			if e.write(wctx, a, tok) == history.Refused {
+			if e.write(wctx, a, e.gate, tok) == history.Refused {
 				break
 			}
 		}
@@ -428,11 +480,13 @@ func (e *env[TTx]) holdCycle(ctx context.Context, a *agent, res string) time.Dur
 // same through gate.Do (a third of the gated writes), which retries what the
 // dialect calls retryable. The row's op id is unique, so a retry of an
 // attempt that did commit could not commit twice unnoticed.
-func (e *env[TTx]) write(ctx context.Context, a *agent, tok gate.Token) history.Outcome {
+func (e *env[TTx]) write(ctx context.Context, a *agent, g *gate.Gate[TTx], tok gate.Token) history.Outcome {
 	via := "commit"
 	switch {
 	case e.cfg.Bypass:
 		via = "bypass"
+	case e.batch != nil && a.rng.Float64() < e.cfg.BatchProb:
+		via = "batch"
 	case a.rng.IntN(3) == 0:
 		via = "do"
 	}
@@ -456,15 +510,25 @@ func (e *env[TTx]) write(ctx context.Context, a *agent, tok gate.Token) history.
 	}
 	var err error
 	committing := false
-	if via == "do" {
-		err = e.gate.Do(octx, tok, insert)
+	switch via {
+	case "do":
+		err = g.Do(octx, tok, insert)
 		committing = err != nil // Do does not say where it failed
-	} else {
+	case "batch":
+		// One round trip: the fence statement and the INSERT commit
+		// together at the pipeline's Sync, or not at all. No stall fits
+		// inside it.
+		committing = true
+		if e.cfg.Announce {
+			fmt.Fprintf(os.Stdout, "commit %s\n", inv.Op)
+		}
+		err = e.batch(octx, g, tok, e.insert, tok.Resource, tok.Fence, tok.Holder, a.name, inv.Op)
+	default:
 		var tx TTx
 		tx, err = e.driver.Begin(octx)
 		if err == nil {
 			if via == "commit" {
-				err = e.gate.Commit(octx, tx, tok)
+				err = g.Commit(octx, tx, tok)
 			}
 			if err == nil {
 				err = insert(octx, tx)
@@ -490,13 +554,53 @@ func (e *env[TTx]) write(ctx context.Context, a *agent, tok gate.Token) history.
 		r.LogFailed = stale.Seq == 0 // errors.Join(stale, the logging error)
 	case !committing:
 		r.Outcome = history.Fail // no COMMIT was sent: nothing can have committed
-	case via == "do":
+	case via == "do" || via == "batch":
 		r.Outcome = Classify(err)
 	default:
 		r.Outcome = classifyCommit(err)
 	}
 	e.ret(inv, r, err)
 	return r.Outcome
+}
+
+// externalCycle takes res from the outside fence source: it draws the next
+// fence (the reassignment), admits it with gate.Admit so that the previous
+// holder is refused from now on, and writes under it one to four times,
+// stalling like any holder. Nothing stops two agents from taking the
+// resource at once: the gate alone keeps the older one out. It returns how
+// long to wait before the next cycle.
+func (e *env[TTx]) externalCycle(ctx context.Context, a *agent, res string) time.Duration {
+	backoff := time.Duration(5+a.rng.IntN(50)) * time.Millisecond
+	dctx, cancel := context.WithTimeout(ctx, e.cfg.OpTimeout)
+	fence, err := e.draw(dctx, drawExternal[e.driver.Dialect()])
+	cancel()
+	if err != nil {
+		return backoff // no fence drawn: nothing happened
+	}
+	tok := gate.Token{Resource: res, Holder: a.holder, Fence: fence}
+	inv := e.invoke(a, history.Record{Type: history.Admit, Resource: res, Fence: fence})
+	actx, cancel := context.WithTimeout(ctx, e.cfg.OpTimeout)
+	err = e.ext.Admit(actx, tok)
+	cancel()
+	r := history.Record{Outcome: Classify(err)}
+	var stale *gate.StaleFenceError
+	if errors.As(err, &stale) {
+		r.RejSeq, r.Floor, r.LogFailed = stale.Seq, stale.Floor, stale.Seq == 0
+	}
+	e.ret(inv, r, err)
+	if err != nil {
+		return backoff
+	}
+	for range 1 + a.rng.IntN(4) {
+		if a.rng.Float64() < e.cfg.StallProb {
+			f := e.cfg.StallMin + a.rng.Float64()*(e.cfg.StallMax-e.cfg.StallMin)
+			sleep(ctx, time.Duration(f*float64(e.cfg.TTL)))
+		}
+		if e.write(ctx, a, e.ext, tok) == history.Refused {
+			break
+		}
+	}
+	return time.Duration(a.rng.IntN(20)) * time.Millisecond
 }
 
 // Classify tells what an error from a coordinator call says about its
