@@ -47,6 +47,10 @@ type spec struct {
 	CommitCuts int  // times the proxy is armed to cut two connections right after their COMMIT (Postgres)
 	Restarts   int  // Postgres crashes mid-run (throwaway cluster only)
 	FinalCrash bool // Postgres: crash after the run, before checking; SQLite: kill -9 every worker mid-write at the end
+	// Failover runs Postgres as a primary and a synchronous streaming
+	// standby; mid-run the primary is killed (-m immediate), the standby
+	// promoted, and the proxy moves the workers to it.
+	Failover bool
 }
 
 // outcome is what one history did and what the checker said.
@@ -57,6 +61,10 @@ type outcome struct {
 	MidOpKills int // kills that left an operation without a return
 	Pauses     int
 	Restarts   int
+	Failovers  int
+	// DecodedOld is how many of the decoded transactions committed on the
+	// old primary before a failover (the rest on the promoted standby).
+	DecodedOld int
 	Proxy      faults.ProxyStats
 	Elapsed    time.Duration
 	// RestartsSkipped is set when the spec asked for Postgres crashes but the
@@ -83,16 +91,27 @@ func runHistory(t *testing.T, sp spec) *outcome {
 
 	var (
 		cluster   *faults.Cluster
+		standby   *faults.Cluster // Failover: the standby, until it is promoted
 		proxy     *faults.Proxy
 		slot      *observe.Slot // the commit-order observer (Postgres)
-		checkDSN  string        // where the checker reads (direct, never through the proxy)
+		schema    string
+		checkDSN  string // where the checker reads (direct, never through the proxy)
 		workerDSN string
+		// After a failover: the old primary, its slot, and the new
+		// primary's, which together observe the whole history.
+		oldPrimary *faults.Cluster
+		oldSlot    *observe.Slot
 	)
 	switch sp.Dialect {
 	case sqlstore.Postgres:
 		var base string
-		base, cluster = postgresServer(t)
-		schema := "fgrel_" + randomHex(5)
+		if sp.Failover {
+			cluster, standby = replicatedPair(t)
+			base = cluster.URL("postgres")
+		} else {
+			base, cluster = postgresServer(t)
+		}
+		schema = "fgrel_" + randomHex(5)
 		checkDSN = createSchema(t, base, schema, cluster == nil)
 		setup(t, checkDSN, schema)
 		var err error
@@ -116,7 +135,7 @@ func runHistory(t *testing.T, sp spec) *outcome {
 			}
 			t.Logf("*** NO COMMIT-ORDER OBSERVER: %v; commit order is id order ***", err)
 			out.ObserverSkipped = true
-		} else {
+		} else if !sp.Failover { // a replicated pair goes away whole
 			defer func() {
 				if err := slot.Drop(ctx, checkDSN); err != nil {
 					t.Errorf("dropping the replication slot: %v", err)
@@ -194,6 +213,9 @@ func runHistory(t *testing.T, sp spec) *outcome {
 	if cluster != nil {
 		addFaults("restart", sp.Restarts)
 	}
+	if standby != nil {
+		plan = append(plan, fault{time.Duration((0.3 + 0.4*rng.Float64()) * float64(sp.Duration)), "failover"})
+	}
 	slices.SortFunc(plan, func(a, b fault) int { return cmp.Compare(a.at, b.at) })
 	t0 := time.Now()
 	for _, f := range plan {
@@ -227,6 +249,25 @@ func runHistory(t *testing.T, sp spec) *outcome {
 				t.Fatalf("Postgres did not come back: %v", err)
 			}
 			out.Restarts++
+		case "failover":
+			// The primary dies; the standby is promoted, given a slot of
+			// its own before any client reaches it, and the proxy moves
+			// the clients to it.
+			if err := cluster.Kill(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := standby.Promote(ctx); err != nil {
+				t.Fatal(err)
+			}
+			oldPrimary, oldSlot = cluster, slot
+			cluster, standby = standby, nil
+			checkDSN = withSearchPath(t, cluster.URL("postgres"), schema)
+			var err error
+			if slot, err = observe.Create(ctx, checkDSN, schema+"_promoted", schema); err != nil {
+				t.Fatal(err)
+			}
+			proxy.SetUpstream(cluster.Addr())
+			out.Failovers++
 		}
 	}
 
@@ -269,6 +310,14 @@ func runHistory(t *testing.T, sp spec) *outcome {
 	if slot != nil {
 		if in.Commits, err = slot.Read(ctx, checkDSN); err != nil {
 			t.Fatal(err)
+		}
+	}
+	if oldPrimary != nil {
+		before := beforeFailover(t, oldPrimary, oldSlot, cluster, schema)
+		out.DecodedOld = len(before)
+		in.Commits = append(before, in.Commits...)
+		for i := range in.Commits {
+			in.Commits[i].Pos = i
 		}
 	}
 	in.Ops, err = history.Load(dir)
@@ -386,6 +435,12 @@ func createSchema(t *testing.T, base, schema string, drop bool) string {
 			}
 		})
 	}
+	return withSearchPath(t, base, schema)
+}
+
+// withSearchPath returns base with schema as its sessions' search_path.
+func withSearchPath(t *testing.T, base, schema string) string {
+	t.Helper()
 	u, err := url.Parse(base)
 	if err != nil {
 		t.Fatal(err)
@@ -394,6 +449,62 @@ func createSchema(t *testing.T, base, schema string, drop bool) string {
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
 	return u.String()
+}
+
+// replicatedPair starts a primary and a synchronous standby for one
+// history, removed with it.
+func replicatedPair(t *testing.T) (primary, standby *faults.Cluster) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p, s, err := faults.StartReplicated(ctx)
+	if err != nil {
+		t.Fatalf("a replicated pair (initdb, pg_basebackup): %v", err)
+	}
+	t.Cleanup(func() {
+		_ = s.Stop()
+		_ = p.Stop() // after a failover it is down already
+	})
+	return p, s
+}
+
+// beforeFailover reads what the old primary's slot saw commit, starting the
+// old primary again on its own for it (the proxy no longer leads there),
+// and keeps what reached the new primary: the commits up to its timeline's
+// switch point. A commit after it was never acknowledged (the primary
+// waited for the standby) and is not in the new primary.
+func beforeFailover(t *testing.T, old *faults.Cluster, slot *observe.Slot, promoted *faults.Cluster, schema string) []observe.Commit {
+	t.Helper()
+	ctx := context.Background()
+	if err := old.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	commits, err := slot.Read(ctx, withSearchPath(t, old.URL("postgres"), schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := promoted.SwitchPoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, err := observe.ParseLSN(sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := commits[:0]
+	for _, c := range commits {
+		lsn, err := observe.ParseLSN(c.LSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lsn <= end {
+			kept = append(kept, c)
+		}
+	}
+	if n := len(commits) - len(kept); n > 0 {
+		t.Logf("failover: %d transactions committed on the old primary after the switch point %s, never replicated", n, sp)
+	}
+	return kept
 }
 
 // fleet runs the worker processes of one history.

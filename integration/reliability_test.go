@@ -9,7 +9,9 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/fencegate/fencegate/integration/internal/faults"
 	"github.com/fencegate/fencegate/integration/internal/history"
+	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
@@ -121,6 +123,41 @@ func runHistories(t *testing.T, dialect sqlstore.Dialect) {
 		if !ok {
 			return // keep the first failing history's files for a human
 		}
+	}
+}
+
+// TestFailoverSynchronous runs a Postgres history on a primary with a
+// synchronous streaming standby, kills the primary mid-run and promotes the
+// standby; the workers follow through the proxy. With synchronous
+// replication nothing acknowledged may be lost: no fence is issued twice,
+// no floor goes back, no acknowledged grant or write is missing, so the
+// history must break no rule.
+func TestFailoverSynchronous(t *testing.T) {
+	t.Parallel()
+	if err := faults.CanReplicate(); err != nil {
+		if os.Getenv(dbtest.EnvRequirePostgres) == "true" {
+			t.Fatalf("%v (and %s=true makes that a failure)", err, dbtest.EnvRequirePostgres)
+		}
+		t.Skipf("\n*** FAILOVER TEST SKIPPED: %v ***\n", err)
+	}
+	sp := ciSpec(sqlstore.Postgres, baseSeed(t))
+	sp.Failover, sp.Restarts, sp.Duration = true, 0, 20*time.Second
+	sp.Kills, sp.Pauses, sp.Cuts, sp.CommitCuts = 2, 2, 2, 2
+	o := runHistory(t, sp)
+	record("failover/postgres", o)
+	t.Log(describe(o))
+	r := o.Report
+	if len(r.Errors) > 0 {
+		t.Logf("errors the agents saw:\n%s", r.TopErrors(12))
+	}
+	if o.Failovers != 1 {
+		t.Fatalf("%d failovers, want 1", o.Failovers)
+	}
+	if r.Failed() {
+		t.Errorf("%d violations across a synchronous failover (replay with %s=%d):\n%s", len(r.Violations), EnvSeed, sp.Seed, r.Summary(5))
+	}
+	if r.Committed == 0 || r.Grants == 0 || r.Observed == 0 {
+		t.Errorf("nothing committed (%d writes, %d grants, %d decoded): the workload did not run", r.Committed, r.Grants, r.Observed)
 	}
 }
 

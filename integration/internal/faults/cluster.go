@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Cluster is a throwaway Postgres cluster in a temporary directory, on a free
@@ -36,6 +38,32 @@ type Cluster struct {
 // so as root the cluster belongs to the "postgres" OS user and commands run
 // through runuser (or su).
 func StartCluster(ctx context.Context) (*Cluster, error) {
+	c, err := initCluster(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.start(ctx); err != nil {
+		c.remove()
+		return nil, err
+	}
+	return c, nil
+}
+
+// initCluster makes a cluster's directory and data, not yet started.
+func initCluster(ctx context.Context) (*Cluster, error) {
+	c, err := newCluster()
+	if err != nil {
+		return nil, err
+	}
+	if out, err := c.run(ctx, "initdb", "-D", c.data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"); err != nil {
+		c.remove()
+		return nil, fmt.Errorf("faults: initdb: %w\n%s", err, out)
+	}
+	return c, nil
+}
+
+// newCluster finds the binaries and the OS user and makes the directory.
+func newCluster() (*Cluster, error) {
 	bin, err := findBin()
 	if err != nil {
 		return nil, err
@@ -69,15 +97,16 @@ func StartCluster(ctx context.Context) (*Cluster, error) {
 	}
 	c.data = filepath.Join(c.Dir, "data")
 	c.logf = filepath.Join(c.Dir, "postgres.log")
-	if out, err := c.run(ctx, "initdb", "-D", c.data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"); err != nil {
-		c.remove()
-		return nil, fmt.Errorf("faults: initdb: %w\n%s", err, out)
-	}
+	return c, nil
+}
+
+// start starts the server on a free loopback port.
+func (c *Cluster) start(ctx context.Context) error {
 	for attempt := 0; ; attempt++ {
+		var err error
 		c.Port, err = freePort()
 		if err != nil {
-			c.remove()
-			return nil, err
+			return err
 		}
 		// wal_level=logical: the checker reads the commit order from a
 		// logical replication slot (package observe).
@@ -85,13 +114,132 @@ func StartCluster(ctx context.Context) (*Cluster, error) {
 			" -c wal_level=logical -c max_replication_slots=16 -c max_wal_senders=16", c.Port, c.Dir)
 		out, err := c.run(ctx, "pg_ctl", "-D", c.data, "-l", c.logf, "-o", c.opts, "-w", "-t", "30", "start")
 		if err == nil {
-			return c, nil
+			return nil
 		}
 		if attempt == 2 {
-			c.remove()
-			return nil, fmt.Errorf("faults: pg_ctl start: %w\n%s\n%s", err, out, c.LogTail(20))
+			return fmt.Errorf("faults: pg_ctl start: %w\n%s\n%s", err, out, c.LogTail(20))
 		}
 	}
+}
+
+// StartReplicated makes a primary and a streaming standby of it (initdb,
+// then pg_basebackup -R), each a throwaway cluster like StartCluster's.
+// Replication is synchronous: the primary acknowledges a commit only once
+// the standby has flushed it (synchronous_standby_names = '*',
+// synchronous_commit = on). It returns once the standby is the primary's
+// synchronous standby.
+func StartReplicated(ctx context.Context) (primary, standby *Cluster, err error) {
+	p, err := initCluster(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := p.appendConf("synchronous_standby_names = '*'", "synchronous_commit = on"); err != nil {
+		p.remove()
+		return nil, nil, err
+	}
+	if err := p.start(ctx); err != nil {
+		p.remove()
+		return nil, nil, err
+	}
+	s, err := newCluster()
+	if err != nil {
+		_ = p.Stop()
+		return nil, nil, err
+	}
+	fail := func(err error) (*Cluster, *Cluster, error) {
+		_ = s.Stop()
+		_ = p.Stop()
+		return nil, nil, err
+	}
+	if out, err := s.run(ctx, "pg_basebackup", "-D", s.data, "-h", "127.0.0.1", "-p", strconv.Itoa(p.Port),
+		"-U", "postgres", "-X", "stream", "-R", "--no-sync"); err != nil {
+		return fail(fmt.Errorf("faults: pg_basebackup: %w\n%s", err, out))
+	}
+	// Promoted, the standby must not wait for a standby of its own.
+	if err := s.appendConf("synchronous_standby_names = ''"); err != nil {
+		return fail(err)
+	}
+	if err := s.start(ctx); err != nil {
+		return fail(err)
+	}
+	conn, err := pgx.Connect(ctx, p.URL("postgres"))
+	if err != nil {
+		return fail(err)
+	}
+	defer conn.Close(context.Background())
+	for {
+		var n int
+		err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'`).Scan(&n)
+		if err != nil {
+			return fail(err)
+		}
+		if n > 0 {
+			return p, s, nil
+		}
+		select {
+		case <-ctx.Done():
+			return fail(fmt.Errorf("faults: the standby never became synchronous: %w", ctx.Err()))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// appendConf adds settings at the end of postgresql.conf, where they win.
+func (c *Cluster) appendConf(lines ...string) error {
+	path := filepath.Join(c.data, "postgresql.conf")
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString("\n" + strings.Join(lines, "\n") + "\n")
+	return errors.Join(err, f.Close())
+}
+
+// Kill stops the server the way a crash would (immediate shutdown), and
+// leaves it down.
+func (c *Cluster) Kill(ctx context.Context) error {
+	if out, err := c.run(ctx, "pg_ctl", "-D", c.data, "-m", "immediate", "-w", "stop"); err != nil {
+		return fmt.Errorf("faults: pg_ctl stop: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// Start starts a server that Kill stopped, on its old port, as a primary
+// (a killed primary stays one).
+func (c *Cluster) Start(ctx context.Context) error {
+	if out, err := c.run(ctx, "pg_ctl", "-D", c.data, "-l", c.logf, "-o", c.opts, "-w", "-t", "60", "start"); err != nil {
+		return fmt.Errorf("faults: pg_ctl start: %w\n%s\n%s", err, out, c.LogTail(20))
+	}
+	return nil
+}
+
+// Promote makes a standby the primary and waits until it accepts writes.
+func (c *Cluster) Promote(ctx context.Context) error {
+	if out, err := c.run(ctx, "pg_ctl", "-D", c.data, "-w", "-t", "60", "promote"); err != nil {
+		return fmt.Errorf("faults: pg_ctl promote: %w\n%s\n%s", err, out, c.LogTail(20))
+	}
+	return nil
+}
+
+// SwitchPoint is the LSN at which a promoted standby's timeline left the
+// old primary's: everything the old primary wrote before it is in the new
+// primary, nothing after it is.
+func (c *Cluster) SwitchPoint() (string, error) {
+	files, _ := filepath.Glob(filepath.Join(c.data, "pg_wal", "*.history"))
+	if len(files) == 0 {
+		return "", errors.New("faults: no timeline history: the cluster was never promoted")
+	}
+	sort.Strings(files) // timeline ids are fixed-width hex
+	b, err := os.ReadFile(files[len(files)-1])
+	if err != nil {
+		return "", err
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	fields := strings.Fields(lines[len(lines)-1])
+	if len(fields) < 2 {
+		return "", fmt.Errorf("faults: %s: no switch point in %q", files[len(files)-1], b)
+	}
+	return fields[1], nil
 }
 
 // URL returns a connection URL for database db on the cluster, over TCP.
@@ -159,9 +307,24 @@ func (c *Cluster) run(ctx context.Context, name string, args ...string) ([]byte,
 	return out, err
 }
 
+// CanReplicate reports why StartReplicated cannot run here, or nil.
+func CanReplicate() error {
+	bin, err := findBin()
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(bin, "pg_basebackup")); err != nil {
+		return fmt.Errorf("faults: no pg_basebackup next to initdb: %w", err)
+	}
+	return nil
+}
+
 // findBin finds the directory that holds initdb and pg_ctl.
 func findBin() (string, error) {
 	if p, err := exec.LookPath("pg_ctl"); err == nil {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			p = real // the installation's own directory holds all its tools
+		}
 		dir := filepath.Dir(p)
 		if _, err := os.Stat(filepath.Join(dir, "initdb")); err == nil {
 			return dir, nil

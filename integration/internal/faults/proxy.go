@@ -22,13 +22,13 @@ import (
 // to the server: the server may commit, the client never hears, and the
 // outcome is unknown to it.
 type Proxy struct {
-	ln       net.Listener
-	upstream string
+	ln net.Listener
 
-	mu     sync.Mutex
-	links  map[*link]struct{}
-	closed bool
-	wg     sync.WaitGroup
+	mu       sync.Mutex
+	upstream string
+	links    map[*link]struct{}
+	closed   bool
+	wg       sync.WaitGroup
 
 	armMu      sync.Mutex
 	armed      map[string]int // normalized query text → connections still to cut after it
@@ -58,6 +58,15 @@ func NewProxy(upstream string) (*Proxy, error) {
 	return p, nil
 }
 
+// SetUpstream points new connections at another server (a promoted
+// standby) and cuts every live one, as a failover moves clients.
+func (p *Proxy) SetUpstream(addr string) {
+	p.mu.Lock()
+	p.upstream = addr
+	p.mu.Unlock()
+	p.cut()
+}
+
 // Addr is the proxy's listening address, "127.0.0.1:port".
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
@@ -69,6 +78,13 @@ func (p *Proxy) Stats() ProxyStats {
 // CutAll closes both sides of every live connection and returns how many it
 // closed.
 func (p *Proxy) CutAll() int {
+	n := p.cut()
+	p.cutAll.Add(1)
+	p.connsCut.Add(int64(n))
+	return n
+}
+
+func (p *Proxy) cut() int {
 	p.mu.Lock()
 	links := make([]*link, 0, len(p.links))
 	for l := range p.links {
@@ -78,8 +94,6 @@ func (p *Proxy) CutAll() int {
 	for _, l := range links {
 		l.close()
 	}
-	p.cutAll.Add(1)
-	p.connsCut.Add(int64(len(links)))
 	return len(links)
 }
 
@@ -124,7 +138,10 @@ func (p *Proxy) accept() {
 }
 
 func (p *Proxy) serve(client net.Conn) {
-	server, err := net.DialTimeout("tcp", p.upstream, 2*time.Second)
+	p.mu.Lock()
+	upstream := p.upstream
+	p.mu.Unlock()
+	server, err := net.DialTimeout("tcp", upstream, 2*time.Second)
 	if err != nil {
 		_ = client.Close() // the server is down (restarting): the client sees a dead connection
 		return

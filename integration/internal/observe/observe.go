@@ -245,6 +245,17 @@ func parseColumns(s string) (map[string]string, error) {
 	return cols, nil
 }
 
+// ParseLSN reads an LSN as Postgres prints it ("16/B374D848").
+func ParseLSN(s string) (uint64, error) {
+	hi, lo, ok := strings.Cut(s, "/")
+	h, err1 := strconv.ParseUint(hi, 16, 32)
+	l, err2 := strconv.ParseUint(lo, 16, 32)
+	if !ok || err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("observe: %q is not an LSN", s)
+	}
+	return h<<32 | l, nil
+}
+
 func parseTime(v string) (time.Time, error) {
 	return time.Parse("2006-01-02 15:04:05.999999-07", v)
 }
