@@ -47,10 +47,12 @@ type spec struct {
 	CommitCuts int  // times the proxy is armed to cut two connections right after their COMMIT (Postgres)
 	Restarts   int  // Postgres crashes mid-run (throwaway cluster only)
 	FinalCrash bool // Postgres: crash after the run, before checking; SQLite: kill -9 every worker mid-write at the end
-	// Failover runs Postgres as a primary and a synchronous streaming
-	// standby; mid-run the primary is killed (-m immediate), the standby
-	// promoted, and the proxy moves the workers to it.
-	Failover bool
+	// Failover runs Postgres as a primary and a streaming standby (a
+	// synchronous one unless AsyncStandby); mid-run the primary is killed
+	// (-m immediate), the standby promoted, and the proxy moves the workers
+	// to it.
+	Failover     bool
+	AsyncStandby bool
 }
 
 // outcome is what one history did and what the checker said.
@@ -65,6 +67,7 @@ type outcome struct {
 	// DecodedOld is how many of the decoded transactions committed on the
 	// old primary before a failover (the rest on the promoted standby).
 	DecodedOld int
+	StandbyLag time.Duration // how long the standby's WAL receiver was stopped before the primary died
 	Proxy      faults.ProxyStats
 	Elapsed    time.Duration
 	// RestartsSkipped is set when the spec asked for Postgres crashes but the
@@ -106,7 +109,7 @@ func runHistory(t *testing.T, sp spec) *outcome {
 	case sqlstore.Postgres:
 		var base string
 		if sp.Failover {
-			cluster, standby = replicatedPair(t)
+			cluster, standby = replicatedPair(t, !sp.AsyncStandby)
 			base = cluster.URL("postgres")
 		} else {
 			base, cluster = postgresServer(t)
@@ -253,6 +256,20 @@ func runHistory(t *testing.T, sp spec) *outcome {
 			// The primary dies; the standby is promoted, given a slot of
 			// its own before any client reaches it, and the proxy moves
 			// the clients to it.
+			// First the standby falls behind: the primary's WAL sender
+			// stops for 0.3 to 0.8 s while the workers go on (a
+			// synchronous primary makes their commits wait; an
+			// asynchronous one acknowledges what the standby does not
+			// have), then it is killed with the primary, so what it had
+			// not sent is lost.
+			pid, err := cluster.WALSenderPID(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lag := time.Duration(300+rng.IntN(500)) * time.Millisecond
+			if freezeThenKill(pid, lag) {
+				out.StandbyLag = lag
+			}
 			if err := cluster.Kill(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -262,7 +279,6 @@ func runHistory(t *testing.T, sp spec) *outcome {
 			oldPrimary, oldSlot = cluster, slot
 			cluster, standby = standby, nil
 			checkDSN = withSearchPath(t, cluster.URL("postgres"), schema)
-			var err error
 			if slot, err = observe.Create(ctx, checkDSN, schema+"_promoted", schema); err != nil {
 				t.Fatal(err)
 			}
@@ -451,13 +467,13 @@ func withSearchPath(t *testing.T, base, schema string) string {
 	return u.String()
 }
 
-// replicatedPair starts a primary and a synchronous standby for one
-// history, removed with it.
-func replicatedPair(t *testing.T) (primary, standby *faults.Cluster) {
+// replicatedPair starts a primary and a standby for one history, removed
+// with it.
+func replicatedPair(t *testing.T, synchronous bool) (primary, standby *faults.Cluster) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	p, s, err := faults.StartReplicated(ctx)
+	p, s, err := faults.StartReplicated(ctx, synchronous)
 	if err != nil {
 		t.Fatalf("a replicated pair (initdb, pg_basebackup): %v", err)
 	}

@@ -7,3 +7,5 @@ import "time"
 const canPause = false
 
 func (f *fleet) pause(int, time.Duration) bool { return false }
+
+func freezeThenKill(int, time.Duration) bool { return false }

@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"os"
 	"syscall"
 	"time"
 )
@@ -23,4 +24,15 @@ func (f *fleet) pause(i int, d time.Duration) bool {
 	wait(d)
 	_ = w.cmd.Process.Signal(syscall.SIGCONT)
 	return true
+}
+
+// freezeThenKill stops process pid (SIGSTOP), waits d, and kills it
+// (SIGKILL): whatever it was about to do, it never does.
+func freezeThenKill(pid int, d time.Duration) bool {
+	p, err := os.FindProcess(pid)
+	if err != nil || p.Signal(syscall.SIGSTOP) != nil {
+		return false
+	}
+	wait(d)
+	return p.Signal(syscall.SIGKILL) == nil
 }

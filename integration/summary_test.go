@@ -120,8 +120,8 @@ func failovers(o *outcome) string {
 	if o.Failovers == 0 {
 		return ""
 	}
-	return fmt.Sprintf(", %d failover (%d transactions decoded on the old primary, %d on the promoted standby)",
-		o.Failovers, o.DecodedOld, o.Report.Observed-o.DecodedOld)
+	return fmt.Sprintf(", %d failover after the standby fell %v behind (%d transactions decoded on the old primary, %d on the promoted standby)",
+		o.Failovers, o.StandbyLag, o.DecodedOld, o.Report.Observed-o.DecodedOld)
 }
 
 func order(observed int, o *outcome) string {

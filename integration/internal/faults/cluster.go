@@ -124,16 +124,21 @@ func (c *Cluster) start(ctx context.Context) error {
 
 // StartReplicated makes a primary and a streaming standby of it (initdb,
 // then pg_basebackup -R), each a throwaway cluster like StartCluster's.
-// Replication is synchronous: the primary acknowledges a commit only once
-// the standby has flushed it (synchronous_standby_names = '*',
-// synchronous_commit = on). It returns once the standby is the primary's
-// synchronous standby.
-func StartReplicated(ctx context.Context) (primary, standby *Cluster, err error) {
+// With synchronous set, the primary acknowledges a commit only once the
+// standby has flushed it (synchronous_standby_names = '*',
+// synchronous_commit = on); otherwise replication is asynchronous and a
+// failover may lose what was acknowledged. It returns once the standby
+// streams (and, when synchronous, is the primary's synchronous standby).
+func StartReplicated(ctx context.Context, synchronous bool) (primary, standby *Cluster, err error) {
 	p, err := initCluster(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := p.appendConf("synchronous_standby_names = '*'", "synchronous_commit = on"); err != nil {
+	conf := []string{"synchronous_standby_names = ''", "synchronous_commit = on"}
+	if synchronous {
+		conf[0] = "synchronous_standby_names = '*'"
+	}
+	if err := p.appendConf(conf...); err != nil {
 		p.remove()
 		return nil, nil, err
 	}
@@ -169,7 +174,7 @@ func StartReplicated(ctx context.Context) (primary, standby *Cluster, err error)
 	defer conn.Close(context.Background())
 	for {
 		var n int
-		err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'`).Scan(&n)
+		err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming' AND (sync_state = 'sync' OR NOT $1)`, synchronous).Scan(&n)
 		if err != nil {
 			return fail(err)
 		}
@@ -178,10 +183,27 @@ func StartReplicated(ctx context.Context) (primary, standby *Cluster, err error)
 		}
 		select {
 		case <-ctx.Done():
-			return fail(fmt.Errorf("faults: the standby never became synchronous: %w", ctx.Err()))
+			return fail(fmt.Errorf("faults: the standby never streamed (synchronous: %v): %w", synchronous, ctx.Err()))
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// WALSenderPID returns the process id of the primary's WAL sender, the
+// process that streams to the standby: once it is stopped (SIGSTOP) the
+// standby falls behind, and once it is killed what it had not sent is never
+// sent.
+func (c *Cluster) WALSenderPID(ctx context.Context) (int, error) {
+	conn, err := pgx.Connect(ctx, c.URL("postgres"))
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.Background())
+	var pid int
+	if err := conn.QueryRow(ctx, `SELECT pid FROM pg_stat_replication LIMIT 1`).Scan(&pid); err != nil {
+		return 0, fmt.Errorf("faults: no WAL sender: %w", err)
+	}
+	return pid, nil
 }
 
 // appendConf adds settings at the end of postgresql.conf, where they win.
