@@ -19,6 +19,9 @@
 // workers and Postgres (and cuts connections right after a COMMIT went
 // through, so the commit lands and its answer is lost), and crashes Postgres
 // (pg_ctl restart -m immediate on a throwaway cluster it made with initdb).
+// One history runs on a primary and a synchronous standby and fails over
+// mid-run: the primary is killed, the standby promoted, the proxy
+// re-pointed.
 // SQLite histories end with every worker killed in the middle of its writes;
 // the file is then reopened.
 //

@@ -215,6 +215,11 @@ func TestControlBypass(t *testing.T) {
 			if !o.Report.Failed() {
 				t.Fatal(errNoViolations)
 			}
+			if dialect == sqlstore.Postgres && (o.Report.Observed == 0 || o.Report.ByCheck()["stale-after-grant"] == 0) {
+				// The order checks must fire on the observed order, not
+				// only on the id order the observer replaced.
+				t.Errorf("no stale write found in the order logical decoding observed (%d transactions)", o.Report.Observed)
+			}
 			t.Logf("violations, as expected:\n%s", o.Report.Summary(2))
 		})
 	}

@@ -1,7 +1,8 @@
 // Package faults injects the failures the reliability harness runs under: a
 // TCP proxy that cuts Postgres connections (at random moments, or right
-// after a COMMIT went through), and a throwaway Postgres cluster that can be
-// crashed and restarted.
+// after a COMMIT went through) and can be re-pointed at another server, a
+// throwaway Postgres cluster that can be crashed and restarted, and a
+// primary with a streaming standby that can fail over.
 package faults
 
 import (
