@@ -388,12 +388,15 @@ func (c *checker) observed() []mark {
 				p, had := prev[m.Resource]
 				prev[m.Resource] = m
 				if had && p.Fence == m.Fence && p.Holder == m.Holder {
-					// A renewal (the expiry moved later) or a release.
-					if m.ExpiresAt.After(p.ExpiresAt) && !m.Released {
+					// A release, or a renewal: the only change that leaves
+					// the same lease unreleased. (Its expiry is then its
+					// statement's clock plus the term; two renewals that
+					// raced may even leave it earlier than before.)
+					if !m.Released {
 						renewals[leaseKey{m.Resource, m.Holder, m.Fence}]++
-						if now := m.ExpiresAt.Add(-c.in.TTL); c.in.TTL > 0 && !now.Before(p.ExpiresAt) {
-							c.violate("renewed-expired", "%s: %s's lease with fence %d was renewed (%s) at %v database time, %v after it expired",
-								m.Resource, m.Holder, m.Fence, at, now.Format(time.StampMicro), now.Sub(p.ExpiresAt))
+						if now := m.ExpiresAt.Add(-c.in.TTL); p.Released || c.in.TTL > 0 && !now.Before(p.ExpiresAt) {
+							c.violate("renewed-expired", "%s: %s's lease with fence %d was renewed (%s) at %v database time, %v after it expired (released: %v)",
+								m.Resource, m.Holder, m.Fence, at, now.Format(time.StampMicro), now.Sub(p.ExpiresAt), p.Released)
 						}
 					}
 					continue
