@@ -15,11 +15,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/fencegate/fencegate/integration/internal/check"
 	"github.com/fencegate/fencegate/integration/internal/faults"
@@ -132,7 +134,7 @@ func runHistory(t *testing.T, sp spec) *outcome {
 		if cluster == nil && sp.Restarts > 0 {
 			out.RestartsSkipped = true
 		}
-		if slot, err = observe.Create(ctx, checkDSN, schema, schema); err != nil {
+		if err = whileDown(func() (err error) { slot, err = observe.Create(ctx, checkDSN, schema, schema); return err }); err != nil {
 			if !errors.Is(err, observe.ErrUnsupported) {
 				t.Fatal(err)
 			}
@@ -140,7 +142,7 @@ func runHistory(t *testing.T, sp spec) *outcome {
 			out.ObserverSkipped = true
 		} else if !sp.Failover { // a replicated pair goes away whole
 			defer func() {
-				if err := slot.Drop(ctx, checkDSN); err != nil {
+				if err := whileDown(func() error { return slot.Drop(ctx, checkDSN) }); err != nil {
 					t.Errorf("dropping the replication slot: %v", err)
 				}
 			}()
@@ -324,7 +326,7 @@ func runHistory(t *testing.T, sp spec) *outcome {
 	in.Events, in.Rejections = readDatabase(t, sp.Dialect, checkDSN)
 	var err error
 	if slot != nil {
-		if in.Commits, err = slot.Read(ctx, checkDSN); err != nil {
+		if err = whileDown(func() (err error) { in.Commits, err = slot.Read(ctx, checkDSN); return err }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -388,6 +390,21 @@ func setup(t *testing.T, dsn, schema string) {
 	if err := workload.Setup(ctx, d.DB(), d.Dialect(), schema); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// whileDown runs f until it succeeds or fails for a reason other than a
+// server that is down: another history on the same cluster may be
+// crashing it.
+func whileDown(f func() error) error {
+	var err error
+	for range 50 {
+		var pgErr *pgconn.PgError
+		if err = f(); err == nil || errors.As(err, &pgErr) && !strings.HasPrefix(pgErr.Code, "57P") {
+			return err // done, or the server answered: 57P is its shutting down or starting up
+		}
+		wait(200 * time.Millisecond)
+	}
+	return err
 }
 
 // readDatabase reopens the database (after the crash: SQLite recovers its

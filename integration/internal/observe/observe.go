@@ -65,7 +65,7 @@ var ErrUnsupported = errors.New("observe: the server does not run logical decodi
 var identifier = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
 
 // Create makes a slot named name that decodes the changes to the tables of
-// schema, committed from now on.
+// schema, committed from now on. If the slot exists already, Create uses it.
 func Create(ctx context.Context, dsn, name, schema string) (*Slot, error) {
 	if !identifier.MatchString(name) || !identifier.MatchString(schema) {
 		return nil, fmt.Errorf("observe: %q or %q is not a plain identifier", name, schema)
@@ -82,7 +82,9 @@ func Create(ctx context.Context, dsn, name, schema string) (*Slot, error) {
 	if level != "logical" {
 		return nil, fmt.Errorf("%w: wal_level is %s", ErrUnsupported, level)
 	}
-	if _, err := conn.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'test_decoding')`, name); err != nil {
+	// A retry after a crash finds the slot if its creation was made durable.
+	if _, err := conn.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'test_decoding')
+	    WHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)`, name); err != nil {
 		return nil, fmt.Errorf("observe: create slot: %w", err)
 	}
 	return &Slot{Name: name, schema: schema}, nil
@@ -150,7 +152,7 @@ func (s *Slot) Drop(ctx context.Context, dsn string) error {
 		return err
 	}
 	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, s.Name)
+	_, err = conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, s.Name)
 	return err
 }
 
