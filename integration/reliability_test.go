@@ -131,16 +131,25 @@ func runHistories(t *testing.T, dialect sqlstore.Dialect) {
 // standby; the workers follow through the proxy. With synchronous
 // replication nothing acknowledged may be lost: no fence is issued twice,
 // no floor goes back, no acknowledged grant or write is missing, so the
-// history must break no rule.
+// history must break no rule. The soak runs such histories, at soak size,
+// until its time is up.
 func TestFailoverSynchronous(t *testing.T) {
 	t.Parallel()
-	o := runFailover(t, false)
-	r := o.Report
-	if r.Failed() {
-		t.Errorf("%d violations across a synchronous failover (replay with %s=%d):\n%s", len(r.Violations), EnvSeed, o.Seed, r.Summary(5))
-	}
-	if r.Committed == 0 || r.Grants == 0 || r.Observed == 0 {
-		t.Errorf("nothing committed (%d writes, %d grants, %d decoded): the workload did not run", r.Committed, r.Grants, r.Observed)
+	begin := time.Now()
+	for i := uint64(0); i == 0 || soak() > 0 && time.Since(begin) < soak(); i++ {
+		ok := t.Run(fmt.Sprintf("history-%d", i+1), func(t *testing.T) {
+			o := runFailover(t, false, i)
+			r := o.Report
+			if r.Failed() {
+				t.Errorf("%d violations across a synchronous failover (replay with %s=%d):\n%s", len(r.Violations), EnvSeed, o.Seed-i, r.Summary(5))
+			}
+			if r.Committed == 0 || r.Grants == 0 || r.Observed == 0 {
+				t.Errorf("nothing committed (%d writes, %d grants, %d decoded): the workload did not run", r.Committed, r.Grants, r.Observed)
+			}
+		})
+		if !ok {
+			return
+		}
 	}
 }
 
@@ -158,21 +167,24 @@ func TestFailoverAsynchronous(t *testing.T) {
 		t.Skipf("a measurement: set %s=1 to run it", EnvFailoverAsync)
 	}
 	t.Parallel()
-	o := runFailover(t, true)
+	o := runFailover(t, true, 0)
 	t.Logf("violations after an asynchronous failover: %v\n%s", o.Report.ByCheck(), o.Report.Summary(3))
 }
 
-// runFailover runs and records one failover history.
-func runFailover(t *testing.T, async bool) *outcome {
+// runFailover runs and records one failover history, the nth of its test.
+func runFailover(t *testing.T, async bool, n uint64) *outcome {
 	if err := faults.CanReplicate(); err != nil {
 		if os.Getenv(dbtest.EnvRequirePostgres) == "true" {
 			t.Fatalf("%v (and %s=true makes that a failure)", err, dbtest.EnvRequirePostgres)
 		}
 		t.Skipf("\n*** FAILOVER TEST SKIPPED: %v ***\n", err)
 	}
-	sp := ciSpec(sqlstore.Postgres, baseSeed(t))
-	sp.Failover, sp.AsyncStandby, sp.Restarts, sp.Duration = true, async, 0, 20*time.Second
-	sp.Kills, sp.Pauses, sp.Cuts, sp.CommitCuts = 2, 2, 2, 2
+	sp := ciSpec(sqlstore.Postgres, baseSeed(t)+n)
+	sp.Duration, sp.Kills, sp.Pauses, sp.Cuts, sp.CommitCuts = 20*time.Second, 2, 2, 2, 2
+	if soak() > 0 {
+		sp = soakSpec(sqlstore.Postgres, baseSeed(t)+n)
+	}
+	sp.Failover, sp.AsyncStandby, sp.Restarts = true, async, 0
 	o := runHistory(t, sp)
 	record(map[bool]string{false: "failover/sync", true: "failover/async"}[async], o)
 	t.Log(describe(o))
