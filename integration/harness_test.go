@@ -69,7 +69,7 @@ type outcome struct {
 	// DecodedOld is how many of the decoded transactions committed on the
 	// old primary before a failover (the rest on the promoted standby).
 	DecodedOld int
-	StandbyLag time.Duration // how long the standby's WAL receiver was stopped before the primary died
+	StandbyLag time.Duration // how long the primary's WAL sender was stopped before the primary died
 	Proxy      faults.ProxyStats
 	Elapsed    time.Duration
 	// RestartsSkipped is set when the spec asked for Postgres crashes but the
@@ -255,15 +255,14 @@ func runHistory(t *testing.T, sp spec) *outcome {
 			}
 			out.Restarts++
 		case "failover":
-			// The primary dies; the standby is promoted, given a slot of
-			// its own before any client reaches it, and the proxy moves
-			// the clients to it.
 			// First the standby falls behind: the primary's WAL sender
 			// stops for 0.3 to 0.8 s while the workers go on (a
 			// synchronous primary makes their commits wait; an
 			// asynchronous one acknowledges what the standby does not
 			// have), then it is killed with the primary, so what it had
-			// not sent is lost.
+			// not sent is lost. The standby is promoted, given a slot of
+			// its own before any client can reach it, and the proxy moves
+			// the clients to it.
 			pid, err := cluster.WALSenderPID(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -496,7 +495,7 @@ func replicatedPair(t *testing.T, synchronous bool) (primary, standby *faults.Cl
 	}
 	t.Cleanup(func() {
 		_ = s.Stop()
-		_ = p.Stop() // after a failover it is down already
+		_ = p.Stop()
 	})
 	return p, s
 }
@@ -504,8 +503,9 @@ func replicatedPair(t *testing.T, synchronous bool) (primary, standby *faults.Cl
 // beforeFailover reads what the old primary's slot saw commit, starting the
 // old primary again on its own for it (the proxy no longer leads there),
 // and keeps what reached the new primary: the commits up to its timeline's
-// switch point. A commit after it was never acknowledged (the primary
-// waited for the standby) and is not in the new primary.
+// switch point. A commit after it never reached the new primary; with
+// synchronous replication it was never acknowledged either, with
+// asynchronous replication it may have been, and is lost.
 func beforeFailover(t *testing.T, old *faults.Cluster, slot *observe.Slot, promoted *faults.Cluster, schema string) []observe.Commit {
 	t.Helper()
 	ctx := context.Background()

@@ -2,6 +2,15 @@
 // (history.Op, client side) against what the database kept (the fg_events
 // table and the rejection log), after every kill, cut and restart.
 //
+// Commit order is what logical decoding observed when the history has it
+// (Input.Commits, Postgres): the server's own order of commits, whatever
+// locks were or were not taken. A grant is then a fencegate_lease version
+// with a new fence, or a floor raise. Without an observer (SQLite, whose
+// single writer makes id order commit order) commit order is the order of
+// fg_events ids, and grants are the raise rows. Grants are the
+// coordinator's and, on resources whose fences come from outside it, the
+// fences admitted with gate.Admit.
+//
 // The checks, each named in the violations it reports:
 //
 //   - lost-write: a write the client saw committed is not in the table.
@@ -12,22 +21,6 @@
 //     non-decreasing fences.
 //   - stale-after-grant: per resource, no write under fence N committed after
 //     a grant above N committed.
-//
-// Commit order, for those two, is what logical decoding observed when the
-// history has it (Input.Commits, Postgres): the server's own order of
-// commits, whatever locks were or were not taken. A grant is then a
-// fencegate_lease version with a new fence, or a floor raise (which also
-// covers fences admitted with gate.Admit). Without an observer (SQLite, whose
-// single writer makes id order commit order), commit order is the order of
-// fg_events ids, and grants are the raise rows. With an observer these also
-// hold, in that order:
-//
-//   - observer-mismatch: the decoded writes are exactly the table's rows.
-//   - granted-while-live: a lease is granted over a previous holder's only
-//     once that lease has expired or been released, in database time.
-//   - renewed-expired: a renewal extends only a lease still live in
-//     database time (its new expiry minus the term is before the old one).
-//   - lost-renewal: every acknowledged renewal is among the decoded ones.
 //   - ungranted-fence: every committed write's fence was granted to its
 //     writer for that resource.
 //   - realtime-stale-write: no write under N committed if it was invoked after
@@ -41,9 +34,6 @@
 //     client saw with a log sequence number is in the rejection log, every
 //     logged refusal was a write or admission that saw refusal (or never saw
 //     its outcome), and every logged refusal is below its floor.
-//
-// Grants are the coordinator's, and, on resources whose fences come from
-// outside it, the fences admitted with gate.Admit.
 //   - overlapping-holders: no grant was acknowledged while the previous
 //     holder could still believe it held the lease: before the invocation of
 //     its last grant or renewal plus the term granted (unless it had
@@ -56,6 +46,15 @@
 //     blocks an acquisition.
 //   - linearizability: the coordinator's and gate's operations on each
 //     resource are linearizable against a lease register (see Model).
+//
+// With an observer, also:
+//
+//   - observer-mismatch: the decoded writes are exactly the table's rows.
+//   - granted-while-live: a lease is granted over a previous holder's only
+//     once that lease has expired or been released, in database time.
+//   - renewed-expired: a renewal extends only a lease still live in
+//     database time (its new expiry minus the term is before the old one).
+//   - lost-renewal: every acknowledged renewal is among the decoded ones.
 package check
 
 import (
