@@ -80,10 +80,10 @@ const ExternalFenceBase = 1_000_000_000
 
 // drawExternal draws the next fence of the outside fence source: the
 // workload's own counter, standing in for etcd revisions or Consul's
-// LockIndex.
+// LockIndex. Its argument is ExternalFenceBase.
 var drawExternal = map[sqlstore.Dialect]string{
-	sqlstore.Postgres: `SELECT 1000000000 + nextval('fg_external_fence')`,
-	sqlstore.SQLite:   `INSERT INTO fg_external_fence DEFAULT VALUES RETURNING 1000000000 + id`,
+	sqlstore.Postgres: `SELECT $1::bigint + nextval('fg_external_fence')`,
+	sqlstore.SQLite:   `INSERT INTO fg_external_fence DEFAULT VALUES RETURNING ?1 + id`,
 }
 
 // insertWrite is the fenced write: one row of fg_events, in the write's

@@ -121,8 +121,8 @@ func Run(ctx context.Context, cfg Config) error {
 		return run(ctx, cfg, rec, d, pool, func(ctx context.Context, tx pgx.Tx, q string, args ...any) error {
 			_, err := tx.Exec(ctx, q, args...)
 			return err
-		}, func(ctx context.Context, q string) (v int64, err error) {
-			err = pool.QueryRow(ctx, q).Scan(&v)
+		}, func(ctx context.Context, q string, args ...any) (v int64, err error) {
+			err = pool.QueryRow(ctx, q, args...).Scan(&v)
 			return v, err
 		})
 	}
@@ -145,8 +145,8 @@ func Run(ctx context.Context, cfg Config) error {
 	return run(ctx, cfg, rec, d, nil, func(ctx context.Context, tx *sql.Tx, q string, args ...any) error {
 		_, err := tx.ExecContext(ctx, q, args...)
 		return err
-	}, func(ctx context.Context, q string) (v int64, err error) {
-		err = d.DB().QueryRowContext(ctx, q).Scan(&v)
+	}, func(ctx context.Context, q string, args ...any) (v int64, err error) {
+		err = d.DB().QueryRowContext(ctx, q, args...).Scan(&v)
 		return v, err
 	})
 }
@@ -188,11 +188,11 @@ type env[TTx any] struct {
 	// batch is gate.CommitBatch of one INSERT through the pool (pgx only).
 	batch func(ctx context.Context, g *gate.Gate[TTx], tok gate.Token, q string, args ...any) error
 	// draw runs a statement that returns one number, outside any transaction.
-	draw func(ctx context.Context, q string) (int64, error)
+	draw func(ctx context.Context, q string, args ...any) (int64, error)
 }
 
 func run[TTx any](ctx context.Context, cfg Config, rec *history.Recorder, d sqlstore.Driver[TTx], sender gate.BatchSender,
-	exec func(context.Context, TTx, string, ...any) error, draw func(context.Context, string) (int64, error)) error {
+	exec func(context.Context, TTx, string, ...any) error, draw func(context.Context, string, ...any) (int64, error)) error {
 	e := &env[TTx]{
 		cfg:    cfg,
 		rec:    rec,
@@ -572,7 +572,7 @@ func (e *env[TTx]) write(ctx context.Context, a *agent, g *gate.Gate[TTx], tok g
 func (e *env[TTx]) externalCycle(ctx context.Context, a *agent, res string) time.Duration {
 	backoff := time.Duration(5+a.rng.IntN(50)) * time.Millisecond
 	dctx, cancel := context.WithTimeout(ctx, e.cfg.OpTimeout)
-	fence, err := e.draw(dctx, drawExternal[e.driver.Dialect()])
+	fence, err := e.draw(dctx, drawExternal[e.driver.Dialect()], int64(ExternalFenceBase))
 	cancel()
 	if err != nil {
 		return backoff // no fence drawn: nothing happened
