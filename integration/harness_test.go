@@ -322,7 +322,7 @@ func runHistory(t *testing.T, sp spec) *outcome {
 	if !sp.Bypass {
 		in.VisualizeTo = filepath.Join(dir, "linearizability.html")
 	}
-	in.Events, in.Rejections = readDatabase(t, sp.Dialect, checkDSN)
+	in.Events, in.Rejections, in.LeaseLog = readDatabase(t, sp.Dialect, checkDSN)
 	var err error
 	if slot != nil {
 		if err = whileDown(func() (err error) { in.Commits, err = slot.Read(ctx, checkDSN); return err }); err != nil {
@@ -407,8 +407,9 @@ func whileDown(f func() error) error {
 }
 
 // readDatabase reopens the database (after the crash: SQLite recovers its
-// WAL here) and reads the events and the rejection log.
-func readDatabase(t *testing.T, dialect sqlstore.Dialect, dsn string) ([]workload.Event, []sqlstore.Rejection) {
+// WAL here) and reads the events, the rejection log and, on SQLite, the
+// log of lease versions.
+func readDatabase(t *testing.T, dialect sqlstore.Dialect, dsn string) ([]workload.Event, []sqlstore.Rejection, []observe.Mark) {
 	t.Helper()
 	ctx := context.Background()
 	var d *sqlstore.SQLDriver
@@ -437,7 +438,13 @@ func readDatabase(t *testing.T, dialect sqlstore.Dialect, dsn string) ([]workloa
 	if err != nil {
 		t.Fatal(err)
 	}
-	return events, rejections
+	var leases []observe.Mark
+	if dialect == sqlstore.SQLite {
+		if leases, err = workload.ReadLeaseLog(ctx, d.DB()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return events, rejections, leases
 }
 
 // createSchema makes an empty schema on the server at base and returns a

@@ -47,9 +47,13 @@
 //   - linearizability: the coordinator's and gate's operations on each
 //     resource are linearizable against a lease register (see Model).
 //
-// With an observer, also:
+// With an observer (Postgres), also:
 //
 //   - observer-mismatch: the decoded writes are exactly the table's rows.
+//
+// With every version of the lease rows in commit order (decoded on
+// Postgres, Input.LeaseLog on SQLite), also:
+//
 //   - granted-while-live: a lease is granted over a previous holder's only
 //     once that lease has expired or been released, in database time.
 //   - renewed-expired: a renewal extends only a lease still live in
@@ -83,7 +87,11 @@ type Input struct {
 	// Commits is the commit order logical decoding observed (Postgres), the
 	// authority on order when set; nil means id order is commit order
 	// (SQLite).
-	Commits   []observe.Commit
+	Commits []observe.Commit
+	// LeaseLog is every version of the lease rows in commit order, from a
+	// trigger (SQLite, whose id order is commit order). With Commits the
+	// versions come from the decoded changes instead.
+	LeaseLog  []observe.Mark
 	ClockSkew time.Duration // the clients' lease.ClientOptions.ClockSkew
 	// TTL is the term the coordinator granted (every request asked for it);
 	// 0 skips the expiry checks.
@@ -325,12 +333,19 @@ func (c *checker) commitOrder() {
 		}
 	}
 	var order []mark
+	var leases []leaseVersion
 	if c.in.Commits == nil {
 		for _, e := range c.in.Events {
 			order = append(order, mark{write: e.Kind == "write", e: e, at: fmt.Sprintf("id %d", e.ID)})
 		}
+		for i, m := range c.in.LeaseLog {
+			leases = append(leases, leaseVersion{m, fmt.Sprintf("lease log #%d", i+1)})
+		}
 	} else {
-		order = c.observed()
+		order, leases = c.observed()
+	}
+	if c.in.Commits != nil || c.in.LeaseLog != nil {
+		c.leaseLives(leases)
 	}
 	lastWrite := map[string]mark{}
 	lastGrant := map[string]mark{}
@@ -357,21 +372,17 @@ func (c *checker) commitOrder() {
 }
 
 // observed turns the decoded commits into writes and grants in commit
-// order, and checks what only the observer can see: that it saw every
-// row, and the leases' lives in database time.
-func (c *checker) observed() []mark {
+// order, with every lease version, and checks that the observer saw every
+// row.
+func (c *checker) observed() ([]mark, []leaseVersion) {
 	var order []mark
+	var leases []leaseVersion
 	seen := map[string]bool{}
-	type leaseKey struct {
-		res, holder string
-		fence       int64
-	}
-	renewals := map[leaseKey]int{}
-	prev := map[string]observe.Mark{} // the last lease version per resource
+	granted := map[string]int64{} // the fence of the last lease version, per resource
 	for _, cm := range c.in.Commits {
 		at := fmt.Sprintf("commit #%d at %s", cm.Pos, cm.LSN)
 		for _, m := range cm.Marks {
-			e := workload.Event{Resource: m.Resource, Fence: m.Fence, Holder: m.Holder, OpID: m.OpID}
+			e := workload.Event{Kind: "raise", Resource: m.Resource, Fence: m.Fence, Holder: m.Holder, OpID: m.OpID}
 			switch m.Kind {
 			case observe.Write:
 				seen[m.OpID] = true
@@ -381,37 +392,62 @@ func (c *checker) observed() []mark {
 				e.Kind = "write"
 				order = append(order, mark{write: true, e: e, at: at})
 			case observe.Floor:
-				e.Kind = "raise"
 				order = append(order, mark{e: e, at: at})
 			case observe.Lease:
-				p, had := prev[m.Resource]
-				prev[m.Resource] = m
-				if had && p.Fence == m.Fence && p.Holder == m.Holder {
-					// A release, or a renewal: the only change that leaves
-					// the same lease unreleased. (Its expiry is then its
-					// statement's clock plus the term; two renewals that
-					// raced may even leave it earlier than before.)
-					if !m.Released {
-						renewals[leaseKey{m.Resource, m.Holder, m.Fence}]++
-						if now := m.ExpiresAt.Add(-c.in.TTL); p.Released || c.in.TTL > 0 && !now.Before(p.ExpiresAt) {
-							c.violate("renewed-expired", "%s: %s's lease with fence %d was renewed (%s) at %v database time, %v after it expired (released: %v)",
-								m.Resource, m.Holder, m.Fence, at, now.Format(time.StampMicro), now.Sub(p.ExpiresAt), p.Released)
-						}
-					}
-					continue
+				leases = append(leases, leaseVersion{m, at})
+				if f, ok := granted[m.Resource]; !ok || f != m.Fence {
+					order = append(order, mark{e: e, at: at}) // a new fence: a grant
 				}
-				if had && !p.Released && m.GrantedAt.Before(p.ExpiresAt) {
-					c.violate("granted-while-live", "%s: fence %d granted to %s (%s) at %v database time, %v before %s's lease with fence %d expired",
-						m.Resource, m.Fence, m.Holder, at, m.GrantedAt.Format(time.StampMicro), p.ExpiresAt.Sub(m.GrantedAt), p.Holder, p.Fence)
-				}
-				e.Kind = "raise"
-				order = append(order, mark{e: e, at: at})
+				granted[m.Resource] = m.Fence
 			}
 		}
 	}
 	for _, e := range c.in.Events {
 		if e.Kind == "write" && !seen[e.OpID] {
 			c.violate("observer-mismatch", "%s: row %d (write %s under fence %d) is in the table but logical decoding never saw it commit", e.Resource, e.ID, e.OpID, e.Fence)
+		}
+	}
+	return order, leases
+}
+
+// leaseVersion is one committed version of a lease row, and where it is in
+// commit order.
+type leaseVersion struct {
+	m  observe.Mark
+	at string
+}
+
+// leaseLives follows each lease's versions in commit order and checks its
+// life in database time: granted over another only once that one is over,
+// renewed only while live, and every acknowledged renewal committed.
+func (c *checker) leaseLives(versions []leaseVersion) {
+	type leaseKey struct {
+		res, holder string
+		fence       int64
+	}
+	renewals := map[leaseKey]int{}
+	prev := map[string]observe.Mark{} // the last version per resource
+	for _, v := range versions {
+		m, at := v.m, v.at
+		p, had := prev[m.Resource]
+		prev[m.Resource] = m
+		if had && p.Fence == m.Fence && p.Holder == m.Holder {
+			// A release, or a renewal: the only change that leaves the
+			// same lease unreleased. (Its expiry is then its statement's
+			// clock plus the term; two renewals that raced may even leave
+			// it earlier than before.)
+			if !m.Released {
+				renewals[leaseKey{m.Resource, m.Holder, m.Fence}]++
+				if now := m.ExpiresAt.Add(-c.in.TTL); p.Released || c.in.TTL > 0 && !now.Before(p.ExpiresAt) {
+					c.violate("renewed-expired", "%s: %s's lease with fence %d was renewed (%s) at %v database time, %v after it expired (released: %v)",
+						m.Resource, m.Holder, m.Fence, at, now.Format(time.StampMicro), now.Sub(p.ExpiresAt), p.Released)
+				}
+			}
+			continue
+		}
+		if had && !p.Released && m.GrantedAt.Before(p.ExpiresAt) {
+			c.violate("granted-while-live", "%s: fence %d granted to %s (%s) at %v database time, %v before %s's lease with fence %d expired",
+				m.Resource, m.Fence, m.Holder, at, m.GrantedAt.Format(time.StampMicro), p.ExpiresAt.Sub(m.GrantedAt), p.Holder, p.Fence)
 		}
 	}
 	for _, o := range c.in.Ops {
@@ -424,7 +460,6 @@ func (c *checker) observed() []mark {
 			renewals[k]--
 		}
 	}
-	return order
 }
 
 // grants: unique, growing, durable, and asked for.

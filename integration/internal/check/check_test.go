@@ -185,6 +185,19 @@ func TestEachCheckFires(t *testing.T) {
 			last.ExpiresAt = last.ExpiresAt.Add(b.in.TTL + time.Millisecond) // renewed 1ms after it expired
 			b.commit(last)
 		}},
+		{"renewed-expired", func(b *builder) {
+			// SQLite: the lease log, in id order, shows b's lease renewed
+			// 1ms after it expired.
+			l := observe.Mark{Kind: observe.Lease, Resource: "r", Fence: 2, Holder: "b", GrantedAt: time.Unix(0, ms(301))}
+			l.ExpiresAt = l.GrantedAt.Add(b.in.TTL)
+			r := l
+			r.ExpiresAt = l.ExpiresAt.Add(b.in.TTL + time.Millisecond)
+			b.in.LeaseLog = []observe.Mark{l, r}
+		}},
+		{"lost-renewal", func(b *builder) {
+			b.in.LeaseLog = []observe.Mark{}
+			b.op(history.Renew, "b", "r", 2, 304, 305, history.OK).TTL = int64(250 * time.Millisecond)
+		}},
 		{"lost-renewal", func(b *builder) {
 			b.observe()
 			b.op(history.Renew, "b", "r", 2, 304, 305, history.OK).TTL = int64(250 * time.Millisecond)

@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"fmt"
 	"regexp"
+	"time"
 
+	"github.com/fencegate/fencegate/integration/internal/observe"
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
@@ -14,12 +16,15 @@ import (
 // fg_events holds the fenced writes (kind 'write', one row per committed
 // write, inserted in the write's transaction) and the floor raises (kind
 // 'raise', inserted by a trigger on fencegate_floor whenever a floor is
-// created or rises). Both draw their id from one counter, and both draw it
-// while holding the resource's floor row: a writer after gate.Commit locked
-// it, a raise in the statement that changed it. The lock is held to the end
-// of the transaction, so for one resource id order is commit order. (On
-// SQLite there is one writer at a time, so id order is commit order
-// outright.)
+// created or rises). Both draw their id from one counter. On SQLite there is
+// one writer at a time, so id order is commit order. On Postgres both draw
+// it while holding the resource's floor row, so id order is commit order
+// only if that lock, the thing under test, works: the checker takes commit
+// order from logical decoding there instead (package observe).
+//
+// fg_lease_log (SQLite) holds every version of a fencegate_lease row,
+// written by a trigger, in commit order: the leases' lives in database time.
+// On Postgres the decoded changes carry the same.
 //
 // With the co-located coordinator, floors rise only when a lease is granted
 // (Acquire raises the floor to the new fence in the granting transaction),
@@ -71,6 +76,25 @@ var sqliteSchema = []string{
 	    INSERT INTO fg_events (kind, resource, fence, holder) VALUES ('raise', NEW.resource, NEW.floor, NEW.holder);
 	END`,
 	`CREATE TABLE fg_external_fence (id INTEGER PRIMARY KEY AUTOINCREMENT)`,
+	// Every version of a lease row, in id order, which on SQLite is commit
+	// order: the lease's life in database time, for the checker.
+	`CREATE TABLE fg_lease_log (
+	    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+	    resource   TEXT    NOT NULL,
+	    holder     TEXT    NOT NULL,
+	    fence      INTEGER NOT NULL,
+	    granted_at INTEGER NOT NULL,
+	    expires_at INTEGER NOT NULL,
+	    released   INTEGER NOT NULL
+	)`,
+	`CREATE TRIGGER fg_lease_log_insert AFTER INSERT ON fencegate_lease BEGIN
+	    INSERT INTO fg_lease_log (resource, holder, fence, granted_at, expires_at, released)
+	    VALUES (NEW.resource, NEW.holder, NEW.fence, NEW.granted_at, NEW.expires_at, NEW.released);
+	END`,
+	`CREATE TRIGGER fg_lease_log_update AFTER UPDATE ON fencegate_lease BEGIN
+	    INSERT INTO fg_lease_log (resource, holder, fence, granted_at, expires_at, released)
+	    VALUES (NEW.resource, NEW.holder, NEW.fence, NEW.granted_at, NEW.expires_at, NEW.released);
+	END`,
 }
 
 // ExternalFenceBase is added to the outside fence source's numbers, so that
@@ -150,6 +174,27 @@ func ReadEvents(ctx context.Context, db *sql.DB) ([]Event, error) {
 			return nil, err
 		}
 		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// ReadLeaseLog reads SQLite's log of lease versions (fg_lease_log) in id
+// order, which is commit order there.
+func ReadLeaseLog(ctx context.Context, db *sql.DB) ([]observe.Mark, error) {
+	rows, err := db.QueryContext(ctx, `SELECT resource, holder, fence, granted_at, expires_at, released FROM fg_lease_log ORDER BY id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []observe.Mark{}
+	for rows.Next() {
+		m := observe.Mark{Kind: observe.Lease}
+		var granted, expires int64
+		if err := rows.Scan(&m.Resource, &m.Holder, &m.Fence, &granted, &expires, &m.Released); err != nil {
+			return nil, err
+		}
+		m.GrantedAt, m.ExpiresAt = time.UnixMicro(granted), time.UnixMicro(expires)
+		out = append(out, m)
 	}
 	return out, rows.Err()
 }
