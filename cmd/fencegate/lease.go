@@ -83,22 +83,7 @@ func cmdClaim(ctx context.Context, c *cli, cmd *command, args []string) int {
 	}
 	defer b.Close()
 
-	var l *lease.Lease
-	err = waitWhileHeld(ctx, *wait, nil, func() error {
-		req, err := client.BeginAcquire(*lock)
-		if err != nil {
-			return err
-		}
-		out, err := b.coord.Acquire(ctx, req)
-		if err != nil {
-			return err
-		}
-		if !out.OK {
-			return &lease.HeldError{Resource: *lock, HeldBy: out.HeldBy, Fence: out.Fence, RetryAfter: out.RetryAfter, AlreadyHeld: out.AlreadyHeld}
-		}
-		l, err = client.CompleteAcquire(req, out.Grant)
-		return err
-	})
+	l, err := claimLock(ctx, b, client, *lock, *wait)
 	if held, ok := errors.AsType[*lease.HeldError](err); ok {
 		c.reportHeld(cmd, held)
 		return exitHeld
@@ -114,6 +99,28 @@ func cmdClaim(ctx context.Context, c *cli, cmd *command, args []string) int {
 	c.logf(cmd, "%s: fence %d for %s, expires in %s (%s)",
 		g.Resource, g.Fence, g.Holder, dur(g.TTL), stamp(g.CoordinatorExpiresAt.Time()))
 	return exitOK
+}
+
+// claimLock acquires lock for client's holder, asking again while it is
+// held until wait has passed. A held lock is a *lease.HeldError.
+func claimLock(ctx context.Context, b *backend, client *lease.Client, lock string, wait time.Duration) (*lease.Lease, error) {
+	var l *lease.Lease
+	err := waitWhileHeld(ctx, wait, nil, func() error {
+		req, err := client.BeginAcquire(lock)
+		if err != nil {
+			return err
+		}
+		out, err := b.coord.Acquire(ctx, req)
+		if err != nil {
+			return err
+		}
+		if !out.OK {
+			return &lease.HeldError{Resource: lock, HeldBy: out.HeldBy, Fence: out.Fence, RetryAfter: out.RetryAfter, AlreadyHeld: out.AlreadyHeld}
+		}
+		l, err = client.CompleteAcquire(req, out.Grant)
+		return err
+	})
+	return l, err
 }
 
 // checkTTL checks a --ttl value.
@@ -202,21 +209,30 @@ func cmdCheck(ctx context.Context, c *cli, cmd *command, args []string) int {
 	}
 	defer b.Close()
 
-	st, err := b.coord.Status(ctx, token.Resource)
+	st, _, why, err := checkToken(ctx, b, token)
 	if err != nil {
 		return c.fail(cmd, err)
 	}
-	floor, err := b.gate.Floor(ctx, token.Resource)
-	if err != nil && !errors.Is(err, sqlstore.ErrNotFound) {
-		return c.fail(cmd, err)
-	}
-	if why := staleness(token, st, floor.Floor); why != "" {
+	if why != "" {
 		c.logf(cmd, "%s", why)
 		return exitHeld
 	}
 	fmt.Fprintf(c.stdout, "current: %s fence %d held by %s, expires in %s\n",
 		token.Resource, token.Fence, token.Holder, dur(st.Remaining))
 	return exitOK
+}
+
+// checkToken reads token's lease and floor, and says why the token is not
+// current ("" if it is). Advisory, as check is.
+func checkToken(ctx context.Context, b *backend, token gate.Token) (st lease.Status, floor int64, why string, err error) {
+	if st, err = b.coord.Status(ctx, token.Resource); err != nil {
+		return lease.Status{}, 0, "", err
+	}
+	f, err := b.gate.Floor(ctx, token.Resource)
+	if err != nil && !errors.Is(err, sqlstore.ErrNotFound) {
+		return lease.Status{}, 0, "", err
+	}
+	return st, f.Floor, staleness(token, st, f.Floor), nil
 }
 
 // staleness says why token is not current, given its lock's lease status
@@ -292,16 +308,7 @@ func cmdRenew(ctx context.Context, c *cli, cmd *command, args []string) int {
 	}
 	defer b.Close()
 
-	// Each invocation is a fresh process with no lease.Client state, so the
-	// request is built from the token: the coordinator side is
-	// authoritative and reads only these fields.
-	out, err := b.coord.Renew(ctx, &lease.RenewRequest{
-		Resource:  token.Resource,
-		Holder:    token.Holder,
-		Fence:     token.Fence,
-		RequestID: newRequestID(),
-		TTL:       *ttl,
-	})
+	out, err := renewToken(ctx, b, token, *ttl)
 	if errors.Is(err, lease.ErrUnknownResource) {
 		c.logf(cmd, "never issued: %s was never leased", token.Resource)
 		return exitHeld
@@ -321,6 +328,19 @@ func cmdRenew(ctx context.Context, c *cli, cmd *command, args []string) int {
 	fmt.Fprintln(c.stdout, stamp(out.Grant.CoordinatorExpiresAt.Time()))
 	c.logf(cmd, "%s: fence %d, expires in %s", token.Resource, token.Fence, dur(out.Grant.TTL))
 	return exitOK
+}
+
+// renewToken renews the lease token names. Each invocation is a fresh
+// process with no lease.Client state, so the request is built from the
+// token: the coordinator side is authoritative and reads only these fields.
+func renewToken(ctx context.Context, b *backend, token gate.Token, ttl time.Duration) (lease.RenewOutcome, error) {
+	return b.coord.Renew(ctx, &lease.RenewRequest{
+		Resource:  token.Resource,
+		Holder:    token.Holder,
+		Fence:     token.Fence,
+		RequestID: newRequestID(),
+		TTL:       ttl,
+	})
 }
 
 func releaseCommand() *command {

@@ -64,6 +64,7 @@ func commands() []*command {
 	return []*command{
 		claimCommand(), checkCommand(), renewCommand(), releaseCommand(),
 		runCommand(), gateCommand(), statusCommand(), migrateCommand(), demoCommand(), versionCommand(),
+		mcpCommand(),
 	}
 }
 
@@ -258,6 +259,11 @@ func (c *cli) holder(flagValue string) string {
 	if h := c.env(envHolder); h != "" {
 		return h
 	}
+	return hostPID()
+}
+
+// hostPID names this process: "host-pid".
+func hostPID() string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
 		host = "localhost"

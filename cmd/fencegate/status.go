@@ -187,13 +187,18 @@ func readStatus(ctx context.Context, b *backend, lock string, refusals int) (sta
 			return statusReport{}, err
 		}
 		for _, r := range rejections {
-			report.Refusals = append(report.Refusals, refusalReport{
-				Seq: r.Seq, Lock: r.Resource, Fence: r.Fence, Holder: r.Holder,
-				Floor: r.Floor, FloorHolder: r.FloorHolder, NotIssued: r.NotIssued, At: r.At,
-			})
+			report.Refusals = append(report.Refusals, refusalOf(r))
 		}
 	}
 	return report, nil
+}
+
+// refusalOf is a rejection record as status reports it.
+func refusalOf(r gate.Rejection) refusalReport {
+	return refusalReport{
+		Seq: r.Seq, Lock: r.Resource, Fence: r.Fence, Holder: r.Holder,
+		Floor: r.Floor, FloorHolder: r.FloorHolder, NotIssued: r.NotIssued, At: r.At,
+	}
 }
 
 func printStatus(w io.Writer, report statusReport) {

@@ -1,0 +1,9 @@
+//go:build unix
+
+package main
+
+import "syscall"
+
+// openNonblock opens the old content of an append without blocking, should
+// the file have been swapped for a named pipe since it was checked.
+const openNonblock = syscall.O_NONBLOCK
