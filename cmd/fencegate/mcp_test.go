@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -89,7 +91,7 @@ func newMCP(t *testing.T, dsn string, cfg mcpConfig) *mcpSession {
 // failing t only on a protocol error.
 func call(t *testing.T, cs *mcp.ClientSession, tool string, args any) *mcp.CallToolResult {
 	t.Helper()
-	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: tool, Arguments: args})
+	res, err := cs.CallTool(t.Context(), callParams(tool, args))
 	if err != nil {
 		t.Fatalf("%s %v: %v", tool, args, err)
 	}
@@ -121,16 +123,32 @@ func callErr(t *testing.T, cs *mcp.ClientSession, tool string, args any, subs ..
 
 func decode[T any](t *testing.T, res *mcp.CallToolResult) T {
 	t.Helper()
-	var out T
-	b, err := json.Marshal(res.StructuredContent)
+	out, err := decodeAny[T](res)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(b, &out); err != nil {
-		t.Fatalf("decode %s: %v", b, err)
-	}
 	return out
 }
+
+// decodeAny decodes a result's structured output.
+func decodeAny[T any](res *mcp.CallToolResult) (T, error) {
+	var out T
+	b, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		return out, err
+	}
+	if err := json.Unmarshal(b, &out); err != nil {
+		return out, fmt.Errorf("decode %s: %v", b, err)
+	}
+	return out, nil
+}
+
+func callParams(tool string, args any) *mcp.CallToolParams {
+	return &mcp.CallToolParams{Name: tool, Arguments: args}
+}
+
+// randomName is a random lower-case name part.
+func randomName() string { return strings.ToLower(rand.Text()[:8]) }
 
 // text is a result's text content.
 func text(res *mcp.CallToolResult) string {
