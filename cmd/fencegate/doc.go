@@ -118,6 +118,24 @@
 // its tables (which restarts fences at 1, so only for a database no holder
 // uses), or lists them.
 //
+// mcp [--holder ID] [--root DIR] [--allow-sql] [--ttl 30s]
+// [--max-file-bytes 1048576] serves the protocol to coding agents as a
+// Model Context Protocol server on stdin and stdout (logs on stderr), with
+// the tools claim, assert, renew, release, write and status. Each agent
+// runs its own server; servers meet only in the database. The holder is
+// --holder, else host-pid-random, so a restarted server is a new holder;
+// the $FENCEGATE_HOLDER of the other commands is not read, since every
+// agent's server would share it. claim's answer when the lock is held is a
+// normal result saying who holds it; bad input, refusals and failures are
+// tool errors (isError) saying what to do. write makes a file write under
+// --root, confined to it by os.Root (absolute paths, "..", symlinks,
+// special files and the database's own files are refused), while the
+// write's transaction holds the lock's floor row after gate.Commit
+// admitted the token: temp file, fsync, rename, fsync of the directory,
+// then the transaction commits. Fencing orders the writes that go through
+// the gate; it does not stop writers that bypass it. With --allow-sql,
+// write also takes SQL statements with bound arguments.
+//
 // demo plays the two-agent story in a temporary SQLite database that it
 // deletes afterwards: A claims a lock, checks its lease, stalls past its
 // ttl; B claims the lock and writes; A wakes up and writes. With a naive
