@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -137,6 +138,15 @@ func (c *cli) serveMCP(ctx context.Context, cmd *command, cfg mcpConfig, t mcp.T
 	return err
 }
 
+// buildVersion is the command's module version, "(devel)" when built from
+// a checkout.
+func buildVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
+
 // nopWriteCloser turns stdout into the io.WriteCloser an IOTransport
 // wants; stdout stays open.
 type nopWriteCloser struct{ io.Writer }
@@ -173,7 +183,7 @@ func (c *cli) newMCPServer(ctx context.Context, cfg mcpConfig) (*mcpServer, erro
 			return nil, err
 		}
 	}
-	s.server = mcp.NewServer(&mcp.Implementation{Name: "fencegate", Title: "fencegate: fenced leases and writes", Version: "1"},
+	s.server = mcp.NewServer(&mcp.Implementation{Name: "fencegate", Title: "fencegate: fenced leases and writes", Version: buildVersion()},
 		&mcp.ServerOptions{Instructions: mcpInstructions, Logger: log})
 	s.addTools()
 	return s, nil

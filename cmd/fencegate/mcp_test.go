@@ -278,7 +278,7 @@ func TestMCPLeaseTools(t *testing.T) {
 
 		// A claiming again gets its own token back.
 		again := callOK[claimOutput](t, a.ClientSession, "claim", args{"resource": "src/main.go"})
-		if again.Claimed || !again.AlreadyHeld || again.Token != got.Token {
+		if !again.Claimed || !again.AlreadyHeld || again.Token != got.Token || again.ExpiresInMS <= 0 {
 			t.Fatalf("claim again: %+v", again)
 		}
 

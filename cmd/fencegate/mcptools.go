@@ -26,13 +26,13 @@ type claimInput struct {
 }
 
 type claimOutput struct {
-	Claimed     bool   `json:"claimed" jsonschema:"true: the lease is yours (use token); false: someone else holds it (holder, fence, expires_in_ms say who and until when); this is a normal answer, not an error"`
-	AlreadyHeld bool   `json:"already_held" jsonschema:"this server already holds the lock under an earlier claim; token is that claim's token"`
+	Claimed     bool   `json:"claimed" jsonschema:"true: the lease is yours (use token); false: someone else holds it (holder, fence, expires_in_ms say who and until when), a normal answer, not an error"`
+	AlreadyHeld bool   `json:"already_held" jsonschema:"you held the lock already, under an earlier claim: token is that claim's"`
 	Resource    string `json:"resource"`
 	Token       string `json:"token,omitempty" jsonschema:"your token, for write, renew, release and assert; absent when someone else holds the lock"`
 	Holder      string `json:"holder" jsonschema:"who holds the lease now: you, or the other holder"`
 	Fence       int64  `json:"fence" jsonschema:"the lease's fence: its generation of ownership, higher than every earlier one"`
-	ExpiresAt   string `json:"expires_at" jsonschema:"when the lease ends unless renewed, in the database's clock (UTC)"`
+	ExpiresAt   string `json:"expires_at,omitempty" jsonschema:"when the lease ends unless renewed, in the database's clock (UTC); for a fresh claim"`
 	ExpiresInMS int64  `json:"expires_in_ms" jsonschema:"milliseconds until then: when the lock frees at the latest, if it is someone else's"`
 	Message     string `json:"message"`
 }
@@ -193,8 +193,9 @@ func (s *mcpServer) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimI
 			ExpiresInMS: ms(held.RetryAfter),
 		}
 		if held.AlreadyHeld {
-			// The token is this server's own: an agent that lost it gets
-			// it back rather than waiting out its own lease.
+			// The lease is this server's own: an agent that lost its token
+			// gets it back rather than waiting out its own lease.
+			out.Claimed = true
 			out.Token = gate.Token{Resource: in.Resource, Holder: held.HeldBy, Fence: held.Fence}.String()
 			out.Message = fmt.Sprintf("you already hold %s (fence %d) under an earlier claim; use its token, renew it to keep it", in.Resource, held.Fence)
 		} else {
