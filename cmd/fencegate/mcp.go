@@ -84,8 +84,9 @@ type mcpConfig struct {
 	maxFileBytes int64         // the largest content a file write takes
 
 	// beforeRename, when set (by tests), runs after a file write's temp
-	// file is synced and before it is renamed into place.
-	beforeRename func()
+	// file is synced and before it is renamed into place, with the
+	// request's context.
+	beforeRename func(ctx context.Context)
 }
 
 func cmdMCP(ctx context.Context, c *cli, cmd *command, args []string) int {

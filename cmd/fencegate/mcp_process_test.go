@@ -25,7 +25,7 @@ func mcpHelper(name, file string) (int, bool) {
 	c := &cli{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, env: os.Getenv}
 	cfg := mcpConfig{
 		holder: "stalled", root: os.Getenv(envRoot), ttl: defaultTTL, maxFileBytes: defaultMaxFileBytes,
-		beforeRename: func() {
+		beforeRename: func(context.Context) {
 			if err := writeFileAtomic(file, "stalled"); err != nil {
 				fail(err)
 			}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -588,5 +590,58 @@ func TestMCPSDKStaysInTheCommand(t *testing.T) {
 		if strings.Contains(line, "modelcontextprotocol") || strings.Contains(line, "jsonschema-go") {
 			t.Errorf("a library package depends on %s", line)
 		}
+	}
+}
+
+// A write whose request is cancelled after the gate admitted it, before the
+// rename, leaves the file as it was and no temp file behind.
+func TestMCPWriteCancelled(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	target := filepath.Join(root, "f")
+	must(t, os.WriteFile(target, []byte("old"), 0o644))
+	reached := make(chan struct{})
+	var once sync.Once
+	s := newMCP(t, dbtestSQLite(t), mcpConfig{holder: "agent-a", root: root, beforeRename: func(ctx context.Context) {
+		once.Do(func() {
+			close(reached)
+			<-ctx.Done() // the client's cancellation, sent over the protocol
+		})
+	}})
+	token := callOK[claimOutput](t, s.ClientSession, "claim", args{"resource": "r"}).Token
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.CallTool(ctx, callParams("write", args{"token": token, "path": "f", "content": "new"}))
+		done <- err
+	}()
+	<-reached
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled write: %v", err)
+	}
+	// The server's answer to the cancelled call is not seen by the client;
+	// its log says what happened. Wait for it, then look at the disk.
+	waitFor(t, func() bool { return strings.Contains(s.stderr.String(), "cancelled before the rename") })
+	wantFile(t, target, "old")
+	if ents, _ := os.ReadDir(root); len(ents) != 1 {
+		t.Fatalf("root holds %v, want only f", ents)
+	}
+	// The lease and the database are as they were: the next write lands.
+	callOK[writeOutput](t, s.ClientSession, "write", args{"token": token, "path": "f", "content": "newer"})
+	wantFile(t, target, "newer")
+}
+
+// waitFor polls cond, for state that another goroutine or process changes
+// with no way to tell us.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out waiting")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

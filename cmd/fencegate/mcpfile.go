@@ -241,7 +241,8 @@ func (s *mcpServer) writeFile(ctx context.Context, token gate.Token, in writeInp
 	size, err := s.files.apply(ctx, w, s.cfg.beforeRename)
 	if err != nil {
 		_ = tx.Rollback()
-		return nil, out, fmt.Errorf("write %q failed, the file is unchanged: %w", w.rel, err)
+		s.log.Warn("write failed", "resource", token.Resource, "fence", token.Fence, "path", w.rel, "err", err)
+		return nil, out, fmt.Errorf("%s %q failed, the file is unchanged: %w", w.mode, w.rel, err)
 	}
 	if err := tx.Commit(); err != nil {
 		// The file is in place, but the floor row may have been let go
@@ -260,7 +261,7 @@ func (s *mcpServer) writeFile(ctx context.Context, token gate.Token, in writeInp
 // directory, fsync, rename over the target, fsync of the directory. A
 // delete is a remove and the directory's fsync. It returns the file's
 // size afterwards. beforeRename, if set, runs just before the rename.
-func (a *fileArea) apply(ctx context.Context, w fileWrite, beforeRename func()) (int64, error) {
+func (a *fileArea) apply(ctx context.Context, w fileWrite, beforeRename func(context.Context)) (int64, error) {
 	dir := filepath.Dir(w.rel)
 	if w.mode == "delete" {
 		if err := a.root.Remove(w.rel); err != nil {
@@ -300,7 +301,7 @@ func (a *fileArea) apply(ctx context.Context, w fileWrite, beforeRename func()) 
 		return 0, err
 	}
 	if beforeRename != nil {
-		beforeRename()
+		beforeRename(ctx)
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("cancelled before the rename: %w", err)
