@@ -62,11 +62,18 @@ is for one holder, --holder, else a name unique to this server process
 A file write happens while the write's transaction holds the lock's floor
 row, after the gate admitted the token: temp file, fsync, rename, fsync of
 the directory, then the transaction commits. So no higher fence can be
-granted while the file is written, and a stale token's write never starts.
-Paths are relative to --root and stay inside it: absolute paths, "..",
-symlinks (as the file itself, or leading out of the root), special files
-and the database's own files are refused. Fencing orders the writes that go
+granted while the file is written, and a stale token's write never starts;
+a server killed mid-write leaves the old file (and perhaps a
+.fencegate-*.tmp file beside it). Paths are relative to --root and stay
+inside it: absolute paths, "..", symlinks (as the file itself, or leading
+out of the root), special files and the database's own files are refused.
+Content is at most --max-file-bytes. Fencing orders the writes that go
 through the gate; it does not stop writers that bypass it.
+
+claim's answer when someone else holds the lock is a normal result that
+says who and until when; its wait is at most 5m. Bad input, refusals and
+failures are tool errors (isError) that say what to do, and bad input is
+refused before anything is written.
 
 Client configuration:
 
