@@ -125,7 +125,8 @@
 // runs its own server; servers meet only in the database. The holder is
 // --holder, else host-pid-random, so a restarted server is a new holder;
 // the $FENCEGATE_HOLDER of the other commands is not read, since every
-// agent's server would share it. claim's answer when the lock is held is a
+// agent's server would share it; renew, release and write take only the
+// server's own tokens. claim's answer when the lock is held is a
 // normal result saying who holds it; bad input, refusals and failures are
 // tool errors (isError) saying what to do. write makes a file write under
 // --root, confined to it by os.Root (absolute paths, "..", symlinks,

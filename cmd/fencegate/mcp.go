@@ -57,7 +57,8 @@ There is no daemon: each agent runs its own server, and servers contend
 only through the database (as the rest of fencegate: --dsn, else
 $` + envDSN + `, else ` + defaultDB + `; migrated on start). Every claim
 is for one holder, --holder, else a name unique to this server process
-(host-pid-random): a restarted server is a new holder.
+(host-pid-random): a restarted server is a new holder. renew, release and
+write take only this server's own tokens.
 
 A file write happens while the write's transaction holds the lock's floor
 row, after the gate admitted the token: temp file, fsync, rename, fsync of
@@ -220,6 +221,21 @@ func parseTokenArg(text string) (gate.Token, error) {
 	token, err := gate.Parse(strings.TrimSpace(text))
 	if err != nil {
 		return gate.Token{}, toolError("bad token %q: %s; pass the token claim returned, unchanged", text, strings.TrimPrefix(err.Error(), "fencegate: "))
+	}
+	return token, nil
+}
+
+// ownToken reads a token argument for a tool that acts on the lease:
+// only this server's own. Tokens are not secrets (status shows holders and
+// fences), so without this an agent could act, by mistake or not, on a
+// lease another agent holds.
+func (s *mcpServer) ownToken(text string) (gate.Token, error) {
+	token, err := parseTokenArg(text)
+	if err != nil {
+		return gate.Token{}, err
+	}
+	if token.Holder != s.cfg.holder {
+		return gate.Token{}, toolError("the token is %q's, and this server is %q: use a token that claim gave you here", token.Holder, s.cfg.holder)
 	}
 	return token, nil
 }

@@ -477,6 +477,9 @@ func TestMCPBadInput(t *testing.T) {
 		{"write/file as dir", "write", args{"token": token, "path": "plain/x", "content": "x"}, []string{"not a directory"}},
 		{"write/database", "write", args{"token": token, "path": "fencegate.db", "content": "x"}, []string{"own database"}},
 		{"write/database wal", "write", args{"token": token, "path": "fencegate.db-wal", "content": "x"}, []string{"own database"}},
+		{"write/another holder's token", "write", args{"token": "fg1:1:r:agent-b", "path": "a", "content": "x"}, []string{`"agent-b"'s`, `this server is "agent-a"`}},
+		{"renew/another holder's token", "renew", args{"token": "fg1:1:r:agent-b"}, []string{`"agent-b"'s`}},
+		{"release/another holder's token", "release", args{"token": "fg1:1:r:agent-b"}, []string{`"agent-b"'s`}},
 		{"write/stale token, bad path", "write", args{"token": stale, "path": "../x", "content": "x"}, []string{`contains ".."`}},
 	}
 	for _, c := range cases {

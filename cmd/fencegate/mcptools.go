@@ -243,7 +243,7 @@ func (s *mcpServer) assert(ctx context.Context, _ *mcp.CallToolRequest, in token
 
 func (s *mcpServer) renew(ctx context.Context, _ *mcp.CallToolRequest, in renewInput) (*mcp.CallToolResult, renewOutput, error) {
 	var out renewOutput
-	token, err := parseTokenArg(in.Token)
+	token, err := s.ownToken(in.Token)
 	if err != nil {
 		return nil, out, err
 	}
@@ -285,7 +285,7 @@ func (s *mcpServer) renew(ctx context.Context, _ *mcp.CallToolRequest, in renewI
 
 func (s *mcpServer) release(ctx context.Context, _ *mcp.CallToolRequest, in tokenInput) (*mcp.CallToolResult, releaseOutput, error) {
 	var out releaseOutput
-	token, err := parseTokenArg(in.Token)
+	token, err := s.ownToken(in.Token)
 	if err != nil {
 		return nil, out, err
 	}
@@ -318,7 +318,7 @@ func (s *mcpServer) status(ctx context.Context, _ *mcp.CallToolRequest, in statu
 
 func (s *mcpServer) write(ctx context.Context, _ *mcp.CallToolRequest, in writeInput) (*mcp.CallToolResult, writeOutput, error) {
 	var out writeOutput
-	token, err := parseTokenArg(in.Token)
+	token, err := s.ownToken(in.Token)
 	if err != nil {
 		return nil, out, err
 	}
