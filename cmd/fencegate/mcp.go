@@ -123,9 +123,9 @@ func cmdMCP(ctx context.Context, c *cli, cmd *command, args []string) int {
 		cfg.holder = processHolder()
 	}
 	if err := gate.ValidateHolder(cfg.holder); err != nil {
-		return c.usageError(cmd, fs, "--holder: %s", strings.TrimPrefix(err.Error(), "fencegate: "))
+		return c.usageError(cmd, fs, "--holder: %s", stripPrefix(err))
 	}
-	if err := c.serveMCP(ctx, cmd, cfg, &mcp.IOTransport{Reader: io.NopCloser(c.stdin), Writer: nopWriteCloser{c.stdout}}); err != nil {
+	if err := c.serveMCP(ctx, cfg, &mcp.IOTransport{Reader: io.NopCloser(c.stdin), Writer: nopWriteCloser{c.stdout}}); err != nil {
 		return c.fail(cmd, err)
 	}
 	return exitOK
@@ -133,7 +133,7 @@ func cmdMCP(ctx context.Context, c *cli, cmd *command, args []string) int {
 
 // serveMCP opens the database and serves cfg's tools on t until the client
 // hangs up.
-func (c *cli) serveMCP(ctx context.Context, cmd *command, cfg mcpConfig, t mcp.Transport) error {
+func (c *cli) serveMCP(ctx context.Context, cfg mcpConfig, t mcp.Transport) error {
 	srv, err := c.newMCPServer(ctx, cfg)
 	if err != nil {
 		return err
@@ -207,20 +207,14 @@ func (s *mcpServer) Close() error {
 	return errors.Join(err, s.b.Close())
 }
 
-// toolError is a tool's answer to input or a state it cannot act on: the
-// client sees IsError and the message.
-func toolError(format string, args ...any) error {
-	return fmt.Errorf(format, args...)
-}
-
 // parseTokenArg reads a token argument.
 func parseTokenArg(text string) (gate.Token, error) {
 	if strings.TrimSpace(text) == "" {
-		return gate.Token{}, toolError("missing token: pass the token claim returned, such as fg1:7:deploy-slot:agent-a")
+		return gate.Token{}, errors.New("missing token: pass the token claim returned, such as fg1:7:deploy-slot:agent-a")
 	}
 	token, err := gate.Parse(strings.TrimSpace(text))
 	if err != nil {
-		return gate.Token{}, toolError("bad token %q: %s; pass the token claim returned, unchanged", text, strings.TrimPrefix(err.Error(), "fencegate: "))
+		return gate.Token{}, fmt.Errorf("bad token %q: %s; pass the token claim returned, unchanged", text, stripPrefix(err))
 	}
 	return token, nil
 }
@@ -235,7 +229,7 @@ func (s *mcpServer) ownToken(text string) (gate.Token, error) {
 		return gate.Token{}, err
 	}
 	if token.Holder != s.cfg.holder {
-		return gate.Token{}, toolError("the token is %q's, and this server is %q: use a token that claim gave you here", token.Holder, s.cfg.holder)
+		return gate.Token{}, fmt.Errorf("the token is %q's, and this server is %q: use a token that claim gave you here", token.Holder, s.cfg.holder)
 	}
 	return token, nil
 }
@@ -247,7 +241,7 @@ func parseDurationArg(name, text string, def time.Duration) (time.Duration, erro
 	}
 	d, err := time.ParseDuration(text)
 	if err != nil {
-		return 0, toolError("bad %s %q: want a duration such as 30s, 1m30s or 500ms", name, text)
+		return 0, fmt.Errorf("bad %s %q: want a duration such as 30s, 1m30s or 500ms", name, text)
 	}
 	return d, nil
 }

@@ -32,7 +32,7 @@ func mcpHelper(name, file string) (int, bool) {
 			time.Sleep(helperTimeout)
 		},
 	}
-	if err := c.serveMCP(context.Background(), mcpCommand(), cfg, &mcp.StdioTransport{}); err != nil {
+	if err := c.serveMCP(context.Background(), cfg, &mcp.StdioTransport{}); err != nil {
 		return fail(err), true
 	}
 	return 0, true

@@ -74,22 +74,22 @@ func sqliteFile(dsn string) string {
 func cleanPath(p string) (string, error) {
 	switch {
 	case p == "":
-		return "", toolError("missing path: give a path relative to the root, such as docs/notes.md")
+		return "", errors.New("missing path: give a path relative to the root, such as docs/notes.md")
 	case len(p) > maxPathLen:
-		return "", toolError("path is %d bytes long, more than %d", len(p), maxPathLen)
+		return "", fmt.Errorf("path is %d bytes long, more than %d", len(p), maxPathLen)
 	case !utf8.ValidString(p) || strings.ContainsRune(p, 0):
-		return "", toolError("path %q is not valid UTF-8 or contains a NUL byte", p)
+		return "", fmt.Errorf("path %q is not valid UTF-8 or contains a NUL byte", p)
 	case filepath.IsAbs(p) || strings.HasPrefix(p, "/") || strings.HasPrefix(p, `\`):
-		return "", toolError("path %q is absolute: give a path relative to the root", p)
+		return "", fmt.Errorf("path %q is absolute: give a path relative to the root", p)
 	}
 	for _, part := range strings.FieldsFunc(p, func(r rune) bool { return r == '/' || r == filepath.Separator }) {
 		if part == ".." {
-			return "", toolError("path %q contains \"..\": give a path inside the root without it", p)
+			return "", fmt.Errorf("path %q contains \"..\": give a path inside the root without it", p)
 		}
 	}
 	clean := filepath.Clean(p)
 	if clean == "." {
-		return "", toolError("path %q names the root itself: name a file in it", p)
+		return "", fmt.Errorf("path %q names the root itself: name a file in it", p)
 	}
 	return clean, nil
 }
@@ -105,9 +105,9 @@ func (a *fileArea) checkTarget(rel string) (exists bool, info fs.FileInfo, err e
 			// Created by the write. A component that is a symlink
 			// leading out is still refused then, by the root.
 		case err != nil:
-			return false, nil, toolError("directory of %q is refused: %s (symlinks may not lead out of the root)", rel, rootErr(err))
+			return false, nil, fmt.Errorf("directory of %q is refused: %s (symlinks may not lead out of the root)", rel, rootErr(err))
 		case !di.IsDir():
-			return false, nil, toolError("directory of %q is not a directory", rel)
+			return false, nil, fmt.Errorf("directory of %q is not a directory", rel)
 		}
 	}
 	fi, err := a.root.Lstat(rel)
@@ -115,17 +115,17 @@ func (a *fileArea) checkTarget(rel string) (exists bool, info fs.FileInfo, err e
 		return false, nil, a.checkProtected(rel, nil)
 	}
 	if err != nil {
-		return false, nil, toolError("path %q is refused: %s (symlinks may not lead out of the root)", rel, rootErr(err))
+		return false, nil, fmt.Errorf("path %q is refused: %s (symlinks may not lead out of the root)", rel, rootErr(err))
 	}
 	switch m := fi.Mode(); {
 	case m.IsRegular():
 	case m&fs.ModeSymlink != 0:
 		target, _ := a.root.Readlink(rel)
-		return false, nil, toolError("path %q is a symbolic link (to %q): only regular files are written; write to the path it points to, if that is inside the root", rel, target)
+		return false, nil, fmt.Errorf("path %q is a symbolic link (to %q): only regular files are written; write to the path it points to, if that is inside the root", rel, target)
 	case m.IsDir():
-		return false, nil, toolError("path %q is a directory: name a file", rel)
+		return false, nil, fmt.Errorf("path %q is a directory: name a file", rel)
 	default:
-		return false, nil, toolError("path %q is a special file (%s): only regular files are written", rel, kindOf(m))
+		return false, nil, fmt.Errorf("path %q is a special file (%s): only regular files are written", rel, kindOf(m))
 	}
 	return true, fi, a.checkProtected(rel, fi)
 }
@@ -138,11 +138,11 @@ func (a *fileArea) checkProtected(rel string, fi fs.FileInfo) error {
 	}
 	for _, p := range a.protect {
 		if p == abs {
-			return toolError("path %q is fencegate's own database: refused", rel)
+			return fmt.Errorf("path %q is fencegate's own database: refused", rel)
 		}
 		if fi != nil {
 			if pi, err := os.Stat(p); err == nil && os.SameFile(pi, fi) {
-				return toolError("path %q is fencegate's own database: refused", rel)
+				return fmt.Errorf("path %q is fencegate's own database: refused", rel)
 			}
 		}
 	}
@@ -188,7 +188,7 @@ type fileWrite struct {
 func (s *mcpServer) writeFile(ctx context.Context, token gate.Token, in writeInput) (*mcp.CallToolResult, writeOutput, error) {
 	out := writeOutput{Kind: "file", Resource: token.Resource, Fence: token.Fence}
 	if s.files == nil {
-		return nil, out, toolError("file writes are off: the server must be started with --root DIR")
+		return nil, out, errors.New("file writes are off: the server must be started with --root DIR")
 	}
 	w := fileWrite{mode: in.Mode, content: []byte(in.Content)}
 	switch w.mode {
@@ -197,13 +197,13 @@ func (s *mcpServer) writeFile(ctx context.Context, token gate.Token, in writeInp
 	case "write", "append":
 	case "delete":
 		if in.Content != "" {
-			return nil, out, toolError("mode delete takes no content")
+			return nil, out, errors.New("mode delete takes no content")
 		}
 	default:
-		return nil, out, toolError("bad mode %q: want write, append or delete", in.Mode)
+		return nil, out, fmt.Errorf("bad mode %q: want write, append or delete", in.Mode)
 	}
 	if int64(len(w.content)) > s.files.maxBytes {
-		return nil, out, toolError("content is %d bytes, more than this server's limit of %d (--max-file-bytes); split it into appends", len(w.content), s.files.maxBytes)
+		return nil, out, fmt.Errorf("content is %d bytes, more than this server's limit of %d (--max-file-bytes); split it into appends", len(w.content), s.files.maxBytes)
 	}
 	var err error
 	if w.rel, err = cleanPath(in.Path); err != nil {
@@ -213,7 +213,7 @@ func (s *mcpServer) writeFile(ctx context.Context, token gate.Token, in writeInp
 		return nil, out, err
 	}
 	if w.mode == "delete" && !w.exists {
-		return nil, out, toolError("path %q does not exist: nothing to delete", w.rel)
+		return nil, out, fmt.Errorf("path %q does not exist: nothing to delete", w.rel)
 	}
 	out.Path, out.Mode = w.rel, w.mode
 
@@ -234,7 +234,7 @@ func (s *mcpServer) writeFile(ctx context.Context, token gate.Token, in writeInp
 		}
 		_ = tx.Rollback()
 		if errors.Is(err, gate.ErrInvalidInput) {
-			return nil, out, toolError("%s", stripPrefix(err))
+			return nil, out, errors.New(stripPrefix(err))
 		}
 		return nil, out, dbError("write", err)
 	}

@@ -166,25 +166,25 @@ func (s *mcpServer) addTools() {
 func (s *mcpServer) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimInput) (*mcp.CallToolResult, claimOutput, error) {
 	var out claimOutput
 	if err := gate.ValidateResource(in.Resource); err != nil {
-		return nil, out, toolError("bad resource %q: %s", in.Resource, stripPrefix(err))
+		return nil, out, fmt.Errorf("bad resource %q: %s", in.Resource, stripPrefix(err))
 	}
 	ttl, err := parseDurationArg("ttl", in.TTL, s.cfg.ttl)
 	if err != nil {
 		return nil, out, err
 	}
 	if ttl <= 0 {
-		return nil, out, toolError("bad ttl %q: must be positive", in.TTL)
+		return nil, out, fmt.Errorf("bad ttl %q: must be positive", in.TTL)
 	}
 	wait, err := parseDurationArg("wait", in.Wait, 0)
 	if err != nil {
 		return nil, out, err
 	}
 	if wait < 0 || wait > maxClaimWait {
-		return nil, out, toolError("bad wait %q: must be between 0 and %s", in.Wait, maxClaimWait)
+		return nil, out, fmt.Errorf("bad wait %q: must be between 0 and %s", in.Wait, maxClaimWait)
 	}
 	client, err := lease.NewClient(lease.ClientOptions{Holder: s.cfg.holder, TTL: ttl})
 	if err != nil {
-		return nil, out, toolError("%s", stripPrefix(err))
+		return nil, out, errors.New(stripPrefix(err))
 	}
 	l, err := claimLock(ctx, s.b, client, in.Resource, wait)
 	if held, ok := errors.AsType[*lease.HeldError](err); ok {
@@ -206,7 +206,7 @@ func (s *mcpServer) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimI
 	}
 	if err != nil {
 		if errors.Is(err, gate.ErrInvalidInput) {
-			return nil, out, toolError("%s", stripPrefix(err))
+			return nil, out, errors.New(stripPrefix(err))
 		}
 		return nil, out, dbError("claim "+in.Resource, err)
 	}
@@ -252,15 +252,15 @@ func (s *mcpServer) renew(ctx context.Context, _ *mcp.CallToolRequest, in renewI
 		return nil, out, err
 	}
 	if ttl <= 0 {
-		return nil, out, toolError("bad ttl %q: must be positive", in.TTL)
+		return nil, out, fmt.Errorf("bad ttl %q: must be positive", in.TTL)
 	}
 	res, err := renewToken(ctx, s.b, token, ttl)
 	if errors.Is(err, lease.ErrUnknownResource) {
-		return nil, out, toolError("unknown resource: %s was never leased; claim it first", token.Resource)
+		return nil, out, fmt.Errorf("unknown resource: %s was never leased; claim it first", token.Resource)
 	}
 	if err != nil {
 		if errors.Is(err, gate.ErrInvalidInput) {
-			return nil, out, toolError("%s", stripPrefix(err))
+			return nil, out, errors.New(stripPrefix(err))
 		}
 		return nil, out, dbError("renew", err)
 	}
@@ -306,7 +306,7 @@ func (s *mcpServer) release(ctx context.Context, _ *mcp.CallToolRequest, in toke
 func (s *mcpServer) status(ctx context.Context, _ *mcp.CallToolRequest, in statusInput) (*mcp.CallToolResult, statusReport, error) {
 	if in.Resource != "" {
 		if err := gate.ValidateResource(in.Resource); err != nil {
-			return nil, statusReport{}, toolError("bad resource %q: %s", in.Resource, stripPrefix(err))
+			return nil, statusReport{}, fmt.Errorf("bad resource %q: %s", in.Resource, stripPrefix(err))
 		}
 	}
 	report, err := readStatus(ctx, s.b, in.Resource, statusRefusals)
@@ -325,22 +325,22 @@ func (s *mcpServer) write(ctx context.Context, _ *mcp.CallToolRequest, in writeI
 	isFile := in.Path != "" || in.Content != "" || in.Mode != ""
 	switch {
 	case isFile && in.SQL != nil:
-		return nil, out, toolError("a write is either a file (path, content, mode) or SQL (sql), not both")
+		return nil, out, errors.New("a write is either a file (path, content, mode) or SQL (sql), not both")
 	case in.SQL != nil:
 		return s.writeSQL(ctx, token, in.SQL)
 	case isFile:
 		return s.writeFile(ctx, token, in)
 	default:
-		return nil, out, toolError("nothing to write: give path and content (a file under the root) or sql (statements)")
+		return nil, out, errors.New("nothing to write: give path and content (a file under the root) or sql (statements)")
 	}
 }
 
 // writeSQL is the SQL kind of write.
 func (s *mcpServer) writeSQL(_ context.Context, _ gate.Token, _ []sqlStatement) (*mcp.CallToolResult, writeOutput, error) {
 	if !s.cfg.allowSQL {
-		return nil, writeOutput{}, toolError("SQL writes are off: the server must be started with --allow-sql")
+		return nil, writeOutput{}, errors.New("SQL writes are off: the server must be started with --allow-sql")
 	}
-	return nil, writeOutput{}, toolError("SQL writes are not available in this build of fencegate; write files instead")
+	return nil, writeOutput{}, errors.New("SQL writes are not available in this build of fencegate; write files instead")
 }
 
 // refused is write's answer to a token the gate refused: a tool error
