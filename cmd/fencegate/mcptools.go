@@ -107,11 +107,6 @@ type statusInput struct {
 	Resource string `json:"resource,omitempty" jsonschema:"show only this lock (default: every lock)"`
 }
 
-var (
-	no  = false
-	yes = true
-)
-
 // addTools registers the tools.
 func (s *mcpServer) addTools() {
 	mcp.AddTool(s.server, &mcp.Tool{
@@ -119,26 +114,26 @@ func (s *mcpServer) addTools() {
 		Title: "Claim a lock",
 		Description: "Claim a lock for a lease and get its token, which every write needs. " +
 			"If someone else holds the lock, the answer says who, their fence and when it frees at the latest (claimed=false): wait, or call again with wait.",
-		Annotations: &mcp.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &no},
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: new(false), OpenWorldHint: new(false)},
 	}, s.claim)
 	mcp.AddTool(s.server, &mcp.Tool{
 		Name:  "assert",
 		Title: "Is a token current? (advisory)",
 		Description: "Say whether a token is the lock's current generation: its lease is live and its fence is the floor. " +
 			"ADVISORY: the answer can be stale the moment it is given. Never decide to write on it: call write, which the database refuses once the token is stale.",
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &no},
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(false)},
 	}, s.assert)
 	mcp.AddTool(s.server, &mcp.Tool{
 		Name:        "renew",
 		Title:       "Renew a lease",
 		Description: "Extend the lease a token names to ttl from now; the fence and token stay the same. A lost lease answers expired=true with its successor: claim again.",
-		Annotations: &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: &no, OpenWorldHint: &no},
+		Annotations: &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: new(false), OpenWorldHint: new(false)},
 	}, s.renew)
 	mcp.AddTool(s.server, &mcp.Tool{
 		Name:        "release",
 		Title:       "Release a lease",
 		Description: "Release the lease a token names, so the lock is free at once. A stale token changes nothing (released=false): a late release never frees a successor's lease.",
-		Annotations: &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: &no, OpenWorldHint: &no},
+		Annotations: &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: new(false), OpenWorldHint: new(false)},
 	}, s.release)
 	writeSchema, err := jsonschema.For[writeInput](nil)
 	if err != nil {
@@ -153,13 +148,13 @@ func (s *mcpServer) addTools() {
 			"An SQL write ({token, sql: [{query, args}]}) needs a server started with --allow-sql. " +
 			"A refusal (isError) names both holders and fences: your lease is gone, claim again before writing.",
 		InputSchema: writeSchema,
-		Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes, OpenWorldHint: &no},
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: new(true), OpenWorldHint: new(false)},
 	}, s.write)
 	mcp.AddTool(s.server, &mcp.Tool{
 		Name:        "status",
 		Title:       "Locks, floors and refusals",
 		Description: "Show every lock (or one): its lease state, holder, fence, floor and expiry, and the most recent refusals of stale writes. A snapshot: it can be stale by the time you read it.",
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &no},
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(false)},
 	}, s.status)
 }
 
