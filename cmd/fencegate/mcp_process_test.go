@@ -82,7 +82,7 @@ func TestMCPTwoServers(t *testing.T) {
 		}
 		a, b := server("agent-a"), server("agent-b")
 
-		ca := callOK[claimOutput](t, a.ClientSession, "claim", args{"resource": "report", "ttl": "1s"})
+		ca := callOK[claimOutput](t, a.ClientSession, "claim", args{"resource": "report", "ttl": "2s"})
 		if !ca.Claimed {
 			t.Fatalf("A's claim: %+v", ca)
 		}
