@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -147,15 +146,6 @@ func (c *cli) serveMCP(ctx context.Context, cfg mcpConfig, t mcp.Transport) erro
 	return err
 }
 
-// buildVersion is the command's module version, "(devel)" when built from
-// a checkout.
-func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
-}
-
 // nopWriteCloser turns stdout into the io.WriteCloser an IOTransport
 // wants; stdout stays open.
 type nopWriteCloser struct{ io.Writer }
@@ -192,7 +182,7 @@ func (c *cli) newMCPServer(ctx context.Context, cfg mcpConfig) (*mcpServer, erro
 			return nil, err
 		}
 	}
-	s.server = mcp.NewServer(&mcp.Implementation{Name: "fencegate", Title: "fencegate: fenced leases and writes", Version: buildVersion()},
+	s.server = mcp.NewServer(&mcp.Implementation{Name: "fencegate", Title: "fencegate: fenced leases and writes", Version: strings.TrimPrefix(version(), "fencegate ")},
 		&mcp.ServerOptions{Instructions: mcpInstructions, Logger: log})
 	s.addTools()
 	return s, nil

@@ -444,14 +444,15 @@ func TestMCPBadInput(t *testing.T) {
 		{"claim/wrong type", "claim", args{"resource": 5}, []string{"resource", "type"}},
 		{"claim/unknown field", "claim", args{"resource": "r2", "lock": "r2"}, []string{"lock"}},
 		{"claim/bad ttl", "claim", args{"resource": "r2", "ttl": "soon"}, []string{`bad ttl "soon"`, "30s"}},
-		{"claim/zero ttl", "claim", args{"resource": "r2", "ttl": "0s"}, []string{"must be positive"}},
+		{"claim/zero ttl", "claim", args{"resource": "r2", "ttl": "0s"}, []string{"must be at least 100ms"}},
+		{"claim/short ttl", "claim", args{"resource": "r2", "ttl": "99ms"}, []string{"must be at least 100ms"}},
 		{"claim/huge ttl", "claim", args{"resource": "r2", "ttl": "1000h"}, []string{"ttl"}},
 		{"claim/long wait", "claim", args{"resource": "r2", "wait": "1h"}, []string{"bad wait", "5m0s"}},
 		{"claim/negative wait", "claim", args{"resource": "r2", "wait": "-1s"}, []string{"bad wait"}},
 		{"assert/no token", "assert", args{}, []string{`missing properties: ["token"]`}},
 		{"assert/bad token", "assert", args{"token": "banana"}, []string{`bad token "banana"`, "fg1:<fence>"}},
 		{"renew/empty token", "renew", args{"token": " "}, []string{"missing token"}},
-		{"renew/bad ttl", "renew", args{"token": token, "ttl": "-1s"}, []string{"must be positive"}},
+		{"renew/bad ttl", "renew", args{"token": token, "ttl": "-1s"}, []string{"must be at least 100ms"}},
 		{"renew/unknown resource", "renew", args{"token": "fg1:1:never:agent-a"}, []string{"was never leased", "claim it first"}},
 		{"release/bad token", "release", args{"token": "fg1:0:r:h"}, []string{"fence"}},
 		{"status/bad resource", "status", args{"resource": "a\nb"}, []string{"control character"}},
@@ -564,7 +565,7 @@ func TestMCPFlags(t *testing.T) {
 		args []string
 		msg  string
 	}{
-		{[]string{"mcp", "--ttl", "0s"}, "--ttl must be positive"},
+		{[]string{"mcp", "--ttl", "0s"}, "--ttl must be at least 100ms"},
 		{[]string{"mcp", "--max-file-bytes", "0"}, "--max-file-bytes must be positive"},
 		{[]string{"mcp", "--holder", "a\nb"}, "control character"},
 		{[]string{"mcp", "extra"}, "unexpected arguments"},

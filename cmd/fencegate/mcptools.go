@@ -167,8 +167,8 @@ func (s *mcpServer) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimI
 	if err != nil {
 		return nil, out, err
 	}
-	if ttl <= 0 {
-		return nil, out, fmt.Errorf("bad ttl %q: must be positive", in.TTL)
+	if ttl < minTTL {
+		return nil, out, fmt.Errorf("bad ttl %q: must be at least %v", in.TTL, minTTL)
 	}
 	wait, err := parseDurationArg("wait", in.Wait, 0)
 	if err != nil {
@@ -246,8 +246,8 @@ func (s *mcpServer) renew(ctx context.Context, _ *mcp.CallToolRequest, in renewI
 	if err != nil {
 		return nil, out, err
 	}
-	if ttl <= 0 {
-		return nil, out, fmt.Errorf("bad ttl %q: must be positive", in.TTL)
+	if ttl < minTTL {
+		return nil, out, fmt.Errorf("bad ttl %q: must be at least %v", in.TTL, minTTL)
 	}
 	res, err := renewToken(ctx, s.b, token, ttl)
 	if errors.Is(err, lease.ErrUnknownResource) {
