@@ -135,7 +135,9 @@
 // admitted the token: temp file, fsync, rename, fsync of the directory,
 // then the transaction commits. Fencing orders the writes that go through
 // the gate; it does not stop writers that bypass it. With --allow-sql,
-// write also takes SQL statements with bound arguments.
+// write also takes SQL statements with bound arguments, run as gate runs
+// them: in one confined transaction behind gate.Commit that the SQL cannot
+// end, restart or nest.
 //
 // demo plays the two-agent story in a temporary SQLite database that it
 // deletes afterwards: A claims a lock, checks its lease, stalls past its

@@ -114,22 +114,32 @@ func cmdGate(ctx context.Context, c *cli, cmd *command, args []string) int {
 		}
 		return exitHeld
 	}
+	summary, _, err := sqlOutcome(token, len(stmts), res, err)
+	if err != nil {
+		return c.fail(cmd, err)
+	}
+	fmt.Fprintln(c.stdout, summary)
+	return exitOK
+}
+
+// sqlOutcome describes what a confined write of n statements under token
+// did, other than a refusal: a one-line summary and the rows affected when
+// it committed, else err saying what committed.
+func sqlOutcome(token gate.Token, n int, res confined.Result, err error) (summary string, rows int64, _ error) {
 	switch {
 	case err == nil:
-		var rows int64
-		for _, n := range res.RowsAffected {
-			rows += n
+		for _, r := range res.RowsAffected {
+			rows += r
 		}
-		fmt.Fprintf(c.stdout, "committed under %s fence %d: %d statement%s, %d row%s affected\n",
-			token.Resource, token.Fence, len(stmts), plural(len(stmts)), rows, plural(int(rows)))
-		return exitOK
+		return fmt.Sprintf("committed under %s fence %d: %d statement%s, %d row%s affected",
+			token.Resource, token.Fence, n, plural(n), rows, plural(int(rows))), rows, nil
 	case res.Outcome == confined.Unknown:
-		return c.fail(cmd, fmt.Errorf("%w; the connection broke during COMMIT: the statements may or may not have committed", err))
+		return "", 0, fmt.Errorf("%w; the connection broke during COMMIT: the statements may or may not have committed", err)
 	case res.Outcome == confined.Committed:
 		// Only without migration 00004's guard: the SQL's own COMMIT went through.
-		return c.fail(cmd, fmt.Errorf("%w; it committed the statements before it under the fence; the rest did not run", err))
+		return "", 0, fmt.Errorf("%w; it committed the statements before it under the fence; the rest did not run", err)
 	}
-	return c.fail(cmd, fmt.Errorf("%w; nothing was committed", err))
+	return "", 0, fmt.Errorf("%w; nothing was committed", err)
 }
 
 // rejectionOf turns a refusal into its rejection log record.

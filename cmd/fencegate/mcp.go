@@ -70,6 +70,13 @@ out of the root), special files and the database's own files are refused.
 Content is at most --max-file-bytes. Fencing orders the writes that go
 through the gate; it does not stop writers that bypass it.
 
+With --allow-sql, write also takes SQL: {token, sql: [{query, args?}]}, the
+statements run in order, with args bound to their parameters ($1 on
+Postgres, ? or ?1 on SQLite), in one transaction that commits only together
+with the gate's admission of the token, through the same confined path as
+'fencegate gate': the SQL can never end, restart or nest that transaction.
+The answer is the rows affected, or the refusal.
+
 claim's answer when someone else holds the lock is a normal result that
 says who and until when; its wait is at most 5m. Bad input, refusals and
 failures are tool errors (isError) that say what to do, and bad input is

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -74,6 +75,7 @@ func TestMCPTwoServers(t *testing.T) {
 	t.Parallel()
 	databases(t, func(t *testing.T, db database) {
 		t.Parallel()
+		db.createLog(t)
 		root := t.TempDir()
 		server := func(holder string) *serverProcess {
 			cmd := exec.Command(binary(t), "mcp", "--dsn", db.dsn, "--root", root, "--holder", holder, "--allow-sql")
@@ -99,11 +101,17 @@ func TestMCPTwoServers(t *testing.T) {
 			t.Fatalf("B's claim after A's ttl: %+v", cb)
 		}
 		callOK[writeOutput](t, b.ClientSession, "write", args{"token": cb.Token, "path": "report.md", "content": "B's report\n"})
+		callOK[writeOutput](t, b.ClientSession, "write", args{"token": cb.Token, "sql": []any{args{"query": db.insert, "args": []any{cb.Fence, "agent-b"}}}})
 
 		// A wakes up and writes: refused, with both holders and fences.
 		msg := callErr(t, a.ClientSession, "write", args{"token": ca.Token, "path": "report.md", "content": "A's late edit\n"},
 			"refused, nothing was written", `from "agent-a"`, `from "agent-b"`, "rejection #")
+		callErr(t, a.ClientSession, "write", args{"token": ca.Token, "sql": []any{args{"query": db.insert, "args": []any{ca.Fence, "agent-a"}}}},
+			"refused, nothing was written", `from "agent-b"`)
 		wantFile(t, filepath.Join(root, "report.md"), "B's report\n")
+		if rows := db.logRows(t); !slices.Equal(rows, []int64{cb.Fence}) {
+			t.Fatalf("log rows %v, want only B's fence %d", rows, cb.Fence)
+		}
 		rn := callOK[renewOutput](t, a.ClientSession, "renew", args{"token": ca.Token})
 		if !rn.Expired || rn.Successor != "agent-b" {
 			t.Fatalf("A's renew: %+v", rn)
@@ -113,7 +121,7 @@ func TestMCPTwoServers(t *testing.T) {
 		if len(st.Locks) != 1 || st.Locks[0].Holder != "agent-b" || st.Locks[0].Floor != cb.Fence {
 			t.Fatalf("status: %+v", st)
 		}
-		if len(st.Refusals) != 1 || st.Refusals[0].Holder != "agent-a" || st.Refusals[0].FloorHolder != "agent-b" || st.Refusals[0].Fence != ca.Fence {
+		if len(st.Refusals) != 2 || st.Refusals[0].Holder != "agent-a" || st.Refusals[0].FloorHolder != "agent-b" || st.Refusals[0].Fence != ca.Fence {
 			t.Fatalf("refusals: %+v (A was told %q)", st.Refusals, msg)
 		}
 		// Logs are on stderr; stdout carries only the protocol (or the

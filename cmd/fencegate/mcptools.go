@@ -330,14 +330,6 @@ func (s *mcpServer) write(ctx context.Context, _ *mcp.CallToolRequest, in writeI
 	}
 }
 
-// writeSQL is the SQL kind of write.
-func (s *mcpServer) writeSQL(_ context.Context, _ gate.Token, _ []sqlStatement) (*mcp.CallToolResult, writeOutput, error) {
-	if !s.cfg.allowSQL {
-		return nil, writeOutput{}, errors.New("SQL writes are off: the server must be started with --allow-sql")
-	}
-	return nil, writeOutput{}, errors.New("SQL writes are not available in this build of fencegate; write files instead")
-}
-
 // refused is write's answer to a token the gate refused: a tool error
 // whose structured content is the rejection record.
 func (s *mcpServer) refused(out writeOutput, stale *gate.StaleFenceError) (*mcp.CallToolResult, writeOutput, error) {
