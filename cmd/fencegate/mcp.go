@@ -246,7 +246,7 @@ func parseDurationArg(name, text string, def time.Duration) (time.Duration, erro
 // dbError describes a database failure for the agent.
 func dbError(what string, err error) error {
 	if errors.Is(err, lease.ErrBusy) {
-		return fmt.Errorf("%s: the database is busy (another write holds the lock's row); nothing changed, try again: %w", what, err)
+		return fmt.Errorf("%s: busy, the lock is in use by another transaction (a write in flight, a concurrent claim); nothing changed: try again, or claim with wait: %w", what, err)
 	}
 	return fmt.Errorf("%s failed, nothing changed: %w", what, err)
 }

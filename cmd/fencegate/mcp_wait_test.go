@@ -6,8 +6,11 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 
@@ -147,4 +150,49 @@ func openSQL(t *testing.T, dsn string) *sql.DB {
 	}
 	t.Cleanup(func() { db.Close() })
 	return db
+}
+
+// While a file write is in flight, its transaction holds the floor row, so
+// no higher fence can be granted: a claim of the released lock is busy
+// until the write commits, and only then granted.
+func TestMCPWriteHoldsTheFloorRow(t *testing.T) {
+	t.Parallel()
+	dsn := dbtest.PostgresSchemaURL(t)
+	root := t.TempDir()
+	reached, proceed := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	a := newMCP(t, dsn, mcpConfig{holder: "agent-a", root: root, beforeRename: func(context.Context) {
+		once.Do(func() {
+			close(reached)
+			<-proceed
+		})
+	}})
+	var release sync.Once
+	letGo := func() { release.Do(func() { close(proceed) }) }
+	t.Cleanup(letGo) // before a's cleanup, which waits for the write
+	b := newMCP(t, dsn, mcpConfig{holder: "agent-b", root: root})
+	ta := callOK[claimOutput](t, a.ClientSession, "claim", args{"resource": "r"})
+
+	wrote := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := a.CallTool(context.WithoutCancel(t.Context()), callParams("write", args{"token": ta.Token, "path": "f", "content": "A"}))
+		if err != nil {
+			t.Error(err)
+		}
+		wrote <- res
+	}()
+	<-reached
+	// A's lease ends while its write is in flight; B cannot be granted the
+	// lock before the write is done.
+	callOK[releaseOutput](t, a.ClientSession, "release", args{"token": ta.Token})
+	callErr(t, b.ClientSession, "claim", args{"resource": "r"}, "busy", "nothing changed")
+	letGo()
+	if res := <-wrote; res == nil || res.IsError {
+		t.Fatalf("A's write: %v", res)
+	}
+	wantFile(t, filepath.Join(root, "f"), "A")
+	cb := callOK[claimOutput](t, b.ClientSession, "claim", args{"resource": "r"})
+	if !cb.Claimed || cb.Fence <= ta.Fence {
+		t.Fatalf("B's claim after the write: %+v", cb)
+	}
 }
