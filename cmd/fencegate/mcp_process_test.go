@@ -144,7 +144,7 @@ func TestMCPKilledMidWrite(t *testing.T) {
 		cmd.Env = cleanEnv(map[string]string{envHelper: "mcp-stall", envFile: stalled, envDSN: db.dsn, envRoot: root})
 		a := startServer(t, cmd)
 
-		ca := callOK[claimOutput](t, a.ClientSession, "claim", args{"resource": "state", "ttl": "1s"})
+		ca := callOK[claimOutput](t, a.ClientSession, "claim", args{"resource": "state", "ttl": "3s"})
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -158,7 +158,11 @@ func TestMCPKilledMidWrite(t *testing.T) {
 		<-done
 
 		wantFile(t, target, `{"old": true}`)
+		// Nobody released it: held until its ttl, then B gets it.
 		b := newMCP(t, db.dsn, mcpConfig{holder: "agent-b", root: root})
+		if held := callOK[claimOutput](t, b.ClientSession, "claim", args{"resource": "state"}); held.Claimed || held.Holder != "stalled" {
+			t.Fatalf("B's claim right after the kill: %+v", held)
+		}
 		cb := callOK[claimOutput](t, b.ClientSession, "claim", args{"resource": "state", "wait": "30s"})
 		if !cb.Claimed || cb.Fence <= ca.Fence {
 			t.Fatalf("B's claim after the kill: %+v", cb)
