@@ -30,6 +30,7 @@ func TestMCPWriteSQL(t *testing.T) {
 			msg  []string
 		}{
 			{"empty list", []any{}, []string{"sql is empty"}},
+			{"unknown resource", nil, []string{"never leased"}},
 			{"empty query", []any{args{"query": " "}}, []string{"statement 1 is empty"}},
 			{"no query", []any{args{"args": []any{1}}}, []string{"query"}},
 			{"object argument", []any{args{"query": db.insert, "args": []any{args{"x": 1}, "h"}}}, []string{"statement 1, argument 1", "want a string, number"}},
@@ -38,7 +39,11 @@ func TestMCPWriteSQL(t *testing.T) {
 			{"wrong arguments", []any{args{"query": db.insert, "args": []any{ca.Fence}}}, []string{"statement 1", "nothing was committed"}},
 		} {
 			t.Run(c.name, func(t *testing.T) {
-				callErr(t, a.ClientSession, "write", args{"token": ca.Token, "sql": c.sql}, c.msg...)
+				token := ca.Token
+				if c.sql == nil {
+					token, c.sql = "fg1:1:never:agent-a", []any{args{"query": db.insert, "args": []any{1, "x"}}}
+				}
+				callErr(t, a.ClientSession, "write", args{"token": token, "sql": c.sql}, c.msg...)
 			})
 		}
 		if got := db.logRows(t); !slices.Equal(got, []int64{ca.Fence, ca.Fence}) {

@@ -481,6 +481,8 @@ func TestMCPBadInput(t *testing.T) {
 		{"write/another holder's token", "write", args{"token": "fg1:1:r:agent-b", "path": "a", "content": "x"}, []string{`"agent-b"'s`, `this server is "agent-a"`}},
 		{"renew/another holder's token", "renew", args{"token": "fg1:1:r:agent-b"}, []string{`"agent-b"'s`}},
 		{"release/another holder's token", "release", args{"token": "fg1:1:r:agent-b"}, []string{`"agent-b"'s`}},
+		{"write/unknown resource", "write", args{"token": "fg1:1:never:agent-a", "path": "a", "content": "x"}, []string{"never leased", "claim it first"}},
+		{"write/unknown resource, sql", "write", args{"token": "fg1:1:never:agent-a", "sql": []any{args{"query": "SELECT 1"}}}, []string{"--allow-sql"}},
 		{"write/stale token, bad path", "write", args{"token": stale, "path": "../x", "content": "x"}, []string{`contains ".."`}},
 	}
 	for _, c := range cases {

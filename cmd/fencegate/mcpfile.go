@@ -216,6 +216,9 @@ func (s *mcpServer) writeFile(ctx context.Context, token gate.Token, in writeInp
 		return nil, out, fmt.Errorf("path %q does not exist: nothing to delete", w.rel)
 	}
 	out.Path, out.Mode = w.rel, w.mode
+	if err := s.checkLeased(ctx, token); err != nil {
+		return nil, out, err
+	}
 
 	// The transaction's context is not the request's: a cancelled request
 	// must not roll back (and so unlock the floor row) while the file is

@@ -32,6 +32,9 @@ func (s *mcpServer) writeSQL(ctx context.Context, token gate.Token, in []sqlStat
 	if err != nil {
 		return nil, out, err
 	}
+	if err := s.checkLeased(ctx, token); err != nil {
+		return nil, out, err
+	}
 	res, err := confined.Write(ctx, s.b.driver.DB(), s.b.gate, token, stmts)
 	if stale, ok := errors.AsType[*gate.StaleFenceError](err); ok {
 		return s.refused(out, stale)

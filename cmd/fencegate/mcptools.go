@@ -330,6 +330,21 @@ func (s *mcpServer) write(ctx context.Context, _ *mcp.CallToolRequest, in writeI
 	}
 }
 
+// checkLeased refuses a write for a resource that was never leased, a
+// mistyped name, before anything (a rejection record) is written. Once
+// leased a resource stays known, so this read cannot let a write through
+// that the gate would not judge.
+func (s *mcpServer) checkLeased(ctx context.Context, token gate.Token) error {
+	st, err := s.b.coord.Status(ctx, token.Resource)
+	if err != nil {
+		return dbError("write", err)
+	}
+	if st.Fence == 0 {
+		return fmt.Errorf("unknown resource: %s was never leased; claim it first, and write with the token claim gives", token.Resource)
+	}
+	return nil
+}
+
 // refused is write's answer to a token the gate refused: a tool error
 // whose structured content is the rejection record.
 func (s *mcpServer) refused(out writeOutput, stale *gate.StaleFenceError) (*mcp.CallToolResult, writeOutput, error) {
