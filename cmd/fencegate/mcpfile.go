@@ -232,10 +232,10 @@ func (s *mcpServer) writeFile(ctx context.Context, token gate.Token, in writeInp
 		return nil, out, dbError("write", err)
 	}
 	if err := s.b.gate.Commit(ctx, tx, token); err != nil {
+		// Commit rolled tx back, whatever the error.
 		if stale, ok := errors.AsType[*gate.StaleFenceError](err); ok {
-			return s.refused(out, stale) // tx is rolled back
+			return s.refused(out, stale)
 		}
-		_ = tx.Rollback()
 		if errors.Is(err, gate.ErrInvalidInput) {
 			return nil, out, errors.New(stripPrefix(err))
 		}
