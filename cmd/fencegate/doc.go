@@ -129,8 +129,9 @@
 // server's own tokens. claim's answer when the lock is held is a
 // normal result saying who holds it; bad input, refusals and failures are
 // tool errors (isError) saying what to do. write makes a file write under
-// --root, confined to it by os.Root (absolute paths, "..", symlinks,
-// special files and the database's own files are refused), while the
+// --root, confined to it by os.Root (absolute paths, "..", a symlink as
+// the file or one leading out, special files and the database's own files
+// are refused), while the
 // write's transaction holds the lock's floor row after gate.Commit
 // admitted the token: temp file, fsync, rename, fsync of the directory,
 // then the transaction commits. Fencing orders the writes that go through
