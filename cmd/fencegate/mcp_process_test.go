@@ -144,7 +144,7 @@ func TestMCPKilledMidWrite(t *testing.T) {
 		cmd.Env = cleanEnv(map[string]string{envHelper: "mcp-stall", envFile: stalled, envDSN: db.dsn, envRoot: root})
 		a := startServer(t, cmd)
 
-		ca := callOK[claimOutput](t, a.ClientSession, "claim", args{"resource": "state", "ttl": "3s"})
+		ca := callOK[claimOutput](t, a.ClientSession, "claim", args{"resource": "state", "ttl": "5s"})
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
