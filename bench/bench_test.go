@@ -2,7 +2,9 @@ package bench_test
 
 import (
 	"context"
+	"net/url"
 	"testing"
+	"time"
 
 	"github.com/fencegate/fencegate/bench"
 	"github.com/fencegate/fencegate/internal/dbtest"
@@ -44,14 +46,53 @@ func TestWorkloads(t *testing.T) {
 		"fenced batch": pg.PgFencedBatch, "prototype": pg.PgPrototypeTx, "advisory xact": pg.PgAdvisoryXactTx,
 		"advisory xact batch": pg.PgAdvisoryXactBatch, "advisory session": pg.PgAdvisorySession,
 		"sql plain": pg.SQLPlainTx, "sql fenced": pg.SQLFencedTx,
+		"pglock": pg.PglockWrite(false), "pglock heartbeat": pg.PglockWrite(true),
 	} {
 		if err := op(ctx, 2); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
 	var n int64
-	if err := pg.Pool.QueryRow(ctx, `SELECT n FROM bench_item WHERE id = 2`).Scan(&n); err != nil || n != 10 {
-		t.Fatalf("row 2 = %d, %v; want 10 updates", n, err)
+	if err := pg.Pool.QueryRow(ctx, `SELECT n FROM bench_item WHERE id = 2`).Scan(&n); err != nil || n != 12 {
+		t.Fatalf("row 2 = %d, %v; want 12 updates", n, err)
+	}
+	for name, op := range map[string]bench.Op{"pglock": pg.PglockAcquireRelease(false), "pglock heartbeat": pg.PglockAcquireRelease(true)} {
+		if err := op(ctx, 1); err != nil {
+			t.Errorf("%s acquire+release: %v", name, err)
+		}
+	}
+}
+
+// The fenced and unfenced transactions and the batch run in every exec mode
+// through a DelayProxy, on the schema of the pool they are attached to.
+func TestWorkloadsPerExecModeThroughProxy(t *testing.T) {
+	ctx := context.Background()
+	pg := newPG(t)
+	u, err := url.Parse(pg.BaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := bench.StartDelayProxy(u.Host, 0, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	u.Host = p.Addr()
+	for _, mode := range bench.ExecModes {
+		via, err := pg.Attach(ctx, bench.Net{Name: "proxy", URL: u.String()}, 2, mode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, op := range map[string]bench.Op{"plain tx": via.PgPlainTx, "fenced tx": via.PgFencedTx, "fenced batch": via.PgFencedBatch} {
+			if err := op(ctx, 3); err != nil {
+				t.Errorf("%s, %s: %v", mode, name, err)
+			}
+		}
+		via.Close(ctx)
+	}
+	var n int64
+	if err := pg.Pool.QueryRow(ctx, `SELECT n FROM bench_item WHERE id = 3`).Scan(&n); err != nil || n != int64(3*len(bench.ExecModes)) {
+		t.Fatalf("row 3 = %d, %v; want %d updates", n, err, 3*len(bench.ExecModes))
 	}
 }
 

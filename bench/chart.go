@@ -3,21 +3,23 @@ package bench
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 )
 
-var chartColors = []string{"#1f77b4", "#2ca02c", "#d62728", "#ff7f0e", "#9467bd", "#7f7f7f"}
+var chartColors = []string{"#1f77b4", "#2ca02c", "#d62728", "#ff7f0e", "#9467bd", "#7f7f7f", "#8c564b", "#e377c2"}
 
 // ChartSVG draws throughput and p99 against writers, one panel per metric
-// and key pattern, one line per variant, on log-scaled writer axes.
+// and key pattern, one line per variant and network (solid for the first
+// network, dashed for the others), on log-scaled writer axes.
 func ChartSVG(series []Series) string {
 	const (
 		pw, ph  = 420.0, 260.0 // panel size
 		ml, mt  = 70.0, 40.0   // margins inside a panel
 		plotW   = pw - ml - 20
 		plotH   = ph - mt - 45
-		legendH = 30.0
+		legendH = 50.0
 		cols    = 2
 		rowsN   = 2
 		width   = pw * cols
@@ -28,10 +30,14 @@ func ChartSVG(series []Series) string {
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	names := []string{}
 	seen := map[string]bool{}
+	var nets []string
 	for _, s := range series {
 		if !seen[s.Name] {
 			seen[s.Name] = true
 			names = append(names, s.Name)
+		}
+		if !slices.Contains(nets, s.Net) {
+			nets = append(nets, s.Net)
 		}
 	}
 	color := func(name string) string {
@@ -103,17 +109,28 @@ func ChartSVG(series []Series) string {
 			for i, w := range s.Writers {
 				pts = append(pts, fmt.Sprintf("%.1f,%.1f", lx(w), ly(val(s, i))))
 			}
-			fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(pts, " "), color(s.Name))
+			dash := ""
+			if s.Net != nets[0] {
+				dash = ` stroke-dasharray="5,3"`
+			}
+			fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"%s/>`+"\n", strings.Join(pts, " "), color(s.Name), dash)
 			for _, pt := range pts {
 				xy := strings.Split(pt, ",")
 				fmt.Fprintf(&b, `<circle cx="%s" cy="%s" r="3" fill="%s"/>`+"\n", xy[0], xy[1], color(s.Name))
 			}
 		}
 	}
-	x := 10.0
+	x, y := 10.0, height-legendH+4
 	for _, n := range names {
-		fmt.Fprintf(&b, `<rect x="%.0f" y="%.0f" width="12" height="12" fill="%s"/><text x="%.0f" y="%.0f">%s</text>`+"\n", x, height-legendH+8, color(n), x+16, height-legendH+18, n)
-		x += 24 + 6.5*float64(len(n))
+		w := 24 + 6.5*float64(len(n))
+		if x+w > width {
+			x, y = 10, y+16
+		}
+		fmt.Fprintf(&b, `<rect x="%.0f" y="%.0f" width="12" height="12" fill="%s"/><text x="%.0f" y="%.0f">%s</text>`+"\n", x, y, color(n), x+16, y+10, n)
+		x += w
+	}
+	if len(nets) > 1 {
+		fmt.Fprintf(&b, `<text x="10" y="%.0f">solid: %s; dashed: %s</text>`+"\n", height-4, nets[0], strings.Join(nets[1:], ", "))
 	}
 	b.WriteString("</svg>\n")
 	return b.String()

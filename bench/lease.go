@@ -9,24 +9,22 @@ import (
 	"sync/atomic"
 	"time"
 
+	"cirello.io/pglock"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/fencegate/fencegate/lease"
 )
 
-// leaseEnv is a coordinator and a client on a schema of their own.
+// leaseEnv is a coordinator and a client over one PG.
 type leaseEnv struct {
 	pg     *PG
 	coord  *lease.Coordinator
 	client *lease.Client
 }
 
-func newLeaseEnv(ctx context.Context, cfg Config, conns int32, ttl time.Duration) (*leaseEnv, error) {
-	pg, err := NewPG(ctx, cfg.PostgresURL, conns)
-	if err != nil {
-		return nil, err
-	}
+func newLeaseEnv(pg *PG, ttl time.Duration) (*leaseEnv, error) {
 	client, err := lease.NewClient(lease.ClientOptions{Holder: "bench-holder", TTL: ttl})
 	if err != nil {
-		pg.Close(ctx)
 		return nil, err
 	}
 	return &leaseEnv{pg: pg, coord: lease.NewCoordinator(pg.Pgx, &lease.CoordinatorOptions{TTL: ttl}), client: client}, nil
@@ -72,92 +70,185 @@ func (e *leaseEnv) renew(ctx context.Context, l *lease.Lease) error {
 	return err
 }
 
-// LeaseCosts is scenario 3 and the acquire+release comparison.
+// Names of scenario 3's variants.
+const (
+	vLeaseGate     = "fencegate acquire+release"
+	vLeasePglock   = "pglock Acquire+Close, heartbeat off"
+	vLeasePglockHB = "pglock Acquire+Close, heartbeat on"
+	vLeaseAdvisory = "advisory session lock+unlock"
+	vRenewGate     = "fencegate renewal"
+	vRenewPglock   = "pglock SendHeartbeat"
+)
+
+// LeaseCosts is scenario 3: acquire+release against pglock and an advisory
+// lock, and renewal against pglock's heartbeat, over every net.
 func LeaseCosts(ctx context.Context, cfg Config, r *Report) error {
-	e, err := newLeaseEnv(ctx, cfg, 8, 30*time.Second)
+	base, err := NewPG(ctx, cfg.PostgresURL, 2)
 	if err != nil {
 		return err
 	}
-	defer e.pg.Close(context.WithoutCancel(ctx))
+	defer base.Close(context.WithoutCancel(ctx))
+	pgs, err := onNets(ctx, cfg, base, 8, ExecModes[0])
+	if err != nil {
+		return err
+	}
+	defer closeAll(ctx, pgs)
+	envs := map[string]*leaseEnv{}
+	for _, t := range pgs {
+		if envs[t.Net], err = newLeaseEnv(t, 30*time.Second); err != nil {
+			return err
+		}
+	}
 
 	r.f("## 3. Lease costs: acquire+release, and renewal per held lease\n\n")
 	r.f("One worker, Postgres through pgx. *fencegate acquire+release* is BeginAcquire, Coordinator.Acquire (a new fence from the sequence, the lease row, and the floor raised in the same transaction), CompleteAcquire, Release, Coordinator.Release. ")
-	r.f("*advisory session lock+unlock* is `pg_advisory_lock` then `pg_advisory_unlock` on one pooled connection. pglock's Acquire+Close could not be measured (see the top), so the target “≤ 0.6x pglock's p50” has no verdict.\n\n")
-	var seq atomic.Int64
-	acqRel := func(ctx context.Context, key int) error {
-		l, err := e.acquire(ctx, fmt.Sprintf("lease/%d", key))
-		if err != nil {
+	r.f("*pglock Acquire+Close* is cirello.io/pglock's AcquireContext (nextval, then an upsert) and Lock.Close (a DELETE) through database/sql on the same pool; with the heartbeat on, Acquire also starts a goroutine whose first heartbeat (nextval, UPDATE) runs at once, and Close stops it first. ")
+	r.f("*advisory session lock+unlock* is `pg_advisory_lock` then `pg_advisory_unlock` on one pooled connection. Target: fencegate's p50 ≤ 0.6x pglock's.\n\n")
+	var g grid
+	for _, t := range pgs {
+		e := envs[t.Net]
+		g.add(t.Net, vLeaseGate, func(ctx context.Context, key int) error {
+			l, err := e.acquire(ctx, fmt.Sprintf("lease/%d", key))
+			if err != nil {
+				return err
+			}
+			return e.release(ctx, l)
+		})
+		g.add(t.Net, vLeasePglock, t.PglockAcquireRelease(false))
+		g.add(t.Net, vLeasePglockHB, t.PglockAcquireRelease(true))
+		g.add(t.Net, vLeaseAdvisory, func(ctx context.Context, key int) error {
+			conn, err := t.Pool.Acquire(ctx)
+			if err != nil {
+				return err
+			}
+			defer conn.Release()
+			if _, err := conn.Exec(ctx, advisoryLock, advisoryBase+int64(key)); err != nil {
+				return err
+			}
+			_, err = conn.Exec(ctx, advisoryUnlock, advisoryBase+int64(key))
 			return err
-		}
-		seq.Add(1)
-		return e.release(ctx, l)
+		})
 	}
-	advisory := func(ctx context.Context, key int) error {
-		conn, err := e.pg.Pool.Acquire(ctx)
-		if err != nil {
-			return err
-		}
-		defer conn.Release()
-		if _, err := conn.Exec(ctx, advisoryLock, advisoryBase+int64(key)); err != nil {
-			return err
-		}
-		_, err = conn.Exec(ctx, advisoryUnlock, advisoryBase+int64(key))
-		return err
+	g.run(ctx, cfg, 1, Distinct, "3/acquire")
+	for _, n := range cfg.nets() {
+		r.f("### acquire+release, %s\n\n", n.Name)
+		res := g.rows(n.Name, vLeaseGate, vLeasePglock, vLeasePglockHB, vLeaseAdvisory)
+		r.table(res, 3)
+		off, on := LatencyRatio(res[0], res[1], 0.5), LatencyRatio(res[0], res[2], 0.5)
+		r.f("p50, paired per round: fencegate ÷ pglock (heartbeat off) = **%.2fx**, fencegate ÷ pglock (heartbeat on) = **%.2fx**; target ≤ 0.6x: %s.\n\n", off, on, verdict(max(off, on) <= 0.6))
+		r.Notes = append(r.Notes, fmt.Sprintf("lease acquire+release p50, %s: fencegate %s, pglock %s (heartbeat off) / %s (on), advisory lock+unlock %s; fencegate ÷ pglock p50 = %.2fx (off), %.2fx (on) (target ≤ 0.6x: %s)",
+			n.Name, fmtDur(res[0].Latency(0.5)), fmtDur(res[1].Latency(0.5)), fmtDur(res[2].Latency(0.5)), fmtDur(res[3].Latency(0.5)), off, on, verdict(max(off, on) <= 0.6)))
 	}
-	res := Interleave(ctx, []Variant{
-		{"fencegate acquire+release", acqRel},
-		{"advisory session lock+unlock", advisory},
-	}, 1, Distinct, cfg.Duration, cfg.Rounds, prefix(cfg, "3/acquire"))
-	r.table(res, 1)
-	r.Notes = append(r.Notes, fmt.Sprintf("lease acquire+release p50 %s (advisory lock+unlock %s; pglock: not measurable here)",
-		fmtDur(res[0].Latency(0.5)), fmtDur(res[1].Latency(0.5))))
 
-	var held []*lease.Lease
-	for k := range 8 {
-		l, err := e.acquire(ctx, fmt.Sprintf("renew/%d", k))
-		if err != nil {
-			return err
+	// Renewal: 8 held leases and 8 held pglock locks per net, renewed in turn.
+	type held struct {
+		leases []*lease.Lease
+		locks  []*pglock.Lock
+	}
+	hs := map[string]*held{}
+	for i, t := range pgs {
+		h := &held{}
+		for k := range 8 {
+			name := fmt.Sprintf("renew/%d/%d", i, k)
+			l, err := envs[t.Net].acquire(ctx, name)
+			if err != nil {
+				return err
+			}
+			h.leases = append(h.leases, l)
+			pl, err := t.Pglock.AcquireContext(ctx, name)
+			if err != nil {
+				return err
+			}
+			defer pl.Close()
+			h.locks = append(h.locks, pl)
 		}
-		held = append(held, l)
+		hs[t.Net] = h
 	}
-	renew := func(ctx context.Context, key int) error { return e.renew(ctx, held[(key-1)%len(held)]) }
-	var rows []Result
+	r.f("### renewal\n\nfencegate: BeginRenewal, Coordinator.Renew (one conditional UPDATE), CompleteRenewal. pglock: SendHeartbeat (nextval, then a conditional UPDATE), what its heartbeat goroutine runs every %s.\n\n", pglockHeartbeat)
+	r.f("| workers | network | variant | median renewals/s | p50 | p99 |\n|---:|---|---|---:|---:|---:|\n")
+	var capacity float64
+	var renew1 time.Duration
 	for _, w := range []int{1, 8} {
-		res := Interleave(ctx, []Variant{{fmt.Sprintf("renewal, %d worker(s)", w), renew}}, w, Distinct, cfg.Duration, cfg.Rounds, prefix(cfg, "3/renew"))
-		rows = append(rows, res[0])
+		var g grid
+		for _, t := range pgs {
+			e, h, c := envs[t.Net], hs[t.Net], t.Pglock
+			g.add(t.Net, vRenewGate, func(ctx context.Context, key int) error { return e.renew(ctx, h.leases[(key-1)%len(h.leases)]) })
+			g.add(t.Net, vRenewPglock, func(ctx context.Context, key int) error {
+				return c.SendHeartbeat(ctx, h.locks[(key-1)%len(h.locks)])
+			})
+		}
+		g.run(ctx, cfg, w, Distinct, "3/renew")
+		for _, n := range cfg.nets() {
+			for _, x := range g.rows(n.Name, vRenewGate, vRenewPglock) {
+				r.f("| %d | %s | %s | %.0f | %s | %s |\n", w, n.Name, x.Name, x.MedianThroughput(), fmtDur(x.Latency(0.5)), fmtDur(x.Latency(0.99)))
+			}
+		}
+		lo := g.get(cfg.nets()[0].Name, vRenewGate)
+		if w == 1 {
+			renew1 = lo.Latency(0.5)
+		} else {
+			capacity = lo.MedianThroughput()
+		}
 	}
-	r.f("Renewal (BeginRenewal, Coordinator.Renew: one conditional UPDATE; CompleteRenewal):\n\n| | median renewals/s | p50 | p99 |\n|---|---:|---:|---:|\n")
-	for _, x := range rows {
-		r.f("| %s | %.0f | %s | %s |\n", x.Name, x.MedianThroughput(), fmtDur(x.Latency(0.5)), fmtDur(x.Latency(0.99)))
-	}
-	capacity := rows[1].MedianThroughput()
-	r.f("\nlease.Hold renews when a third of the term has passed, so a held lease costs 3/TTL renewals per second: at TTL 30s, 0.1/s, one %s round trip each. ", fmtDur(rows[0].Latency(0.5)))
+	r.f("\nlease.Hold renews when a third of the term has passed, so a held lease costs 3/TTL renewals per second: at TTL 30s, 0.1/s, one %s round trip each on loopback. ", fmtDur(renew1))
 	r.f("This database sustains about %.0f renewals/s with 8 workers, i.e. about %.0f leases held at TTL 30s before renewals alone saturate it. ", capacity, capacity/0.1)
 	r.f("An advisory session lock needs no renewal, but pins a connection (a backend process) for as long as it is held, and never expires while that session lives (scenario 5).\n\n")
-	r.Notes = append(r.Notes, fmt.Sprintf("renewal: p50 %s per renewal; capacity ≈ %.0f renewals/s ≈ %.0f leases at TTL 30s", fmtDur(rows[0].Latency(0.5)), capacity, capacity/0.1))
+	r.Notes = append(r.Notes, fmt.Sprintf("renewal on loopback: p50 %s per renewal; capacity ≈ %.0f renewals/s ≈ %.0f leases at TTL 30s", fmtDur(renew1), capacity, capacity/0.1))
 	return nil
 }
 
-// ManyLeases is scenario 6: n leases held in one process with lease.Hold.
+func verdict(met bool) string {
+	if met {
+		return "met"
+	}
+	return "**not met**"
+}
+
+// ManyLeases is scenario 6: n leases held in one process with lease.Hold,
+// over every net.
 func ManyLeases(ctx context.Context, cfg Config, r *Report) error {
+	base, err := NewPG(ctx, cfg.PostgresURL, 2)
+	if err != nil {
+		return err
+	}
+	defer base.Close(context.WithoutCancel(ctx))
+	pgs, err := onNets(ctx, cfg, base, 8, ExecModes[0])
+	if err != nil {
+		return err
+	}
+	defer closeAll(ctx, pgs)
 	r.f("## 6. Many leases held in one process\n\n")
 	r.f("n goroutines each run lease.Hold (TTL 30s, renewing every 10s) around a function that blocks; a pgx pool of 8 connections serves them all. Memory is the Go heap in use after GC, measured before and while held; the renewal sweep renews all n leases once with 8 workers.\n\n")
-	r.f("| leases | acquire all | heap per lease | goroutines per lease | renewal sweep | renewals/s | load at TTL 30s (n/10 per s) | release all |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	r.f("| leases | network | acquire all | heap per lease | goroutines per lease | renewal sweep | renewals/s | load at TTL 30s (n/10 per s) | release all |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, n := range cfg.Leases {
-		if err := manyLeases(ctx, cfg, n, r); err != nil {
-			return err
+		for _, t := range pgs {
+			if err := manyLeases(ctx, cfg, t, n, r); err != nil {
+				return err
+			}
 		}
 	}
 	r.f("\n")
 	return nil
 }
 
-func manyLeases(ctx context.Context, cfg Config, n int, r *Report) error {
-	e, err := newLeaseEnv(ctx, cfg, 8, 30*time.Second)
+func manyLeases(ctx context.Context, cfg Config, pg *PG, n int, r *Report) error {
+	e, err := newLeaseEnv(pg, 30*time.Second)
 	if err != nil {
 		return err
 	}
-	defer e.pg.Close(context.WithoutCancel(ctx))
+	// Open the pool's connections first (and the proxy's goroutines for
+	// them), so that they are not counted per lease.
+	var conns []*pgxpool.Conn
+	for range pg.Pool.Config().MaxConns {
+		c, err := pg.Pool.Acquire(ctx)
+		if err != nil {
+			break
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		c.Release()
+	}
 	runtime.GC()
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
@@ -194,7 +285,7 @@ func manyLeases(ctx context.Context, cfg Config, n int, r *Report) error {
 	}
 	ready.Wait()
 	acquireAll := time.Since(start)
-	prog(cfg, fmt.Sprintf("6: %d leases held (%d failed) in %s", len(leases), failed.Load(), acquireAll.Round(time.Millisecond)))
+	prog(cfg, fmt.Sprintf("6 [%s]: %d leases held (%d failed) in %s", pg.Net, len(leases), failed.Load(), acquireAll.Round(time.Millisecond)))
 	runtime.GC()
 	runtime.ReadMemStats(&m1)
 	g1 := runtime.NumGoroutine()
@@ -225,10 +316,10 @@ func manyLeases(ctx context.Context, cfg Config, n int, r *Report) error {
 	done.Wait()
 	relAll := time.Since(relStart)
 	heapPer := float64(int64(m1.HeapInuse)-int64(m0.HeapInuse)) / float64(max(len(leases), 1))
-	r.f("| %d | %s | %.1f KiB | %.1f | %s | %.0f | %.0f%% of that rate | %s |\n", n, acquireAll.Round(time.Millisecond),
+	r.f("| %d | %s | %s | %.1f KiB | %.1f | %s | %.0f | %.0f%% of that rate | %s |\n", n, pg.Net, acquireAll.Round(time.Millisecond),
 		heapPer/1024, float64(g1-g0)/float64(max(len(leases), 1)), sweep.Round(time.Millisecond), rate, 100*float64(n)/10/rate, relAll.Round(time.Millisecond))
-	r.Notes = append(r.Notes, fmt.Sprintf("%d leases in one process: %.1f KiB heap and %.1f goroutines per lease; renewing them at TTL 30s uses ≈ %.0f%% of the measured renewal rate",
-		n, heapPer/1024, float64(g1-g0)/float64(max(len(leases), 1)), 100*float64(n)/10/rate))
+	r.Notes = append(r.Notes, fmt.Sprintf("%d leases in one process, %s: %.1f KiB heap and %.1f goroutines per lease; renewing them at TTL 30s uses ≈ %.0f%% of the measured renewal rate",
+		n, pg.Net, heapPer/1024, float64(g1-g0)/float64(max(len(leases), 1)), 100*float64(n)/10/rate))
 	if failed.Load() > 0 || renewErr.Load() > 0 {
 		r.f("\n(%d holds failed to acquire, %d renewals failed)\n", failed.Load(), renewErr.Load())
 	}

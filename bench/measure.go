@@ -35,7 +35,10 @@ var (
 	Distinct KeyOf = func(w int) int { return w%Keys + 1 }
 )
 
-// Run runs op in workers goroutines for d and returns what happened.
+// Run runs op in workers goroutines for d and returns what happened. An op
+// still running d after the end (a pglock waiter asleep for a whole lease)
+// has its context cancelled, and is counted neither as an op nor as an
+// error.
 func Run(ctx context.Context, op Op, workers int, keyOf KeyOf, d time.Duration) Sample {
 	var (
 		wg      sync.WaitGroup
@@ -44,6 +47,8 @@ func Run(ctx context.Context, op Op, workers int, keyOf KeyOf, d time.Duration) 
 		out     Sample
 		started = time.Now()
 	)
+	opCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	for w := range workers {
 		wg.Go(func() {
 			key := keyOf(w)
@@ -52,13 +57,13 @@ func Run(ctx context.Context, op Op, workers int, keyOf KeyOf, d time.Duration) 
 			var first error
 			for !stop.Load() {
 				t0 := time.Now()
-				if err := op(ctx, key); err != nil {
+				if err := op(opCtx, key); err != nil {
+					if opCtx.Err() != nil {
+						break
+					}
 					errs++
 					if first == nil {
 						first = err
-					}
-					if ctx.Err() != nil {
-						break
 					}
 					continue
 				}
@@ -80,7 +85,9 @@ func Run(ctx context.Context, op Op, workers int, keyOf KeyOf, d time.Duration) 
 	case <-ctx.Done():
 	}
 	stop.Store(true)
+	straggler := time.AfterFunc(d, cancel)
 	wg.Wait()
+	straggler.Stop()
 	out.Elapsed = time.Since(started)
 	return out
 }
@@ -213,4 +220,17 @@ func fmtDur(d time.Duration) string {
 	default:
 		return fmt.Sprintf("%.0fµs", float64(d)/1e3)
 	}
+}
+
+// LatencyRatio is the median over rounds of a's q-quantile latency over
+// b's in the same round: below 1, a is the faster.
+func LatencyRatio(a, b Result, q float64) float64 {
+	n := min(len(a.Rounds), len(b.Rounds))
+	rs := make([]float64, 0, n)
+	for i := range n {
+		if bl := Quantile(b.Rounds[i].Lat, q); bl > 0 {
+			rs = append(rs, float64(Quantile(a.Rounds[i].Lat, q))/float64(bl))
+		}
+	}
+	return median(rs)
 }

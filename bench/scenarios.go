@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/fencegate/fencegate/gate"
 )
 
 // Config sizes a run.
@@ -15,10 +17,12 @@ type Config struct {
 	PostgresURL string
 	Duration    time.Duration // per variant per round
 	Rounds      int
-	Writers     []int  // contention levels of scenario 2
-	BigFloors   int    // the largest floor table of scenario 4
-	Leases      []int  // lease counts of scenario 6
-	Self        string // this program, re-executed for scenario 5
+	Writers     []int         // contention levels of scenario 2
+	BigFloors   int           // the largest floor table of scenario 4
+	Leases      []int         // lease counts of scenario 6
+	Self        string        // this program, re-executed for scenario 5
+	RTT         time.Duration // what a DelayProxy adds to a round trip for the second path; 0: loopback only
+	Nets        []Net         // paths to PostgresURL's server, loopback first (RunAll sets it from RTT)
 	Progress    func(string)
 }
 
@@ -33,6 +37,7 @@ type Report struct {
 type Series struct {
 	Name    string
 	Keys    string // "one key" or "distinct keys"
+	Net     string // the path to the server; the chart dashes all but the first
 	Writers []int
 	OpsPerS []float64
 	P99     []time.Duration
@@ -56,103 +61,291 @@ func (r *Report) table(res []Result, base int) {
 	r.f("\n")
 }
 
-// Overhead is scenario 1: the gate against the identical unfenced
-// transaction, one writer (and four on SQLite).
-func Overhead(ctx context.Context, cfg Config, pg *PG, lite *SQLite, r *Report) {
-	r.f("## 1. Gate overhead against the identical unfenced transaction\n\n")
-	r.f("Each op updates one row (`UPDATE bench_item SET n = n + 1 WHERE id = $1`) of the writer's own key. ")
-	r.f("The fenced variants present the floor's own fence (a lease's steady state). ")
-	r.f("%d interleaved rounds of %s per variant; ratios are medians of per-round ratios.\n\n", cfg.Rounds, cfg.Duration)
+// Nets are the paths to the server every Postgres scenario is measured on,
+// loopback first; without any, loopback alone.
+func (c Config) nets() []Net {
+	if len(c.Nets) == 0 {
+		return []Net{{Name: "loopback", URL: c.PostgresURL}}
+	}
+	return c.Nets
+}
 
-	r.f("### Postgres, pgx pool, 1 writer\n\n")
-	res := Interleave(ctx, []Variant{
-		{"unfenced BEGIN/UPDATE/COMMIT", pg.PgPlainTx},
-		{"fenced tx (gate.Commit)", pg.PgFencedTx},
-		{"fenced batch (gate.CommitBatch)", pg.PgFencedBatch},
-		{"unfenced UPDATE, autocommit", pg.PgPlainAutocommit},
-		{"one round trip (SELECT 1)", pg.PgRoundTrip},
-	}, 1, Distinct, cfg.Duration, cfg.Rounds, prefix(cfg, "1/pgx"))
-	r.table(res, 0)
-	r.f("Round trips: unfenced tx 3, fenced tx 4, fenced batch 1, autocommit UPDATE 1. ")
-	r.f("The like-for-like ratio of the one-round-trip forms: fenced batch ÷ unfenced autocommit UPDATE = **%.2fx**.\n\n", Ratio(res[2], res[3]))
-	rt := res[4].Latency(0.5)
-	r.f("Where the time goes (p50): a round trip costs %s; the unfenced transaction spends %s, the fenced one %s: %s more, about one round trip plus the fence statement. ",
-		fmtDur(rt), fmtDur(res[0].Latency(0.5)), fmtDur(res[1].Latency(0.5)), fmtDur(res[1].Latency(0.5)-res[0].Latency(0.5)))
-	r.f("The statement itself is an index lookup and a row lock, but a row lock is a write: it stamps the row and adds a WAL record to the commit, where `pg_advisory_xact_lock` touches only shared memory. ")
-	r.f("Pipelined, the fence costs no round trip, only its execution: the batch (1 round trip, fence + UPDATE + commit) ran at %.2fx the unfenced BEGIN/UPDATE/COMMIT (3 round trips), and at %.2fx the bare autocommit UPDATE (1 round trip, no fence); that last gap is the fence statement's own cost. Over a real network, where a round trip costs 0.2–1 ms, the batch's lead over the 3-round-trip transaction grows with every round trip saved.\n\n",
-		Ratio(res[2], res[0]), Ratio(res[2], res[3]))
-	r.Notes = append(r.Notes,
-		fmt.Sprintf("pgx, 1 writer: fenced tx ÷ unfenced tx = %.2fx (target ≥ 0.95)", Ratio(res[1], res[0])),
-		fmt.Sprintf("pgx, 1 writer: one-round-trip fenced batch ÷ unfenced BEGIN/UPDATE/COMMIT = %.2fx (target > 1)", Ratio(res[2], res[0])),
-		fmt.Sprintf("pgx, 1 writer: fenced batch ÷ unfenced autocommit UPDATE (both one round trip) = %.2fx", Ratio(res[2], res[3])))
-
-	r.f("### Postgres, database/sql (pgx stdlib), 1 writer\n\n")
-	res = Interleave(ctx, []Variant{
-		{"unfenced BEGIN/UPDATE/COMMIT", pg.SQLPlainTx},
-		{"fenced tx (gate.Commit)", pg.SQLFencedTx},
-	}, 1, Distinct, cfg.Duration, cfg.Rounds, prefix(cfg, "1/sql"))
-	r.table(res, 0)
-	r.f("database/sql has no batch: the fence could ride with BEGIN only if it were part of the BEGIN's own text (pgx's TxOptions.BeginQuery and the stdlib driver take SQL text, not arguments), which would mean formatting the resource and holder into SQL. fencegate binds every argument, so on database/sql the fence costs its own round trip; use gate.CommitBatch on pgx when that round trip matters.\n\n")
-	r.Notes = append(r.Notes, fmt.Sprintf("database/sql Postgres, 1 writer: fenced ÷ unfenced = %.2fx (target ≥ 0.95)", Ratio(res[1], res[0])))
-
-	for _, w := range []int{1, 4} {
-		r.f("### SQLite (BEGIN IMMEDIATE, WAL, synchronous=FULL), %d writer(s), distinct keys\n\n", w)
-		res = Interleave(ctx, []Variant{
-			{"unfenced BEGIN/UPDATE/COMMIT", lite.PlainTx},
-			{"fenced tx (gate.Commit)", lite.FencedTx},
-		}, w, Distinct, cfg.Duration, cfg.Rounds, prefix(cfg, fmt.Sprintf("1/sqlite/%dw", w)))
-		r.table(res, 0)
-		if w == 1 {
-			r.f("SQLite runs in-process, so there is no round trip to save: the fence's cost is its statement. The driver keeps its statements prepared (modernc.org/sqlite would otherwise parse each anew, about a tenth of this transaction), and a fence that already is the floor is a read, not a write.\n\n")
+// onNets attaches a pool of maxConns to base's schema along every net, in
+// exec mode mode; the caller closes them with closeAll.
+func onNets(ctx context.Context, cfg Config, base *PG, maxConns int32, mode pgx.QueryExecMode) ([]*PG, error) {
+	var pgs []*PG
+	for _, n := range cfg.nets() {
+		pg, err := base.Attach(ctx, n, maxConns, mode)
+		if err != nil {
+			closeAll(ctx, pgs)
+			return nil, fmt.Errorf("%s: %w", n.Name, err)
 		}
-		r.Notes = append(r.Notes, fmt.Sprintf("SQLite, %d writer(s): fenced ÷ unfenced = %.2fx (target ≥ 0.90)", w, Ratio(res[1], res[0])))
+		pgs = append(pgs, pg)
+	}
+	return pgs, nil
+}
+
+func closeAll(ctx context.Context, pgs []*PG) {
+	for _, pg := range pgs {
+		pg.Close(context.WithoutCancel(ctx))
 	}
 }
 
-// Contention is scenario 2: the guarded write end to end with 1..64
-// workers, on one key and on distinct keys.
-func Contention(ctx context.Context, cfg Config, pg *PG, r *Report) {
-	r.f("## 2. Guarded write under contention: fencegate vs advisory locks\n\n")
-	r.f("Every worker loops: guard, `UPDATE` its key's row, commit. *One key*: all workers write row 1 under one resource; *distinct keys*: one row and resource each. ")
-	r.f("fencegate workers present the resource's current fence (many writers of one lease holder); advisory-lock workers take the key's lock for each write. ")
-	r.f("The guarantees differ: an advisory lock is mutual exclusion among cooperating sessions; the gate refuses a stale holder's late write. The prototype row is the gate statement before the hot-key fix (below).\n\n")
-	vs := []Variant{
-		{"fencegate tx", pg.PgFencedTx},
-		{"fencegate batch", pg.PgFencedBatch},
-		{"advisory xact tx", pg.PgAdvisoryXactTx},
-		{"advisory xact batch", pg.PgAdvisoryXactBatch},
-		{"advisory session", pg.PgAdvisorySession},
-		{"prototype upsert tx", pg.PgPrototypeTx},
+func modeName(m pgx.QueryExecMode) string { return strings.ReplaceAll(m.String(), " ", "_") }
+
+// grid is one interleaved comparison whose variants are named by where they
+// run (a network, an exec mode) and what they are, so that every path's
+// variants share the same rounds and the same drift.
+type grid struct {
+	vs  []Variant
+	at  map[[2]string]int
+	res []Result
+}
+
+func (g *grid) add(where, name string, op Op) {
+	if g.at == nil {
+		g.at = map[[2]string]int{}
 	}
+	g.at[[2]string{where, name}] = len(g.vs)
+	g.vs = append(g.vs, Variant{name + " [" + where + "]", op})
+}
+
+func (g *grid) run(ctx context.Context, cfg Config, workers int, keyOf KeyOf, progress string) {
+	g.res = Interleave(ctx, g.vs, workers, keyOf, cfg.Duration, cfg.Rounds, prefix(cfg, progress))
+}
+
+// get is the result of variant name run at where, under its own name.
+func (g *grid) get(where, name string) Result {
+	i, ok := g.at[[2]string{where, name}]
+	if !ok {
+		panic("bench: no variant " + name + " at " + where)
+	}
+	r := g.res[i]
+	r.Name = name
+	return r
+}
+
+// rows is the results of names at where, for Report.table.
+func (g *grid) rows(where string, names ...string) []Result {
+	var res []Result
+	for _, n := range names {
+		res = append(res, g.get(where, n))
+	}
+	return res
+}
+
+// Names of scenario 1's Postgres variants.
+const (
+	vPlainTx    = "unfenced BEGIN/UPDATE/COMMIT"
+	vFencedTx   = "fenced tx (gate.Commit)"
+	vBatch      = "fenced batch (gate.CommitBatch)"
+	vAutocommit = "unfenced UPDATE, autocommit"
+	vRoundTrip  = "one round trip (SELECT 1)"
+)
+
+// Overhead is scenario 1: the gate against the identical unfenced
+// transaction, one writer (and four on SQLite), over every net and, on pgx,
+// in every exec mode.
+func Overhead(ctx context.Context, cfg Config, pg *PG, lite *SQLite, r *Report) error {
+	r.f("## 1. Gate overhead against the identical unfenced transaction\n\n")
+	r.f("Each op updates one row (`UPDATE bench_item SET n = n + 1 WHERE id = $1`) of the writer's own key. ")
+	r.f("The fenced variants present the floor's own fence (a lease's steady state). ")
+	r.f("%d interleaved rounds of %s per variant; ratios are medians of per-round ratios. Every path to the server (%s) and every pgx exec mode runs in the same rounds.\n\n", cfg.Rounds, cfg.Duration, netNames(cfg))
+
+	nets := cfg.nets()
+	var g grid
+	for _, mode := range ExecModes {
+		pgs, err := onNets(ctx, cfg, pg, 2, mode)
+		if err != nil {
+			return err
+		}
+		defer closeAll(ctx, pgs)
+		for _, t := range pgs {
+			where := t.Net + ", " + modeName(mode)
+			g.add(where, vPlainTx, t.PgPlainTx)
+			g.add(where, vFencedTx, t.PgFencedTx)
+			g.add(where, vBatch, t.PgFencedBatch)
+			if mode == ExecModes[0] {
+				g.add(where, vAutocommit, t.PgPlainAutocommit)
+				g.add(where, vRoundTrip, t.PgRoundTrip)
+			}
+		}
+	}
+	g.run(ctx, cfg, 1, Distinct, "1/pgx")
+	def := modeName(ExecModes[0])
+	for _, n := range nets {
+		r.f("### Postgres, pgx pool, 1 writer, %s (exec mode %s)\n\n", n.Name, def)
+		res := g.rows(n.Name+", "+def, vPlainTx, vFencedTx, vBatch, vAutocommit, vRoundTrip)
+		r.table(res, 0)
+		rt := res[4].Latency(0.5)
+		r.f("A round trip costs %s here (p50 of SELECT 1); the unfenced transaction (3 round trips) spends %s, the fenced one (4) %s: %s more. ",
+			fmtDur(rt), fmtDur(res[0].Latency(0.5)), fmtDur(res[1].Latency(0.5)), fmtDur(res[1].Latency(0.5)-res[0].Latency(0.5)))
+		r.f("The batch (1 round trip: fence, UPDATE and commit pipelined) ran at %.2fx the unfenced BEGIN/UPDATE/COMMIT and at %.2fx the bare autocommit UPDATE (1 round trip, no fence).\n\n",
+			Ratio(res[2], res[0]), Ratio(res[2], res[3]))
+		target := "≥ 0.95"
+		batchTarget := "> 1"
+		if n.Name != "loopback" {
+			batchTarget = "≥ 2.5"
+		}
+		r.Notes = append(r.Notes,
+			fmt.Sprintf("pgx, 1 writer, %s: fenced tx (gate.Commit) ÷ unfenced tx = %.2fx (target %s)", n.Name, Ratio(res[1], res[0]), target),
+			fmt.Sprintf("pgx, 1 writer, %s: gate.CommitBatch ÷ unfenced BEGIN/UPDATE/COMMIT = %.2fx (target %s)", n.Name, Ratio(res[2], res[0]), batchTarget),
+			fmt.Sprintf("pgx, 1 writer, %s: fenced batch ÷ unfenced autocommit UPDATE (both one round trip) = %.2fx", n.Name, Ratio(res[2], res[3])))
+	}
+	lo := g.rows(nets[0].Name+", "+def, vPlainTx, vFencedTx, vBatch, vAutocommit)
+	r.f("Where the time goes on loopback: the fence statement is an index lookup and a row lock, but a row lock is a write: it stamps the row and adds a WAL record to the commit, where `pg_advisory_xact_lock` touches only shared memory. ")
+	r.f("Pipelined, the fence costs no round trip, only its execution; the gap between the batch and the bare autocommit UPDATE (%.2fx) is the fence statement's own cost. ", Ratio(lo[2], lo[3]))
+	r.f("Over a network every round trip saved counts: gate.Commit's fourth round trip is what the fenced transaction loses, and the batch's two saved round trips are what it gains.\n\n")
+
+	r.f("#### Per pgx exec mode\n\n")
+	r.f("The same variants with pgx's `DefaultQueryExecMode` set to each mode (exec and simple_protocol are what a transaction pooler such as PgBouncer needs: no prepared statements kept in the server session). Each ratio is against the unfenced transaction in the same mode and on the same path.\n\n")
+	r.f("| exec mode |")
+	for _, n := range nets {
+		r.f(" %s: fenced tx ÷ unfenced tx | %s: fenced batch ÷ unfenced tx |", n.Name, n.Name)
+	}
+	r.f("\n|---|%s\n", strings.Repeat("---:|---:|", len(nets)))
+	perMode := map[string][]string{}
+	for _, mode := range ExecModes {
+		r.f("| %s |", modeName(mode))
+		for _, n := range nets {
+			res := g.rows(n.Name+", "+modeName(mode), vPlainTx, vFencedTx, vBatch)
+			lo1, hi1 := RatioSpread(res[1], res[0])
+			lo2, hi2 := RatioSpread(res[2], res[0])
+			r.f(" %.2fx (%.2f–%.2f) | %.2fx (%.2f–%.2f) |", Ratio(res[1], res[0]), lo1, hi1, Ratio(res[2], res[0]), lo2, hi2)
+			perMode[n.Name] = append(perMode[n.Name], fmt.Sprintf("%s %.2fx", modeName(mode), Ratio(res[1], res[0])))
+		}
+		r.f("\n")
+	}
+	r.f("\n")
+	for i, n := range nets {
+		target := ""
+		if i == 0 {
+			target = " (target ≥ 0.85 in every mode)"
+		}
+		r.Notes = append(r.Notes, fmt.Sprintf("pgx, %s, fenced tx ÷ unfenced tx per exec mode: %s%s", n.Name, strings.Join(perMode[n.Name], ", "), target))
+	}
+
+	pgs, err := onNets(ctx, cfg, pg, 2, ExecModes[0])
+	if err != nil {
+		return err
+	}
+	defer closeAll(ctx, pgs)
+	g = grid{}
+	for _, t := range pgs {
+		g.add(t.Net, vPlainTx, t.SQLPlainTx)
+		g.add(t.Net, vFencedTx, t.SQLFencedTx)
+	}
+	g.run(ctx, cfg, 1, Distinct, "1/sql")
+	for _, n := range nets {
+		r.f("### Postgres, database/sql (pgx stdlib), 1 writer, %s\n\n", n.Name)
+		res := g.rows(n.Name, vPlainTx, vFencedTx)
+		r.table(res, 0)
+		r.Notes = append(r.Notes, fmt.Sprintf("database/sql Postgres, 1 writer, %s: fenced ÷ unfenced = %.2fx (target ≥ 0.95)", n.Name, Ratio(res[1], res[0])))
+	}
+	r.f("database/sql has no batch: the fence could ride with BEGIN only if it were part of the BEGIN's own text (pgx's TxOptions.BeginQuery and the stdlib driver take SQL text, not arguments), which would mean formatting the resource and holder into SQL. fencegate binds every argument, so on database/sql the fence costs its own round trip; use gate.CommitBatch on pgx when that round trip matters.\n\n")
+
+	for _, w := range []int{1, 4} {
+		r.f("### SQLite (BEGIN IMMEDIATE, WAL, synchronous=FULL), %d writer(s), distinct keys\n\n", w)
+		res := Interleave(ctx, []Variant{
+			{vPlainTx, lite.PlainTx},
+			{vFencedTx, lite.FencedTx},
+		}, w, Distinct, cfg.Duration, cfg.Rounds, prefix(cfg, fmt.Sprintf("1/sqlite/%dw", w)))
+		r.table(res, 0)
+		if w == 1 {
+			r.f("SQLite runs in-process, so there is no round trip to save (and no network to add): the fence's cost is its statement. The driver keeps its statements prepared (modernc.org/sqlite would otherwise parse each anew, about a tenth of this transaction), and a fence that already is the floor is a read, not a write.\n\n")
+		}
+		r.Notes = append(r.Notes, fmt.Sprintf("SQLite, %d writer(s): fenced ÷ unfenced = %.2fx (target ≥ 0.90)", w, Ratio(res[1], res[0])))
+	}
+	return nil
+}
+
+func netNames(cfg Config) string {
+	var names []string
+	for _, n := range cfg.nets() {
+		names = append(names, n.Name)
+	}
+	return strings.Join(names, " and ")
+}
+
+// Names of scenario 2's variants.
+const (
+	vGateTx       = "fencegate tx"
+	vGateBatch    = "fencegate batch"
+	vAdvXactTx    = "advisory xact tx"
+	vAdvXactBatch = "advisory xact batch"
+	vAdvSession   = "advisory session"
+	vPrototype    = "prototype upsert tx"
+	vPglock       = "pglock, heartbeat off"
+	vPglockHB     = "pglock, heartbeat on"
+)
+
+var contenders = []string{vGateTx, vGateBatch, vAdvXactTx, vAdvXactBatch, vAdvSession, vPrototype, vPglock, vPglockHB}
+
+// contenderOps are t's ops in the order of contenders.
+func contenderOps(t *PG) []Op {
+	return []Op{t.PgFencedTx, t.PgFencedBatch, t.PgAdvisoryXactTx, t.PgAdvisoryXactBatch, t.PgAdvisorySession, t.PgPrototypeTx, t.PglockWrite(false), t.PglockWrite(true)}
+}
+
+// Contention is scenario 2: the guarded write end to end with 1..64
+// workers, on one key and on distinct keys, over every net.
+func Contention(ctx context.Context, cfg Config, pg *PG, r *Report) error {
+	maxW := 1
+	for _, w := range cfg.Writers {
+		maxW = max(maxW, w)
+	}
+	pgs, err := onNets(ctx, cfg, pg, int32(maxW+4), ExecModes[0])
+	if err != nil {
+		return err
+	}
+	defer closeAll(ctx, pgs)
+	r.f("## 2. Guarded write under contention: fencegate vs advisory locks and pglock\n\n")
+	r.f("Every worker loops: guard, `UPDATE` its key's row, commit. *One key*: all workers write row 1 under one resource; *distinct keys*: one row and resource each. ")
+	r.f("fencegate workers present the resource's current fence (many writers of one lease holder); advisory-lock and pglock workers take the key's lock for each write. ")
+	r.f("The guarantees differ: an advisory lock is mutual exclusion among cooperating sessions; pglock is a lease (a row with a version number) that a waiter may take over when its holder stops heartbeating; the gate refuses a stale holder's late write. The prototype row is the gate statement before the hot-key fix (below). ")
+	r.f("pglock runs as its README shows, through database/sql (pgx's stdlib driver, `pglock.UnsafeNew`), with a %s lease and the heartbeat off or every %s. A pglock waiter that finds the lock taken sleeps a whole lease before it looks again, so on one key its throughput is about writers ÷ lease, whatever the database could do.\n\n", pglockLease, pglockHeartbeat)
+	nets := cfg.nets()
 	for _, keys := range []struct {
 		name  string
 		keyOf KeyOf
 	}{{"one key", OneKey}, {"distinct keys", Distinct}} {
-		series := make([]Series, len(vs))
-		for i, v := range vs {
-			series[i] = Series{Name: v.Name, Keys: keys.name}
+		var series []Series
+		for _, n := range nets {
+			for _, v := range contenders {
+				series = append(series, Series{Name: v, Net: n.Name, Keys: keys.name})
+			}
 		}
 		r.f("### %s\n\n", keys.name)
-		r.f("| writers | variant | median ops/s | p50 | p99 | errors |\n|---:|---|---:|---:|---:|---:|\n")
+		r.f("| writers | network | variant | median ops/s | p50 | p99 | errors |\n|---:|---|---|---:|---:|---:|---:|\n")
 		var ratios strings.Builder
-		var last []Result
+		var last grid
 		for _, w := range cfg.Writers {
-			res := Interleave(ctx, vs, w, keys.keyOf, cfg.Duration, cfg.Rounds, prefix(cfg, fmt.Sprintf("2/%s/%dw", keys.name, w)))
-			last = res
-			for i, x := range res {
-				r.f("| %d | %s | %.0f | %s | %s | %d |\n", w, x.Name, x.MedianThroughput(), fmtDur(x.Latency(0.5)), fmtDur(x.Latency(0.99)), x.Errors())
-				series[i].Writers = append(series[i].Writers, w)
-				series[i].OpsPerS = append(series[i].OpsPerS, x.MedianThroughput())
-				series[i].P99 = append(series[i].P99, x.Latency(0.99))
+			var g grid
+			for _, t := range pgs {
+				for i, op := range contenderOps(t) {
+					g.add(t.Net, contenders[i], op)
+				}
 			}
-			fmt.Fprintf(&ratios, "| %d | %.2fx | %.2fx | %.2fx | %.2fx |\n", w,
-				Ratio(res[0], res[2]), Ratio(res[1], res[3]), Ratio(res[1], res[2]), Ratio(res[0], res[5]))
-			r.Notes = append(r.Notes, fmt.Sprintf("%s, %d writers: fencegate tx ÷ advisory xact tx = %.2fx, fencegate batch ÷ advisory xact batch = %.2fx, fencegate batch ÷ advisory xact tx = %.2fx (target ≥ %s)",
-				keys.name, w, Ratio(res[0], res[2]), Ratio(res[1], res[3]), Ratio(res[1], res[2]), map[string]string{"one key": "0.9 at 64", "distinct keys": "0.95"}[keys.name]))
+			g.run(ctx, cfg, w, keys.keyOf, fmt.Sprintf("2/%s/%dw", keys.name, w))
+			last = g
+			i := 0
+			for _, n := range nets {
+				res := g.rows(n.Name, contenders...)
+				for _, x := range res {
+					r.f("| %d | %s | %s | %.0f | %s | %s | %d |\n", w, n.Name, x.Name, x.MedianThroughput(), fmtDur(x.Latency(0.5)), fmtDur(x.Latency(0.99)), x.Errors())
+					series[i].Writers = append(series[i].Writers, w)
+					series[i].OpsPerS = append(series[i].OpsPerS, x.MedianThroughput())
+					series[i].P99 = append(series[i].P99, x.Latency(0.99))
+					i++
+				}
+				fmt.Fprintf(&ratios, "| %d | %s | %.2fx | %.2fx | %.2fx | %.2fx | %.2fx | %.2fx |\n", w, n.Name,
+					Ratio(res[0], res[2]), Ratio(res[1], res[3]), Ratio(res[1], res[2]), Ratio(res[0], res[5]), Ratio(res[0], res[6]), Ratio(res[0], res[7]))
+				r.Notes = append(r.Notes, fmt.Sprintf("%s, %d writers, %s: fencegate tx ÷ advisory xact tx = %.2fx, fencegate batch ÷ advisory xact batch = %.2fx, fencegate batch ÷ advisory xact tx = %.2fx (target ≥ %s); fencegate tx ÷ pglock = %.2fx (heartbeat off), %.2fx (on)",
+					keys.name, w, n.Name, Ratio(res[0], res[2]), Ratio(res[1], res[3]), Ratio(res[1], res[2]), map[string]string{"one key": "0.9 at 64", "distinct keys": "0.95"}[keys.name], Ratio(res[0], res[6]), Ratio(res[0], res[7])))
+			}
 		}
-		r.f("\nRatios (paired per round, median):\n\n| writers | fencegate tx ÷ advisory xact tx | fencegate batch ÷ advisory xact batch | fencegate batch ÷ advisory xact tx | fencegate tx ÷ prototype upsert tx |\n|---:|---:|---:|---:|---:|\n%s\n", ratios.String())
-		if keys.name == "one key" && last != nil {
-			hotKeyExplanation(r, last, cfg.Writers[len(cfg.Writers)-1])
+		r.f("\nRatios (paired per round, median):\n\n| writers | network | fencegate tx ÷ advisory xact tx | fencegate batch ÷ advisory xact batch | fencegate batch ÷ advisory xact tx | fencegate tx ÷ prototype upsert tx | fencegate tx ÷ pglock (heartbeat off) | fencegate tx ÷ pglock (heartbeat on) |\n|---:|---|---:|---:|---:|---:|---:|---:|\n%s\n", ratios.String())
+		if keys.name == "one key" && last.res != nil {
+			hotKeyExplanation(r, last.rows(nets[0].Name, contenders...), cfg.Writers[len(cfg.Writers)-1])
 		}
 		if keys.name == "distinct keys" {
 			r.f("#### Where fencegate still loses\n\n")
@@ -163,6 +356,7 @@ func Contention(ctx context.Context, cfg Config, pg *PG, r *Report) {
 		}
 		r.Chart = append(r.Chart, series...)
 	}
+	return nil
 }
 
 // FloorTableSize is scenario 4: Commit latency as the floor table and the
@@ -175,8 +369,13 @@ func FloorTableSize(ctx context.Context, cfg Config, r *Report) error {
 	}
 	defer pg.Close(context.WithoutCancel(ctx))
 	r.f("One writer, fenced tx (BEGIN, gate.Commit, UPDATE, COMMIT) on a random resource among those that exist; refusals go through gate.Commit with a stale fence and are logged.\n\n")
-	r.f("| floors | rejection log rows | admitted: median ops/s | p50 | p99 | refused: p50 | p99 |\n|---:|---:|---:|---:|---:|---:|---:|\n")
-	have := Keys
+	pgs, err := onNets(ctx, cfg, pg, 2, ExecModes[0])
+	if err != nil {
+		return err
+	}
+	defer closeAll(ctx, pgs)
+	r.f("| floors | rejection log rows | network | admitted: median ops/s | p50 | p99 | refused: p50 | p99 |\n|---:|---:|---|---:|---:|---:|---:|---:|\n")
+	have, rejRows := Keys, 0
 	for _, n := range []int{1, 10_000, cfg.BigFloors} {
 		if n > have {
 			prog(cfg, fmt.Sprintf("4: filling fencegate_floor to %d rows", n))
@@ -190,7 +389,6 @@ SELECT 'bulk/' || g, 1, 'bench' FROM generate_series($1::int + 1, $2::int) g`, h
 			}
 			have = n
 		}
-		rejRows := 0
 		if n == cfg.BigFloors {
 			prog(cfg, fmt.Sprintf("4: filling fencegate_rejection to %d rows", n))
 			if _, err := pg.Pool.Exec(ctx, `
@@ -201,47 +399,55 @@ SELECT 'bulk/' || (g % 1000), 1, 'old', 2, 'new' FROM generate_series(1, $1::int
 			if _, err := pg.Pool.Exec(ctx, `ANALYZE fencegate_rejection`); err != nil {
 				return err
 			}
-			rejRows = n
+			rejRows += n
 		}
-		pick := func() gateTok { return pickResource(n) }
-		admit := func(ctx context.Context, _ int) error {
-			tok := pick()
-			return pgx.BeginFunc(ctx, pg.Pool, func(tx pgx.Tx) error {
-				if err := pg.GatePgx.Commit(ctx, tx, tok); err != nil {
+		var g grid
+		for _, t := range pgs {
+			g.add(t.Net, "admitted", func(ctx context.Context, _ int) error {
+				tok := pickResource(n)
+				return pgx.BeginFunc(ctx, t.Pool, func(tx pgx.Tx) error {
+					if err := t.GatePgx.Commit(ctx, tx, tok); err != nil {
+						return err
+					}
+					_, err := tx.Exec(ctx, updateItem, 1)
 					return err
-				}
-				_, err := tx.Exec(ctx, updateItem, 1)
-				return err
+				})
 			})
 		}
-		res := Interleave(ctx, []Variant{{fmt.Sprintf("admitted, %d floors", n), admit}}, 1, OneKey, cfg.Duration, cfg.Rounds, prefix(cfg, "4"))
+		g.run(ctx, cfg, 1, OneKey, "4")
 		// Refusals: a stale token against the busiest resource.
 		if err := pg.GatePgx.Admit(ctx, gateToken(Token(1).Resource, "bench", 2)); err != nil {
 			return err
 		}
-		refuse := func(ctx context.Context, _ int) error {
-			tx, err := pg.Pool.Begin(ctx)
-			if err != nil {
-				return err
-			}
-			defer tx.Rollback(ctx)
-			if err := pg.GatePgx.Commit(ctx, tx, gateToken(Token(1).Resource, "stale", 1)); err == nil {
-				return fmt.Errorf("stale fence admitted")
-			}
-			return nil
+		refused := map[string]Sample{}
+		for _, t := range pgs {
+			refused[t.Net] = Run(ctx, func(ctx context.Context, _ int) error {
+				tx, err := t.Pool.Begin(ctx)
+				if err != nil {
+					return err
+				}
+				defer tx.Rollback(ctx)
+				if err := t.GatePgx.Commit(ctx, tx, gateToken(Token(1).Resource, "stale", 1)); err == nil {
+					return fmt.Errorf("stale fence admitted")
+				}
+				return nil
+			}, 1, OneKey, cfg.Duration)
+			rejRows += refused[t.Net].Ops
 		}
-		ref := Run(ctx, refuse, 1, OneKey, cfg.Duration)
 		// Back to fence 1 for the next size: admit a fresh floor by resetting.
 		if _, err := pg.Pool.Exec(ctx, `UPDATE fencegate_floor SET floor = 1, holder = 'bench' WHERE resource = $1`, Token(1).Resource); err != nil {
 			return err
 		}
-		r.f("| %d | %d | %.0f | %s | %s | %s | %s |\n", have, rejRows+ref.Ops, res[0].MedianThroughput(), fmtDur(res[0].Latency(0.5)), fmtDur(res[0].Latency(0.99)), fmtDur(Quantile(ref.Lat, 0.5)), fmtDur(Quantile(ref.Lat, 0.99)))
+		for _, nt := range cfg.nets() {
+			res, ref := g.get(nt.Name, "admitted"), refused[nt.Name]
+			r.f("| %d | %d | %s | %.0f | %s | %s | %s | %s |\n", have, rejRows, nt.Name, res.MedianThroughput(), fmtDur(res.Latency(0.5)), fmtDur(res.Latency(0.99)), fmtDur(Quantile(ref.Lat, 0.5)), fmtDur(Quantile(ref.Lat, 0.99)))
+		}
 	}
 	r.f("\nThe floor is a primary-key lookup and the rejection log an append with an index on (resource, seq), so neither grows with the table beyond a B-tree level.\n\n")
 	return nil
 }
 
-func pickResource(n int) gateTok {
+func pickResource(n int) gate.Token {
 	k := rand.IntN(n) + 1
 	if k <= Keys {
 		return Token(k)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/lease"
@@ -47,7 +48,7 @@ const (
 // prints "RESULT <what happened>".
 func WedgedChild(args []string) int {
 	if len(args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: fgbench -wedged-child <fencegate|advisory-session|advisory-xact> <url>")
+		fmt.Fprintln(os.Stderr, "usage: fgbench -wedged-child <fencegate|advisory-session|advisory-xact|pglock|pglock-heartbeat> <url>")
 		return 2
 	}
 	mode, url := args[0], args[1]
@@ -141,6 +142,29 @@ func WedgedChild(args []string) int {
 		} else {
 			fmt.Println("RESULT committed")
 		}
+	case "pglock", "pglock-heartbeat":
+		c, err := newPglock(stdlib.OpenDBFromPool(pool), wedgeTTL, pglockBeat(mode), "A")
+		if err != nil {
+			fmt.Println("RESULT error:", err)
+			return 1
+		}
+		l, err := c.AcquireContext(ctx, "wedge")
+		if err != nil {
+			fmt.Println("RESULT error: acquire:", err)
+			return 1
+		}
+		// The last check a pglock holder can make, just before it is frozen.
+		if l.IsReleased() {
+			fmt.Println("RESULT error: lock lost before the write")
+			return 1
+		}
+		fmt.Println("ACQUIRED 0")
+		pause()
+		if _, err := pool.Exec(ctx, wedgeSetWriter, writerA); err != nil {
+			fmt.Println("RESULT failed:", err)
+		} else {
+			fmt.Println("RESULT committed")
+		}
 	default:
 		fmt.Println("RESULT error: unknown mode", mode)
 		return 2
@@ -148,46 +172,65 @@ func WedgedChild(args []string) int {
 	return 0
 }
 
+// wedgeModes are the guards scenario 5 freezes a holder of.
+var wedgeModes = []string{"fencegate", "advisory-session", "advisory-xact", "pglock", "pglock-heartbeat"}
+
+// pglockBeat is the heartbeat of a pglock wedge mode: on, at pglock's
+// default proportion of the lease, or off.
+func pglockBeat(mode string) time.Duration {
+	if mode == "pglock-heartbeat" {
+		return wedgeTTL / 4
+	}
+	return 0
+}
+
 type wedgeOutcome struct {
-	mode, successorWait, childSaid string
-	final                          int64
+	mode, net, successorWait, childSaid string
+	final                               int64
 }
 
 // Wedged is scenario 5: a holder that stalls between its check and its
-// write, as two OS processes.
+// write, as two OS processes, over every net.
 func Wedged(ctx context.Context, cfg Config, r *Report) error {
-	pg, err := NewPG(ctx, cfg.PostgresURL, 4)
+	base, err := NewPG(ctx, cfg.PostgresURL, 2)
 	if err != nil {
 		return err
 	}
-	defer pg.Close(context.WithoutCancel(ctx))
+	defer base.Close(context.WithoutCancel(ctx))
+	pgs, err := onNets(ctx, cfg, base, 4, ExecModes[0])
+	if err != nil {
+		return err
+	}
+	defer closeAll(ctx, pgs)
 	r.f("## 5. The wedged holder, as two OS processes\n\n")
 	r.f("Process A takes the guard, believes it valid, and is frozen with SIGSTOP (a GC pause, a VM migration, a model call that never returns) just before its write. ")
-	r.f("The parent, B, tries to take over, writes, and then A is continued (SIGCONT) and does its write. The row shows who wrote last. fencegate: lease TTL %s. Advisory locks: B waits %s, then takes over with `pg_terminate_backend` on A's session, the only way to free a lock whose session is alive.\n\n", wedgeTTL, wedgeLockWait)
+	r.f("The parent, B, tries to take over, writes, and then A is continued (SIGCONT) and does its write. The row shows who wrote last. fencegate: lease TTL %s. pglock: lease %s, heartbeat off or every %s; A checks `Lock.IsReleased` just before it is frozen, the last check a pglock holder can make. Advisory locks: B waits %s, then takes over with `pg_terminate_backend` on A's session, the only way to free a lock whose session is alive.\n\n", wedgeTTL, wedgeTTL, wedgeTTL/4, wedgeLockWait)
 	var outs []wedgeOutcome
-	for _, mode := range []string{"fencegate", "advisory-session", "advisory-xact"} {
-		prog(cfg, "5: wedged holder, "+mode)
-		o, err := wedge(ctx, cfg, pg, mode)
-		if err != nil {
-			return fmt.Errorf("%s: %w", mode, err)
+	for _, t := range pgs {
+		for _, mode := range wedgeModes {
+			prog(cfg, "5: wedged holder, "+mode+", "+t.Net)
+			o, err := wedge(ctx, cfg, t, mode)
+			if err != nil {
+				return fmt.Errorf("%s, %s: %w", mode, t.Net, err)
+			}
+			outs = append(outs, o)
 		}
-		outs = append(outs, o)
 	}
-	r.f("| guard | successor B | A's late write | row written last by |\n|---|---|---|---|\n")
+	r.f("| guard | network | successor B | A's late write | row written last by |\n|---|---|---|---|---|\n")
 	for _, o := range outs {
 		who := map[int64]string{writerA: "**A (stale: the late write landed)**", writerB: "B (correct)"}[o.final]
-		r.f("| %s | %s | %s | %s |\n", o.mode, o.successorWait, strings.ReplaceAll(o.childSaid, "|", "/"), who)
+		r.f("| %s | %s | %s | %s | %s |\n", o.mode, o.net, o.successorWait, strings.ReplaceAll(o.childSaid, "|", "/"), who)
 	}
 	r.f("\nA live-but-stalled session keeps its advisory lock forever: without the kill, B would still be waiting. With the kill, a session lock's holder that does its work on another connection (the usual pool pattern) writes late and wins; a transaction-scoped lock is safe only because the kill also aborts A's transaction, which works only when all of A's writes share that one transaction and connection. ")
-	r.f("pglock (heartbeat leases) could not be run here; by its design a wedged holder stops heartbeating, the lease lapses, and nothing at the database refuses its late write.\n\n")
+	r.f("pglock's lease does what it promises: a frozen holder stops heartbeating, and B takes the lock over once a lease has passed, with or without the heartbeat. But nothing at the database refuses A's late write, so it lands; pglock's heartbeat only tells A afterwards (its next heartbeat fails and `IsReleased` turns true). The network's round trip changes none of this.\n\n")
 	for _, o := range outs {
-		r.Notes = append(r.Notes, fmt.Sprintf("wedged holder, %s: last writer %s", o.mode, map[int64]string{writerA: "A (stale write landed)", writerB: "B (stale write kept out)"}[o.final]))
+		r.Notes = append(r.Notes, fmt.Sprintf("wedged holder, %s, %s: last writer %s", o.mode, o.net, map[int64]string{writerA: "A (stale write landed)", writerB: "B (stale write kept out)"}[o.final]))
 	}
 	return nil
 }
 
 func wedge(ctx context.Context, cfg Config, pg *PG, mode string) (wedgeOutcome, error) {
-	o := wedgeOutcome{mode: mode}
+	o := wedgeOutcome{mode: mode, net: pg.Net}
 	if _, err := pg.Pool.Exec(ctx, wedgeSetWriter, 0); err != nil {
 		return o, err
 	}
@@ -243,6 +286,25 @@ func wedge(ctx context.Context, cfg Config, pg *PG, mode string) (wedgeOutcome, 
 			_, err := tx.Exec(ctx, wedgeSetWriter, writerB)
 			return err
 		}); err != nil {
+			return o, err
+		}
+	case "pglock", "pglock-heartbeat":
+		c, err := newPglock(pg.pglockDB, wedgeTTL, pglockBeat(mode), "B")
+		if err != nil {
+			return o, err
+		}
+		// Acquire finds A's lock, sleeps a lease, and takes it over when A
+		// has not heartbeaten meanwhile.
+		l, err := c.AcquireContext(ctx, "wedge")
+		if err != nil {
+			return o, err
+		}
+		o.successorWait = fmt.Sprintf("acquired after %s (A stopped heartbeating; pglock took the lock over)", time.Since(stoppedAt).Round(10*time.Millisecond))
+		_, err = pg.Pool.Exec(ctx, wedgeSetWriter, writerB)
+		if cerr := l.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
 			return o, err
 		}
 	default:

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 
+	"cirello.io/pglock"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fencegate/fencegate/gate"
@@ -178,4 +179,42 @@ func sqlTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
 		return err
 	}
 	return tx.Commit()
+}
+
+// PglockWrite is a pglock user's guarded write: AcquireContext (nextval and
+// an upsert, and with the heartbeat on a first heartbeat beside them), the
+// UPDATE, and Close (a DELETE, after stopping the heartbeat).
+func (p *PG) PglockWrite(heartbeat bool) Op {
+	c := p.pglockClient(heartbeat)
+	return func(ctx context.Context, key int) error {
+		l, err := c.AcquireContext(ctx, Token(key).Resource)
+		if err != nil {
+			return err
+		}
+		_, err = p.Pool.Exec(ctx, updateItem, key)
+		if cerr := l.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}
+}
+
+// PglockAcquireRelease is pglock's AcquireContext and Close with nothing
+// between: what a lease costs to take and give back.
+func (p *PG) PglockAcquireRelease(heartbeat bool) Op {
+	c := p.pglockClient(heartbeat)
+	return func(ctx context.Context, key int) error {
+		l, err := c.AcquireContext(ctx, fmt.Sprintf("lease/%d", key))
+		if err != nil {
+			return err
+		}
+		return l.Close()
+	}
+}
+
+func (p *PG) pglockClient(heartbeat bool) *pglock.Client {
+	if heartbeat {
+		return p.PglockHB
+	}
+	return p.Pglock
 }

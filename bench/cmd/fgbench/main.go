@@ -1,8 +1,9 @@
 // Command fgbench runs fencegate's benchmarks side by side with Postgres
-// advisory locks and the unfenced baseline, shows progress on stderr, and
-// writes RESULTS.md and chart.svg.
+// advisory locks, cirello.io/pglock and the unfenced baseline, on loopback
+// and through a proxy that adds a network's round trip, shows progress on
+// stderr, and writes RESULTS.md and chart.svg.
 //
-//	cd bench && go run ./cmd/fgbench            # full run, about 8 minutes
+//	cd bench && go run ./cmd/fgbench            # full run, about 20 minutes
 //	cd bench && go run ./cmd/fgbench -quick     # under a minute
 package main
 
@@ -31,10 +32,11 @@ func main() {
 		out     = flag.String("out", ".", "directory for RESULTS.md and chart.svg")
 		only    = flag.String("only", "", "comma-separated scenarios to run (1,2,3,4,5,6); default all")
 		writers = flag.String("writers", "1,16,64", "writer counts for scenario 2")
+		rtt     = flag.Duration("rtt", time.Millisecond, "round trip a delaying proxy adds for the second network path (0: loopback only)")
 	)
 	flag.Parse()
 	cfg := bench.Config{
-		PostgresURL: *dsn, Duration: *dur, Rounds: *rounds, BigFloors: 1_000_000, Leases: []int{1000, 10_000},
+		PostgresURL: *dsn, RTT: *rtt, Duration: *dur, Rounds: *rounds, BigFloors: 1_000_000, Leases: []int{1000, 10_000},
 		Progress: func(s string) { fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05"), s) },
 	}
 	for _, w := range strings.Split(*writers, ",") {
