@@ -114,8 +114,8 @@ func delayedNet(serverURL string, rtt time.Duration) (Net, func(), error) {
 	if port == "" {
 		port = "5432"
 	}
-	// The proxy outlives no benchmark: a day at most, then it closes itself.
-	p, err := StartDelayProxy(net.JoinHostPort(u.Hostname(), port), rtt/2, 24*time.Hour)
+	// The proxy outlives no benchmark: two hours at most, then it closes itself.
+	p, err := StartDelayProxy(net.JoinHostPort(u.Hostname(), port), rtt/2, 2*time.Hour)
 	if err != nil {
 		return Net{}, nil, err
 	}

@@ -302,7 +302,8 @@ func Contention(ctx context.Context, cfg Config, pg *PG, r *Report) error {
 	r.f("Every worker loops: guard, `UPDATE` its key's row, commit. *One key*: all workers write row 1 under one resource; *distinct keys*: one row and resource each. ")
 	r.f("fencegate workers present the resource's current fence (many writers of one lease holder); advisory-lock and pglock workers take the key's lock for each write. ")
 	r.f("The guarantees differ: an advisory lock is mutual exclusion among cooperating sessions; pglock is a lease (a row with a version number) that a waiter may take over when its holder stops heartbeating; the gate refuses a stale holder's late write. The prototype row is the gate statement before the hot-key fix (below). ")
-	r.f("pglock runs as its README shows, through database/sql (pgx's stdlib driver, `pglock.UnsafeNew`), with a %s lease and the heartbeat off or every %s. A pglock waiter that finds the lock taken sleeps a whole lease before it looks again, so on one key its throughput is about writers ÷ lease, whatever the database could do.\n\n", pglockLease, pglockHeartbeat)
+	r.f("pglock runs as its README shows, through database/sql (pgx's stdlib driver, `pglock.UnsafeNew`), with a %s lease and the heartbeat off or every %s. A pglock waiter that finds the lock taken sleeps a whole lease before it looks again, so on one key its throughput is about writers ÷ lease, whatever the database could do. ", pglockLease, pglockHeartbeat)
+	r.f("With the heartbeat on, Acquire starts a heartbeat at once and Close cancels it; when the cancelled heartbeat's UPDATE has already reached the server, pglock keeps the old version number, Close's DELETE finds nothing (`ErrLockAlreadyReleased`, counted as an error here), and the lock row stays until the next acquirer takes it over a lease later: the errors and the lease-long p99 of the heartbeat-on rows.\n\n")
 	nets := cfg.nets()
 	for _, keys := range []struct {
 		name  string
