@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -35,10 +36,14 @@ var (
 	Distinct KeyOf = func(w int) int { return w%Keys + 1 }
 )
 
+// stragglerGrace is how long Run waits at least for ops still running when
+// a round ends: longer than pglock's lease, so that a pglock waiter's sleep
+// ends and it takes the lock over instead of being cut off in every round.
+const stragglerGrace = 2 * pglockLease
+
 // Run runs op in workers goroutines for d and returns what happened. An op
-// still running d after the end (a pglock waiter asleep for a whole lease)
-// has its context cancelled, and is counted neither as an op nor as an
-// error.
+// still running max(d, stragglerGrace) after the end has its context
+// cancelled, and is counted neither as an op nor as an error.
 func Run(ctx context.Context, op Op, workers int, keyOf KeyOf, d time.Duration) Sample {
 	var (
 		wg      sync.WaitGroup
@@ -85,7 +90,7 @@ func Run(ctx context.Context, op Op, workers int, keyOf KeyOf, d time.Duration) 
 	case <-ctx.Done():
 	}
 	stop.Store(true)
-	straggler := time.AfterFunc(d, cancel)
+	straggler := time.AfterFunc(max(d, stragglerGrace), cancel)
 	wg.Wait()
 	straggler.Stop()
 	out.Elapsed = time.Since(started)
@@ -163,7 +168,8 @@ func (r Result) Errors() int {
 }
 
 // Ratio is the median over rounds of a's throughput over b's in the same
-// round: paired, so drift between rounds cancels.
+// round: paired, so drift between rounds cancels. It is NaN when b
+// completed nothing in any round.
 func Ratio(a, b Result) float64 {
 	n := min(len(a.Rounds), len(b.Rounds))
 	rs := make([]float64, 0, n)
@@ -171,6 +177,9 @@ func Ratio(a, b Result) float64 {
 		if bt := b.Rounds[i].Throughput(); bt > 0 {
 			rs = append(rs, a.Rounds[i].Throughput()/bt)
 		}
+	}
+	if len(rs) == 0 {
+		return math.NaN() // b never completed an op: no ratio, rather than 0
 	}
 	return median(rs)
 }

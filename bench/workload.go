@@ -185,9 +185,9 @@ func sqlTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
 // an upsert, and with the heartbeat on a first heartbeat beside them), the
 // UPDATE, and Close (a DELETE, after stopping the heartbeat).
 func (p *PG) PglockWrite(heartbeat bool) Op {
-	c := p.pglockClient(heartbeat)
+	c, name := p.pglockClient(heartbeat), p.pglockName(heartbeat, "item")
 	return func(ctx context.Context, key int) error {
-		l, err := c.AcquireContext(ctx, Token(key).Resource)
+		l, err := c.AcquireContext(ctx, name(key))
 		if err != nil {
 			return err
 		}
@@ -202,14 +202,20 @@ func (p *PG) PglockWrite(heartbeat bool) Op {
 // PglockAcquireRelease is pglock's AcquireContext and Close with nothing
 // between: what a lease costs to take and give back.
 func (p *PG) PglockAcquireRelease(heartbeat bool) Op {
-	c := p.pglockClient(heartbeat)
+	c, name := p.pglockClient(heartbeat), p.pglockName(heartbeat, "lease")
 	return func(ctx context.Context, key int) error {
-		l, err := c.AcquireContext(ctx, fmt.Sprintf("lease/%d", key))
+		l, err := c.AcquireContext(ctx, name(key))
 		if err != nil {
 			return err
 		}
 		return l.Close()
 	}
+}
+
+// pglockName names the locks of one pglock variant on one path: a lock row
+// another variant left behind (see Contention) must not make this one wait.
+func (p *PG) pglockName(heartbeat bool, kind string) func(key int) string {
+	return func(key int) string { return fmt.Sprintf("%s/%s/%t/%d", kind, p.Net, heartbeat, key) }
 }
 
 func (p *PG) pglockClient(heartbeat bool) *pglock.Client {
