@@ -83,7 +83,7 @@ func RunAll(ctx context.Context, cfg Config, outDir, only string, quick bool) er
 	fmt.Fprintf(&doc, "%s\n", env)
 	fmt.Fprintf(&doc, "Absolute numbers drift by up to 1.7x between runs on shared machines; ratios of variants measured in the same interleaved rounds hold to about ±0.1. Read the ratios.\n\n")
 	if len(cfg.Nets) > 1 {
-		fmt.Fprintf(&doc, "Every Postgres scenario runs on loopback and through a delaying TCP proxy (bench/proxy.go) that holds each chunk of bytes %s in each direction, like a network with a %s round trip; both paths run in the same interleaved rounds, and each ratio compares variants on the same path. Scenario 1's SELECT 1 row shows the round trip each path really costs.\n\n", cfg.RTT/2, cfg.RTT)
+		fmt.Fprintf(&doc, "Every Postgres scenario runs on loopback and through a delaying TCP proxy (bench/proxy.go) that holds each chunk of bytes %s in each direction, like a network with a %s round trip; both paths run in the same interleaved rounds (scenario 2 runs one path's rounds after the other's, for want of connections), and each ratio compares variants on the same path. Scenario 1's SELECT 1 row shows the round trip each path really costs; the proxy runs in the benchmark's own process and shares its CPUs.\n\n", cfg.RTT/2, cfg.RTT)
 	}
 	fmt.Fprintf(&doc, "## Summary\n\n")
 	for _, n := range r.Notes {

@@ -4,7 +4,7 @@
 // stderr, and writes RESULTS.md and chart.svg.
 //
 //	cd bench && go run ./cmd/fgbench            # full run, about 20 minutes
-//	cd bench && go run ./cmd/fgbench -quick     # under a minute
+//	cd bench && go run ./cmd/fgbench -quick     # a few minutes
 package main
 
 import (
@@ -26,7 +26,7 @@ func main() {
 	}
 	var (
 		dsn     = flag.String("postgres", envOr("FENCEGATE_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "Postgres server URL (a schema of its own is created and dropped)")
-		quick   = flag.Bool("quick", false, "short rounds and small tables: under a minute")
+		quick   = flag.Bool("quick", false, "short rounds and small tables: a few minutes")
 		dur     = flag.Duration("duration", 1500*time.Millisecond, "run time per variant per round")
 		rounds  = flag.Int("rounds", 3, "interleaved A/B rounds")
 		out     = flag.String("out", ".", "directory for RESULTS.md and chart.svg")
