@@ -89,7 +89,7 @@ func RunAll(ctx context.Context, cfg Config, outDir, only string, quick bool) er
 	for _, n := range r.Notes {
 		fmt.Fprintf(&doc, "- %s\n", n)
 	}
-	fmt.Fprintf(&doc, "\n![throughput and p99 against writers](chart.svg)\n\n")
+	fmt.Fprintf(&doc, "\n![throughput and p99 against writers](chart.svg)\n\n(Scenario 2; pglock is in its tables only, its lease-long waits being off this scale.)\n\n")
 	doc.WriteString(r.Markdown())
 	if err := os.WriteFile(filepath.Join(outDir, "RESULTS.md"), []byte(doc.String()), 0o644); err != nil {
 		return err
