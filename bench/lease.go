@@ -83,16 +83,11 @@ const (
 // LeaseCosts is scenario 3: acquire+release against pglock and an advisory
 // lock, and renewal against pglock's heartbeat, over every net.
 func LeaseCosts(ctx context.Context, cfg Config, r *Report) error {
-	base, err := NewPG(ctx, cfg.PostgresURL, 2)
+	pgs, done, err := schemaOnNets(ctx, cfg, 8)
 	if err != nil {
 		return err
 	}
-	defer base.Close(context.WithoutCancel(ctx))
-	pgs, err := onNets(ctx, cfg, base, 8, ExecModes[0])
-	if err != nil {
-		return err
-	}
-	defer closeAll(ctx, pgs)
+	defer done()
 	envs := map[string]*leaseEnv{}
 	for _, t := range pgs {
 		if envs[t.Net], err = newLeaseEnv(t, 30*time.Second); err != nil {
@@ -207,16 +202,11 @@ func verdict(met bool) string {
 // ManyLeases is scenario 6: n leases held in one process with lease.Hold,
 // over every net.
 func ManyLeases(ctx context.Context, cfg Config, r *Report) error {
-	base, err := NewPG(ctx, cfg.PostgresURL, 2)
+	pgs, done, err := schemaOnNets(ctx, cfg, 8)
 	if err != nil {
 		return err
 	}
-	defer base.Close(context.WithoutCancel(ctx))
-	pgs, err := onNets(ctx, cfg, base, 8, ExecModes[0])
-	if err != nil {
-		return err
-	}
-	defer closeAll(ctx, pgs)
+	defer done()
 	r.f("## 6. Many leases held in one process\n\n")
 	r.f("n goroutines each run lease.Hold (TTL 30s, renewing every 10s) around a function that blocks; a pgx pool of 8 connections serves them all. Memory is the Go heap in use after GC, measured before and while held; the renewal sweep renews all n leases once with 8 workers.\n\n")
 	r.f("| leases | network | acquire all | heap per lease | goroutines per lease | renewal sweep | renewals/s | load at TTL 30s (n/10 per s) | release all |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")

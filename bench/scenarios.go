@@ -86,6 +86,20 @@ func onNets(ctx context.Context, cfg Config, base *PG, maxConns int32, mode pgx.
 	return pgs, nil
 }
 
+// schemaOnNets creates a schema of its own and attaches a pool of maxConns
+// to it along every net; done closes them and drops the schema.
+func schemaOnNets(ctx context.Context, cfg Config, maxConns int32) (pgs []*PG, done func(), err error) {
+	base, err := NewPG(ctx, cfg.PostgresURL, 2)
+	if err != nil {
+		return nil, nil, err
+	}
+	if pgs, err = onNets(ctx, cfg, base, maxConns, ExecModes[0]); err != nil {
+		base.Close(context.WithoutCancel(ctx))
+		return nil, nil, err
+	}
+	return pgs, func() { closeAll(ctx, pgs); base.Close(context.WithoutCancel(ctx)) }, nil
+}
+
 func closeAll(ctx context.Context, pgs []*PG) {
 	for _, pg := range pgs {
 		pg.Close(context.WithoutCancel(ctx))

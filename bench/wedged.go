@@ -192,16 +192,11 @@ type wedgeOutcome struct {
 // Wedged is scenario 5: a holder that stalls between its check and its
 // write, as two OS processes, over every net.
 func Wedged(ctx context.Context, cfg Config, r *Report) error {
-	base, err := NewPG(ctx, cfg.PostgresURL, 2)
+	pgs, done, err := schemaOnNets(ctx, cfg, 4)
 	if err != nil {
 		return err
 	}
-	defer base.Close(context.WithoutCancel(ctx))
-	pgs, err := onNets(ctx, cfg, base, 4, ExecModes[0])
-	if err != nil {
-		return err
-	}
-	defer closeAll(ctx, pgs)
+	defer done()
 	r.f("## 5. The wedged holder, as two OS processes\n\n")
 	r.f("Process A takes the guard, believes it valid, and is frozen with SIGSTOP (a GC pause, a VM migration, a model call that never returns) just before its write. ")
 	r.f("The parent, B, tries to take over, writes, and then A is continued (SIGCONT) and does its write. The row shows who wrote last. fencegate: lease TTL %s. pglock: lease %s, heartbeat off or every %s; A checks `Lock.IsReleased` just before it is frozen, the last check a pglock holder can make. Advisory locks: B waits %s, then takes over with `pg_terminate_backend` on A's session, the only way to free a lock whose session is alive.\n\n", wedgeTTL, wedgeTTL, wedgeTTL/4, wedgeLockWait)
