@@ -3,6 +3,7 @@ package bench
 import (
 	"errors"
 	"net"
+	"slices"
 	"sync"
 	"time"
 )
@@ -45,12 +46,30 @@ func StartDelayProxy(target string, oneWay, lifetime time.Duration) (*DelayProxy
 	if err != nil {
 		return nil, err
 	}
-	p := &DelayProxy{ln: ln, target: target, delay: oneWay, conns: map[net.Conn]struct{}{}}
+	// The kernel wakes a sleeper late (timer slack, scheduling): start each
+	// sleep that much early, so that the delay delivered is about oneWay.
+	p := &DelayProxy{ln: ln, target: target, delay: oneWay - wakeLate(oneWay), conns: map[net.Conn]struct{}{}}
 	p.wg.Go(p.accept)
 	p.mu.Lock()
 	p.expire = time.AfterFunc(lifetime, func() { _ = p.Close() })
 	p.mu.Unlock()
 	return p, nil
+}
+
+// wakeLate is how late a sleep of d typically wakes (the median of a few),
+// at most half of d.
+func wakeLate(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	late := make([]time.Duration, 15)
+	for i := range late {
+		t := time.Now()
+		sleepUntil(t.Add(d))
+		late[i] = time.Since(t) - d
+	}
+	slices.Sort(late)
+	return min(max(late[len(late)/2], 0), d/2)
 }
 
 // Addr is the proxy's host:port.
