@@ -210,21 +210,31 @@ func ManyLeases(ctx context.Context, cfg Config, r *Report) error {
 	r.f("## 6. Many leases held in one process\n\n")
 	r.f("n goroutines each run lease.Hold (TTL 30s, renewing every 10s) around a function that blocks; a pgx pool of 8 connections serves them all. Memory is the Go heap in use after GC, measured before and while held; the renewal sweep renews all n leases once with 8 workers.\n\n")
 	r.f("| leases | network | acquire all | heap per lease | goroutines per lease | renewal sweep | renewals/s | load at TTL 30s (n/10 per s) | release all |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	var notes []string
 	for _, n := range cfg.Leases {
 		for _, t := range pgs {
-			if err := manyLeases(ctx, cfg, t, n, r); err != nil {
+			note, err := manyLeases(ctx, cfg, t, n, r)
+			if err != nil {
 				return err
+			}
+			if note != "" {
+				notes = append(notes, note)
 			}
 		}
 	}
 	r.f("\n")
+	for _, note := range notes {
+		r.f("%s\n\n", note)
+	}
 	return nil
 }
 
-func manyLeases(ctx context.Context, cfg Config, pg *PG, n int, r *Report) error {
+// manyLeases adds n leases' row to the table, and returns a note of what
+// failed, if anything did.
+func manyLeases(ctx context.Context, cfg Config, pg *PG, n int, r *Report) (string, error) {
 	e, err := newLeaseEnv(pg, 30*time.Second)
 	if err != nil {
-		return err
+		return "", err
 	}
 	// Open the pool's connections first (and the proxy's goroutines for
 	// them), so that they are not counted per lease.
@@ -251,6 +261,8 @@ func manyLeases(ctx context.Context, cfg Config, pg *PG, n int, r *Report) error
 		ready  sync.WaitGroup
 		done   sync.WaitGroup
 		failed atomic.Int64
+		// The first error of each kind, for the report.
+		firstFail, firstRenewErr atomic.Pointer[error]
 	)
 	start := time.Now()
 	ready.Add(n)
@@ -267,9 +279,10 @@ func manyLeases(ctx context.Context, cfg Config, pg *PG, n int, r *Report) error
 				return nil
 			})
 			if !called {
-				failed.Add(1)
+				if failed.Add(1) == 1 {
+					firstFail.Store(&err)
+				}
 				ready.Done()
-				_ = err
 			}
 		})
 	}
@@ -291,8 +304,8 @@ func manyLeases(ctx context.Context, cfg Config, pg *PG, n int, r *Report) error
 				if i >= len(leases) {
 					return
 				}
-				if err := e.renew(ctx, leases[i]); err != nil {
-					renewErr.Add(1)
+				if err := e.renew(ctx, leases[i]); err != nil && renewErr.Add(1) == 1 {
+					firstRenewErr.Store(&err)
 				}
 			}
 		})
@@ -311,7 +324,13 @@ func manyLeases(ctx context.Context, cfg Config, pg *PG, n int, r *Report) error
 	r.Notes = append(r.Notes, fmt.Sprintf("%d leases in one process, %s: %.1f KiB heap and %.1f goroutines per lease; renewing them at TTL 30s uses ≈ %.0f%% of the measured renewal rate",
 		n, pg.Net, heapPer/1024, float64(g1-g0)/float64(max(len(leases), 1)), 100*float64(n)/10/rate))
 	if failed.Load() > 0 || renewErr.Load() > 0 {
-		r.f("\n(%d holds failed to acquire, %d renewals failed)\n", failed.Load(), renewErr.Load())
+		first := func(p *atomic.Pointer[error]) string {
+			if e := p.Load(); e != nil && *e != nil {
+				return fmt.Sprintf(" (first: `%v`)", *e)
+			}
+			return ""
+		}
+		return fmt.Sprintf("%s, %d leases: %d holds failed to acquire%s, %d renewals of the sweep failed%s.", pg.Net, n, failed.Load(), first(&firstFail), renewErr.Load(), first(&firstRenewErr)), nil
 	}
-	return nil
+	return "", nil
 }
