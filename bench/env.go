@@ -18,7 +18,9 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/fencegate/fencegate/gate"
-	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/pgsql"
+	"github.com/fencegate/fencegate/sqlstore/pgxv5"
+	"github.com/fencegate/fencegate/sqlstore/sqlite"
 )
 
 // Keys is how many rows the workload table holds: one per writer at most.
@@ -48,8 +50,8 @@ type PG struct {
 	Mode    pgx.QueryExecMode // pgx's DefaultQueryExecMode on Pool
 	Pool    *pgxpool.Pool
 	DB      *sql.DB // database/sql over Pool
-	Pgx     *sqlstore.PgxDriver
-	SQL     *sqlstore.SQLDriver
+	Pgx     *pgxv5.Driver
+	SQL     *pgsql.Driver
 	GatePgx *gate.Gate[pgx.Tx]
 	GateSQL *gate.Gate[*sql.Tx]
 	// Pglock and PglockHB are cirello.io/pglock clients on the table
@@ -160,8 +162,8 @@ func open(ctx context.Context, n Net, schema string, maxConns int32, mode pgx.Qu
 	}
 	p.DB = stdlib.OpenDBFromPool(p.Pool)
 	p.DB.SetMaxIdleConns(int(maxConns))
-	p.Pgx = sqlstore.NewPgx(p.Pool)
-	p.SQL = sqlstore.NewSQL(p.DB, sqlstore.Postgres)
+	p.Pgx = pgxv5.New(p.Pool)
+	p.SQL = pgsql.New(p.DB)
 	p.GatePgx = gate.New(p.Pgx, nil)
 	p.GateSQL = gate.New(p.SQL, nil)
 	p.pglockDB = stdlib.OpenDBFromPool(p.Pool)
@@ -199,7 +201,7 @@ func (p *PG) Close(ctx context.Context) {
 // SQLite is a migrated SQLite file in its own directory, removed by Close.
 type SQLite struct {
 	Dir  string
-	D    *sqlstore.SQLDriver
+	D    *sqlite.Driver
 	Gate *gate.Gate[*sql.Tx]
 }
 
@@ -209,7 +211,7 @@ func NewSQLite(ctx context.Context) (*SQLite, error) {
 	if err != nil {
 		return nil, err
 	}
-	d, err := sqlstore.Open(ctx, filepath.Join(dir, "bench.db"))
+	d, err := sqlite.Open(ctx, filepath.Join(dir, "bench.db"))
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err

@@ -153,7 +153,7 @@ func (g *grid) rows(where string, names ...string) []Result {
 const (
 	vPlainTx    = "unfenced BEGIN/UPDATE/COMMIT"
 	vFencedTx   = "fenced tx (gate.Commit)"
-	vBatch      = "fenced batch (gate.CommitBatch)"
+	vBatch      = "fenced batch (pgxv5.CommitBatch)"
 	vAutocommit = "unfenced UPDATE, autocommit"
 	vRoundTrip  = "one round trip (SELECT 1)"
 )
@@ -257,7 +257,7 @@ func Overhead(ctx context.Context, cfg Config, pg *PG, lite *SQLite, r *Report) 
 		r.table(res, 0)
 		r.Notes = append(r.Notes, fmt.Sprintf("database/sql Postgres, 1 writer, %s: fenced ÷ unfenced = %.2fx (target ≥ 0.95)", n.Name, Ratio(res[1], res[0])))
 	}
-	r.f("database/sql has no batch: the fence could ride with BEGIN only if it were part of the BEGIN's own text (pgx's TxOptions.BeginQuery and the stdlib driver take SQL text, not arguments), which would mean formatting the resource and holder into SQL. fencegate binds every argument, so on database/sql the fence costs its own round trip; use gate.CommitBatch on pgx when that round trip matters.\n\n")
+	r.f("database/sql has no batch: the fence could ride with BEGIN only if it were part of the BEGIN's own text (pgx's TxOptions.BeginQuery and the stdlib driver take SQL text, not arguments), which would mean formatting the resource and holder into SQL. fencegate binds every argument, so on database/sql the fence costs its own round trip; use pgxv5.CommitBatch on pgx when that round trip matters.\n\n")
 
 	for _, w := range []int{1, 4} {
 		r.f("### SQLite (BEGIN IMMEDIATE, WAL, synchronous=FULL), %d writer(s), distinct keys\n\n", w)

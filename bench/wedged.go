@@ -20,7 +20,7 @@ import (
 
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/lease"
-	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/pgxv5"
 )
 
 // ChildRole is the first argument that makes fgbench the wedged holder of
@@ -62,7 +62,7 @@ func WedgedChild(args []string) int {
 	pause := func() { time.Sleep(300 * time.Millisecond) } // the parent stops us in here
 	switch mode {
 	case "fencegate":
-		d := sqlstore.NewPgx(pool)
+		d := pgxv5.New(pool)
 		coord := lease.NewCoordinator(d, &lease.CoordinatorOptions{TTL: wedgeTTL})
 		client, _ := lease.NewClient(lease.ClientOptions{Holder: "A", TTL: wedgeTTL})
 		req, _ := client.BeginAcquire("wedge")

@@ -8,7 +8,7 @@ import (
 	"cirello.io/pglock"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/sqlstore/pgxv5"
 )
 
 // Op is one guarded write of row key, start to finish.
@@ -66,11 +66,11 @@ func (p *PG) PgFencedTx(ctx context.Context, key int) error {
 	})
 }
 
-// PgFencedBatch is gate.CommitBatch with the UPDATE: one round trip.
+// PgFencedBatch is pgxv5.CommitBatch with the UPDATE: one round trip.
 func (p *PG) PgFencedBatch(ctx context.Context, key int) error {
 	b := &pgx.Batch{}
 	b.Queue(updateItem, key)
-	return gate.CommitBatch(ctx, p.GatePgx, p.Pool, Token(key), b)
+	return pgxv5.CommitBatch(ctx, p.GatePgx, p.Pool, Token(key), b)
 }
 
 // PgPrototypeTx is PgFencedTx with the gate statement before the hot-key fix.

@@ -42,9 +42,10 @@
 // # Transaction types
 //
 // A Gate is generic over the caller's transaction type, fixed by its driver:
-// gate.New(sqlstore.NewPgx(pool), nil) takes pgx.Tx, and
-// gate.New(sqlstore.NewSQL(db, sqlstore.SQLite), nil) takes *sql.Tx. Passing
-// the other kind does not compile.
+// gate.New(pgxv5.New(pool), nil) takes pgx.Tx, and gate.New(sqlite.New(db),
+// nil) or gate.New(pgsql.New(db), nil) takes *sql.Tx. Passing the other kind
+// does not compile. The gate imports no driver: the SQL is the driver's.
+// pgxv5.CommitBatch is the one-round-trip fenced write on pgx.
 //
 // # Where fences come from
 //

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/fencegate/fencegate/gate"
-	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/sqlite"
 )
 
 // A write commits only together with its fence. Agent A held the slot with
@@ -20,7 +20,7 @@ func ExampleGate_Commit() {
 	dir, _ := os.MkdirTemp("", "fencegate-example")
 	defer os.RemoveAll(dir)
 
-	store, err := sqlstore.Open(ctx, filepath.Join(dir, "app.db")) // SQLite, no server
+	store, err := sqlite.Open(ctx, filepath.Join(dir, "app.db")) // SQLite, no server
 	if err != nil {
 		log.Fatal(err)
 	}

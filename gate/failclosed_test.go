@@ -19,6 +19,9 @@ import (
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/pgsql"
+	"github.com/fencegate/fencegate/sqlstore/pgxv5"
+	"github.com/fencegate/fencegate/sqlstore/sqlite"
 )
 
 // fixture is a migrated database with an items table, seen through one
@@ -38,9 +41,15 @@ type fixture[TTx any] struct {
 	lock func(t *testing.T, query string) (unlock func())
 }
 
-func sqlFixture(t *testing.T, d *sqlstore.SQLDriver) fixture[*sql.Tx] {
+// sqlDriver is a database/sql driver with its *sql.DB.
+type sqlDriver interface {
+	sqlstore.Driver[*sql.Tx]
+	DB() *sql.DB
+}
+
+func sqlFixture(t *testing.T, d sqlDriver) fixture[*sql.Tx] {
 	q := func(query string) string {
-		if d.Dialect() == sqlstore.SQLite {
+		if d.Dialect() == sqlite.Dialect {
 			return strings.ReplaceAll(query, "$", "?")
 		}
 		return query
@@ -83,7 +92,7 @@ func sqlFixture(t *testing.T, d *sqlstore.SQLDriver) fixture[*sql.Tx] {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d.Dialect() == sqlstore.Postgres {
+		if d.Dialect() == pgsql.Dialect {
 			if _, err := tx.Exec(query); err != nil {
 				t.Fatal(err)
 			}
@@ -94,10 +103,10 @@ func sqlFixture(t *testing.T, d *sqlstore.SQLDriver) fixture[*sql.Tx] {
 	return f
 }
 
-func pgxFixture(t *testing.T, d *sqlstore.PgxDriver) fixture[pgx.Tx] {
+func pgxFixture(t *testing.T, d *pgxv5.Driver) fixture[pgx.Tx] {
 	pool := d.Pool()
 	f := fixture[pgx.Tx]{
-		driver: d, dialect: sqlstore.Postgres,
+		driver: d, dialect: pgsql.Dialect,
 		begin: func(t *testing.T) pgx.Tx {
 			tx, err := pool.Begin(context.Background())
 			if err != nil {
@@ -143,12 +152,18 @@ func pgxFixture(t *testing.T, d *sqlstore.PgxDriver) fixture[pgx.Tx] {
 	return f
 }
 
-// forEachTxType runs the same generic body on every dialect and transaction
-// type.
+// forEachTxType runs the same generic body on every driver of the one list
+// (internal/dbtest.Drivers).
 func forEachTxType(t *testing.T, sqlBody func(*testing.T, fixture[*sql.Tx]), pgxBody func(*testing.T, fixture[pgx.Tx])) {
-	t.Run("sqlite", func(t *testing.T) { sqlBody(t, sqlFixture(t, dbtest.SQLite(t))) })
-	t.Run("postgres-sql", func(t *testing.T) { sqlBody(t, sqlFixture(t, dbtest.Postgres(t))) })
-	t.Run("postgres-pgx", func(t *testing.T) { pgxBody(t, pgxFixture(t, dbtest.PostgresPgx(t))) })
+	dbtest.ForEach(t,
+		func(t *testing.T, h dbtest.Harness[*sql.Tx]) { sqlBody(t, sqlFixture(t, h.Driver.(sqlDriver))) },
+		func(t *testing.T, h dbtest.Harness[pgx.Tx]) { pgxBody(t, pgxFixture(t, h.Driver.(*pgxv5.Driver))) })
+}
+
+// pgxDefault is a fixture on pgx in its default exec mode.
+func pgxDefault(t *testing.T) fixture[pgx.Tx] {
+	d := dbtest.Find(t, "pgx-cache-statement")
+	return pgxFixture(t, d.Pgx(t, d.DSN(t)).Driver.(*pgxv5.Driver))
 }
 
 // issue records a lease the way the coordinator does, for VerifyIssued.
@@ -204,7 +219,7 @@ func testCommitErrorRollsBack[TTx any](t *testing.T, f fixture[TTx]) {
 	}
 	writeAnyway(t, f, tx, 2)
 
-	if f.dialect != sqlstore.Postgres {
+	if f.dialect != pgsql.Dialect {
 		return // a SQLite transaction holds the database: the statement cannot block
 	}
 	// Cut while the floor statement runs: it waits for the floor row that
@@ -227,14 +242,14 @@ func testCommitErrorRollsBack[TTx any](t *testing.T, f fixture[TTx]) {
 
 // Item 2 for CommitBatch with a pgx.Tx: a cancelled pipeline rolls it back.
 func TestCommitBatchErrorRollsBackTx(t *testing.T) {
-	f := pgxFixture(t, dbtest.PostgresPgx(t))
+	f := pgxDefault(t)
 	g := gate.New(f.driver, nil)
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
 	tx := f.begin(t)
 	b := &pgx.Batch{}
 	b.Queue(`INSERT INTO items (id) VALUES (1)`)
-	if err := gate.CommitBatch(cancelled, g, tx, gate.Token{Resource: "r", Holder: "a", Fence: 5}, b); !errors.Is(err, context.Canceled) {
+	if err := pgxv5.CommitBatch(cancelled, g, tx, gate.Token{Resource: "r", Holder: "a", Fence: 5}, b); !errors.Is(err, context.Canceled) {
 		t.Fatalf("CommitBatch with a cancelled context = %v", err)
 	}
 	writeAnyway(t, f, tx, 2)
@@ -371,7 +386,7 @@ func (d *lockAfterRollback[TTx]) Rollback(ctx context.Context, tx TTx) error {
 // ErrNestedTx before anything runs. A refusal used to roll back only the
 // savepoint, and the outer transaction committed its writes.
 func TestCommitRefusesNestedTx(t *testing.T) {
-	f := pgxFixture(t, dbtest.PostgresPgx(t))
+	f := pgxDefault(t)
 	ctx := context.Background()
 	g := gate.New(f.driver, nil)
 	if err := g.Admit(ctx, gate.Token{Resource: "r", Holder: "b", Fence: 9}); err != nil {
@@ -393,7 +408,7 @@ func TestCommitRefusesNestedTx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := gate.CommitBatch(ctx, g, nested, stale, &pgx.Batch{}); !errors.Is(err, gate.ErrNestedTx) {
+	if err := pgxv5.CommitBatch(ctx, g, nested, stale, &pgx.Batch{}); !errors.Is(err, gate.ErrNestedTx) {
 		t.Fatalf("CommitBatch on a savepoint = %v, want ErrNestedTx", err)
 	}
 	if n := f.count(t, `SELECT count(*) FROM fencegate_rejection`); n != 0 {
@@ -432,7 +447,7 @@ func testDoFallbackRaiseIsBounded[TTx any](t *testing.T, f fixture[TTx]) {
 // cancelOnClose cancels the caller's context as soon as the pipeline's
 // results are in: the refusal is decided, its follow-up is not run.
 type cancelOnClose struct {
-	gate.BatchSender
+	pgxv5.BatchSender
 	cancel context.CancelFunc
 }
 
@@ -453,12 +468,12 @@ func (r closeThenCancel) Close() error {
 
 // Item 3 for CommitBatch: a refusal survives the caller's cancellation.
 func TestCommitBatchRefusalSurvivesCancellation(t *testing.T) {
-	f := pgxFixture(t, dbtest.PostgresPgx(t))
+	f := pgxDefault(t)
 	issue(t, f, "a", 3)
 	g := gate.New(f.driver, &gate.Options{VerifyIssued: true})
 	ctx, cancel := context.WithCancel(context.Background())
-	pool := f.driver.(*sqlstore.PgxDriver).Pool()
-	err := gate.CommitBatch(ctx, g, cancelOnClose{pool, cancel}, gate.Token{Resource: "r", Holder: "a", Fence: 1000}, &pgx.Batch{})
+	pool := f.driver.(*pgxv5.Driver).Pool()
+	err := pgxv5.CommitBatch(ctx, g, cancelOnClose{pool, cancel}, gate.Token{Resource: "r", Holder: "a", Fence: 1000}, &pgx.Batch{})
 	var stale *gate.StaleFenceError
 	if !errors.As(err, &stale) || !stale.NotIssued || stale.Seq <= 0 {
 		t.Fatalf("CommitBatch = %v; want a logged *StaleFenceError", err)
@@ -588,7 +603,7 @@ func TestRefusalWhenTheDatabaseStopsAnswering(t *testing.T) {
 		}
 		defer db.Close()
 		defer cut() // first: closing the pool would wait on silent connections
-		testStopsAnswering(t, sqlFixture(t, migrated(t, sqlstore.NewSQL(db, sqlstore.Postgres))), stop)
+		testStopsAnswering(t, sqlFixture(t, migrated(t, pgsql.New(db))), stop)
 	})
 	t.Run("postgres-pgx", func(t *testing.T) {
 		dsn, stop, cut := silent(t)
@@ -598,7 +613,7 @@ func TestRefusalWhenTheDatabaseStopsAnswering(t *testing.T) {
 		}
 		defer pool.Close()
 		defer cut()
-		testStopsAnswering(t, pgxFixture(t, migrated(t, sqlstore.NewPgx(pool))), stop)
+		testStopsAnswering(t, pgxFixture(t, migrated(t, pgxv5.New(pool))), stop)
 	})
 }
 

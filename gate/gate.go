@@ -51,8 +51,8 @@ type Options struct {
 }
 
 // Gate admits writes whose fence is at least the resource's floor, inside
-// the writer's own transaction of type TTx (pgx.Tx with sqlstore.PgxDriver,
-// *sql.Tx with sqlstore.SQLDriver). It is safe for concurrent use.
+// the writer's own transaction of type TTx (pgx.Tx with pgxv5.Driver,
+// *sql.Tx with pgsql.Driver or sqlite.Driver). It is safe for concurrent use.
 type Gate[TTx any] struct {
 	driver sqlstore.Driver[TTx]
 	opts   Options
@@ -69,11 +69,10 @@ func New[TTx any](driver sqlstore.Driver[TTx], opts *Options) *Gate[TTx] {
 	o.MaxAttempts = cmp.Or(max(o.MaxAttempts, 0), 5)
 	o.RetryBackoff = cmp.Or(max(o.RetryBackoff, 0), 5*time.Millisecond)
 	o.CleanupTimeout = cmp.Or(max(o.CleanupTimeout, 0), 5*time.Second)
-	logger := o.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Gate[TTx]{driver: driver, opts: o, logger: logger}
+	return &Gate[TTx]{driver: driver, opts: o, logger: o.Logger}
 }
 
 // Commit admits token inside tx, before the caller's writes: it raises the
@@ -83,6 +82,7 @@ func New[TTx any](driver sqlstore.Driver[TTx], opts *Options) *Gate[TTx] {
 // is one statement: a fence that already is the floor only locks the row, any
 // other takes the GREATEST upsert. SQLite, whose transaction holds the write
 // lock from BEGIN, reads first and upserts only when the floor must change.
+// (The statements are the driver's: Executor.FloorRaise.)
 //
 // A fence equal to the floor is admitted: a renewed lease keeps its fence, so
 // its in-flight writes stay valid. A lower fence is refused with a
@@ -124,7 +124,7 @@ func (g *Gate[TTx]) floorRaise(ctx context.Context, tx TTx, token Token) (sqlsto
 	if err := token.Validate(); err != nil {
 		return sqlstore.FloorRaiseResult{}, err
 	}
-	if isNested(tx) {
+	if IsNestedTx(tx) {
 		return sqlstore.FloorRaiseResult{}, fmt.Errorf("fencegate: commit %s: %w", token, ErrNestedTx)
 	}
 	res, err := g.driver.UnwrapExecutor(tx).FloorRaise(ctx, sqlstore.FloorRaiseParams{
@@ -136,10 +136,11 @@ func (g *Gate[TTx]) floorRaise(ctx context.Context, tx TTx, token Token) (sqlsto
 	return res, nil
 }
 
-// isNested reports whether tx is a pgx savepoint, which pgx.Tx.Begin on a
-// transaction returns. pgx does not export the type, so its name tells it;
+// IsNestedTx reports whether tx is a pgx savepoint, which pgx.Tx.Begin on a
+// transaction returns, and which Commit and pgxv5.CommitBatch refuse with
+// ErrNestedTx. pgx does not export the type, so its name tells it;
 // TestCommitRefusesNestedTx keeps the name honest across pgx upgrades.
-func isNested(tx any) bool {
+func IsNestedTx(tx any) bool {
 	t := reflect.TypeOf(tx)
 	return t != nil && t.Kind() == reflect.Pointer &&
 		t.Elem().PkgPath() == "github.com/jackc/pgx/v5" && t.Elem().Name() == "dbSimulatedNestedTx"
@@ -161,6 +162,22 @@ func (g *Gate[TTx]) rollback(ctx context.Context, tx TTx) {
 		g.logger.WarnContext(ctx, "fencegate: rollback failed; the transaction cannot commit", "error", err)
 	}
 }
+
+// Refuse records that token was not admitted by a fence check a driver ran
+// in its own way (pgxv5.CommitBatch's pipeline), as Commit records its own
+// refusals: under Options.CleanupTimeout, whatever ctx does, it writes the
+// rejection log, logs a warning, and returns the *StaleFenceError. res is
+// the check's outcome; when res.Issued is false (Options.VerifyIssued found
+// no such lease) Refuse reads the floor itself. The caller's transaction
+// must already be over.
+func (g *Gate[TTx]) Refuse(ctx context.Context, token Token, res sqlstore.FloorRaiseResult) error {
+	cctx, cancel := g.cleanup(ctx)
+	defer cancel()
+	return g.refuse(cctx, token, res)
+}
+
+// Options returns the gate's options, defaults filled in.
+func (g *Gate[TTx]) Options() Options { return g.opts }
 
 // refuse logs a refusal and returns it as a *StaleFenceError; ctx is a
 // cleanup context. A fence that was not issued (nothing written) gets the
@@ -199,8 +216,9 @@ func (g *Gate[TTx]) refuse(ctx context.Context, token Token, res sqlstore.FloorR
 
 // Do runs fn in a new transaction guarded by token: it begins, calls Commit,
 // runs fn, and commits. If any step fails with an error the dialect marks
-// retryable (sqlstore.IsRetryable), the whole transaction runs again, up to
-// Options.MaxAttempts times; fn must therefore be safe to run more than once.
+// retryable (sqlstore.IsRetryable, after Store.ClassifyError), the whole
+// transaction runs again, up to Options.MaxAttempts times; fn must therefore
+// be safe to run more than once.
 // A refused token is never retried. fn's own errors roll back and are
 // returned as they are; the token's floor is then raised anyway, in a
 // transaction of its own, so a failure half-way still fences out older
@@ -211,7 +229,7 @@ func (g *Gate[TTx]) Do(ctx context.Context, token Token, fn func(ctx context.Con
 	}
 	for attempt := 1; ; attempt++ {
 		err := g.doOnce(ctx, token, fn)
-		if err == nil || !sqlstore.IsRetryable(err) || attempt >= g.opts.MaxAttempts {
+		if err == nil || !g.retryable(err) || attempt >= g.opts.MaxAttempts {
 			return err
 		}
 		backoff := g.opts.RetryBackoff << min(attempt-1, 6)
@@ -243,7 +261,7 @@ func (g *Gate[TTx]) doOnce(ctx context.Context, token Token, fn func(ctx context
 		cctx, cancel := g.cleanup(ctx)
 		defer cancel()
 		g.rollback(cctx, tx)
-		if !sqlstore.IsRetryable(err) {
+		if !g.retryable(err) {
 			// Best effort, and never logged as a refusal: the write failed
 			// either way, and a lower result means a newer fence got there.
 			if _, rerr := g.raise(cctx, token); rerr != nil {
@@ -256,6 +274,12 @@ func (g *Gate[TTx]) doOnce(ctx context.Context, token Token, fn func(ctx context
 		return fmt.Errorf("fencegate: commit: %w", err)
 	}
 	return nil
+}
+
+// retryable asks the driver about err, which may come from the caller's own
+// statements and so be the database's native error.
+func (g *Gate[TTx]) retryable(err error) bool {
+	return sqlstore.IsRetryable(g.driver.ClassifyError(err))
 }
 
 // Admit raises the resource's floor to token's fence in a transaction of its

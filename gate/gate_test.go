@@ -18,62 +18,54 @@ import (
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
-// harness runs the same rules over *sql.Tx on both dialects.
-type harness struct {
-	d *sqlstore.SQLDriver
-	g *gate.Gate[*sql.Tx]
+// harness is a driver of the one list (internal/dbtest.Drivers) with a gate
+// on it and a table of items to write.
+type harness[TTx any] struct {
+	dbtest.Harness[TTx]
+	g *gate.Gate[TTx]
 }
 
-func newHarness(t *testing.T, open func(testing.TB) *sqlstore.SQLDriver, opts *gate.Options) *harness {
+func newHarness[TTx any](t *testing.T, dh dbtest.Harness[TTx], opts *gate.Options) *harness[TTx] {
 	t.Helper()
-	d := open(t)
-	h := &harness{d: d, g: gate.New(d, opts)}
+	h := &harness[TTx]{Harness: dh, g: gate.New(dh.Driver, opts)}
 	h.exec(t, `CREATE TABLE items (id INTEGER PRIMARY KEY, resource TEXT NOT NULL, fence BIGINT NOT NULL, holder TEXT NOT NULL)`)
 	return h
 }
 
-// q adapts $n placeholders to SQLite's ?n.
-func (h *harness) q(query string) string {
-	if h.d.Dialect() == sqlstore.SQLite {
-		return strings.ReplaceAll(query, "$", "?")
-	}
-	return query
-}
-
-func (h *harness) exec(t *testing.T, query string, args ...any) {
+func (h *harness[TTx]) exec(t *testing.T, query string, args ...any) {
 	t.Helper()
-	if _, err := h.d.DB().Exec(h.q(query), args...); err != nil {
+	if err := h.DBExec(context.Background(), query, args...); err != nil {
 		t.Fatalf("exec %s: %v", query, err)
 	}
 }
 
-func (h *harness) count(t *testing.T, query string, args ...any) int {
+func (h *harness[TTx]) count(t *testing.T, query string, args ...any) int {
 	t.Helper()
 	var n int
-	if err := h.d.DB().QueryRow(h.q(query), args...).Scan(&n); err != nil {
+	if err := h.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
 		t.Fatalf("count %s: %v", query, err)
 	}
 	return n
 }
 
 // write commits one item under token, through Commit in the caller's tx.
-func (h *harness) write(ctx context.Context, id int, tok gate.Token) error {
-	tx, err := h.d.Begin(ctx)
+func (h *harness[TTx]) write(ctx context.Context, id int, tok gate.Token) error {
+	tx, err := h.Driver.Begin(ctx)
 	if err != nil {
 		return err
 	}
-	defer tx.Rollback()
+	defer h.Driver.Rollback(ctx, tx)
 	if err := h.g.Commit(ctx, tx, tok); err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, h.q(`INSERT INTO items (id, resource, fence, holder) VALUES ($1, $2, $3, $4)`),
+	if err := h.Exec(ctx, tx, `INSERT INTO items (id, resource, fence, holder) VALUES ($1, $2, $3, $4)`,
 		id, tok.Resource, tok.Fence, tok.Holder); err != nil {
 		return err
 	}
-	return tx.Commit()
+	return h.Driver.Commit(ctx, tx)
 }
 
-func (h *harness) floor(t *testing.T, resource string) gate.Floor {
+func (h *harness[TTx]) floor(t *testing.T, resource string) gate.Floor {
 	t.Helper()
 	f, err := h.g.Floor(context.Background(), resource)
 	if err != nil {
@@ -82,77 +74,86 @@ func (h *harness) floor(t *testing.T, resource string) gate.Floor {
 	return f
 }
 
-func forEachDialect(t *testing.T, fn func(t *testing.T, open func(testing.TB) *sqlstore.SQLDriver)) {
-	for name, open := range dbtest.Drivers() {
-		t.Run(name, func(t *testing.T) { fn(t, open) })
+// forEachDriver runs a rule written once over TTx on every driver.
+func forEachDriver(t *testing.T, sqlBody func(*testing.T, dbtest.Harness[*sql.Tx]), pgxBody func(*testing.T, dbtest.Harness[pgx.Tx])) {
+	dbtest.ForEach(t, sqlBody, pgxBody)
+}
+
+// forEachSQLDriver runs a database/sql rule (sql.ErrTxDone, a *sql.DB's
+// pool size) on every database/sql driver of the list.
+func forEachSQLDriver(t *testing.T, fn func(t *testing.T, h *harness[*sql.Tx])) {
+	dbtest.ForEach(t, func(t *testing.T, dh dbtest.Harness[*sql.Tx]) { fn(t, newHarness(t, dh, nil)) }, nil)
+}
+
+// db is the *sql.DB under a database/sql driver of the list.
+func db(h *harness[*sql.Tx]) *sql.DB { return h.Driver.(interface{ DB() *sql.DB }).DB() }
+
+func TestCommitAdmitsEqualRaisesHigherRefusesLower(t *testing.T) {
+	forEachDriver(t, testCommitAdmitsEqualRaisesHigherRefusesLower[*sql.Tx], testCommitAdmitsEqualRaisesHigherRefusesLower[pgx.Tx])
+}
+
+func testCommitAdmitsEqualRaisesHigherRefusesLower[TTx any](t *testing.T, dh dbtest.Harness[TTx]) {
+	ctx := context.Background()
+	h := newHarness(t, dh, nil)
+	a5 := gate.Token{Resource: "slot", Holder: "a", Fence: 5}
+	b7 := gate.Token{Resource: "slot", Holder: "b", Fence: 7}
+
+	if err := h.write(ctx, 1, a5); err != nil {
+		t.Fatalf("first fence: %v", err)
+	}
+	if err := h.write(ctx, 2, a5); err != nil {
+		t.Fatalf("equal fence must be admitted: %v", err)
+	}
+	if err := h.write(ctx, 3, b7); err != nil {
+		t.Fatalf("higher fence: %v", err)
+	}
+	if f := h.floor(t, "slot"); f.Floor != 7 || f.Holder != "b" {
+		t.Fatalf("floor = %d by %q, want 7 by b", f.Floor, f.Holder)
+	}
+
+	err := h.write(ctx, 4, a5)
+	var stale *gate.StaleFenceError
+	if !errors.As(err, &stale) || !errors.Is(err, gate.ErrStaleFence) || errors.Is(err, gate.ErrFenceNotIssued) {
+		t.Fatalf("lower fence: got %v, want *StaleFenceError", err)
+	}
+	if stale.Resource != "slot" || stale.Holder != "a" || stale.Fence != 5 || stale.Floor != 7 || stale.FloorHolder != "b" || stale.Seq <= 0 {
+		t.Fatalf("refusal = %+v", stale)
+	}
+	if n := h.count(t, `SELECT count(*) FROM items WHERE id = 4`); n != 0 {
+		t.Fatalf("refused write committed")
+	}
+	if f := h.floor(t, "slot"); f.Floor != 7 {
+		t.Fatalf("refusal changed the floor to %d", f.Floor)
+	}
+	rejs, err := h.g.Rejections(ctx, gate.RejectionQuery{Resource: "slot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rejs) != 1 || rejs[0].Seq != stale.Seq || rejs[0].Fence != 5 || rejs[0].Holder != "a" ||
+		rejs[0].Floor != 7 || rejs[0].FloorHolder != "b" || rejs[0].At.IsZero() {
+		t.Fatalf("rejection log = %+v, want the refusal %+v", rejs, stale)
 	}
 }
 
-func TestCommitAdmitsEqualRaisesHigherRefusesLower(t *testing.T) {
-	forEachDialect(t, func(t *testing.T, open func(testing.TB) *sqlstore.SQLDriver) {
-		ctx := context.Background()
-		h := newHarness(t, open, nil)
-		a5 := gate.Token{Resource: "slot", Holder: "a", Fence: 5}
-		b7 := gate.Token{Resource: "slot", Holder: "b", Fence: 7}
-
-		if err := h.write(ctx, 1, a5); err != nil {
-			t.Fatalf("first fence: %v", err)
-		}
-		if err := h.write(ctx, 2, a5); err != nil {
-			t.Fatalf("equal fence must be admitted: %v", err)
-		}
-		if err := h.write(ctx, 3, b7); err != nil {
-			t.Fatalf("higher fence: %v", err)
-		}
-		if f := h.floor(t, "slot"); f.Floor != 7 || f.Holder != "b" {
-			t.Fatalf("floor = %d by %q, want 7 by b", f.Floor, f.Holder)
-		}
-
-		err := h.write(ctx, 4, a5)
-		var stale *gate.StaleFenceError
-		if !errors.As(err, &stale) || !errors.Is(err, gate.ErrStaleFence) || errors.Is(err, gate.ErrFenceNotIssued) {
-			t.Fatalf("lower fence: got %v, want *StaleFenceError", err)
-		}
-		if stale.Resource != "slot" || stale.Holder != "a" || stale.Fence != 5 || stale.Floor != 7 || stale.FloorHolder != "b" || stale.Seq <= 0 {
-			t.Fatalf("refusal = %+v", stale)
-		}
-		if n := h.count(t, `SELECT count(*) FROM items WHERE id = 4`); n != 0 {
-			t.Fatalf("refused write committed")
-		}
-		if f := h.floor(t, "slot"); f.Floor != 7 {
-			t.Fatalf("refusal changed the floor to %d", f.Floor)
-		}
-		rejs, err := h.g.Rejections(ctx, gate.RejectionQuery{Resource: "slot"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(rejs) != 1 || rejs[0].Seq != stale.Seq || rejs[0].Fence != 5 || rejs[0].Holder != "a" ||
-			rejs[0].Floor != 7 || rejs[0].FloorHolder != "b" || rejs[0].At.IsZero() {
-			t.Fatalf("rejection log = %+v, want the refusal %+v", rejs, stale)
-		}
-	})
-}
-
 func TestRefusedCommitRollsBackCallerTransaction(t *testing.T) {
-	forEachDialect(t, func(t *testing.T, open func(testing.TB) *sqlstore.SQLDriver) {
+	forEachSQLDriver(t, func(t *testing.T, h *harness[*sql.Tx]) {
 		ctx := context.Background()
-		h := newHarness(t, open, nil)
 		if err := h.g.Admit(ctx, gate.Token{Resource: "r", Holder: "new", Fence: 10}); err != nil {
 			t.Fatal(err)
 		}
-		tx, err := h.d.Begin(ctx)
+		tx, err := h.Driver.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		// A write before Commit (against the rules) must not commit either.
-		if _, err := tx.Exec(h.q(`INSERT INTO items (id, resource, fence, holder) VALUES (1, 'r', 3, 'old')`)); err != nil {
+		if _, err := tx.Exec(`INSERT INTO items (id, resource, fence, holder) VALUES (1, 'r', 3, 'old')`); err != nil {
 			t.Fatal(err)
 		}
 		if err := h.g.Commit(ctx, tx, gate.Token{Resource: "r", Holder: "old", Fence: 3}); !errors.Is(err, gate.ErrStaleFence) {
 			t.Fatalf("got %v, want stale", err)
 		}
 		// The caller ignores the error and carries on: the tx is gone.
-		if _, err := tx.Exec(h.q(`INSERT INTO items (id, resource, fence, holder) VALUES (2, 'r', 3, 'old')`)); !errors.Is(err, sql.ErrTxDone) {
+		if _, err := tx.Exec(`INSERT INTO items (id, resource, fence, holder) VALUES (2, 'r', 3, 'old')`); !errors.Is(err, sql.ErrTxDone) {
 			t.Fatalf("write after refusal: got %v, want sql.ErrTxDone", err)
 		}
 		if err := tx.Commit(); !errors.Is(err, sql.ErrTxDone) {
@@ -167,171 +168,181 @@ func TestRefusedCommitRollsBackCallerTransaction(t *testing.T) {
 // A holder that was superseded while it was away comes back with its older
 // fence: refused, although it was admitted before.
 func TestReentrantOlderFenceRefused(t *testing.T) {
-	forEachDialect(t, func(t *testing.T, open func(testing.TB) *sqlstore.SQLDriver) {
-		ctx := context.Background()
-		h := newHarness(t, open, nil)
-		a := gate.Token{Resource: "r", Holder: "a", Fence: 1}
-		b := gate.Token{Resource: "r", Holder: "b", Fence: 2}
-		if err := h.write(ctx, 1, a); err != nil {
-			t.Fatal(err)
-		}
-		if err := h.write(ctx, 2, b); err != nil {
-			t.Fatal(err)
-		}
-		if err := h.write(ctx, 3, a); !errors.Is(err, gate.ErrStaleFence) {
-			t.Fatalf("got %v, want stale", err)
-		}
-		if n := h.count(t, `SELECT count(*) FROM items WHERE holder = 'a'`); n != 1 {
-			t.Fatalf("a has %d writes, want 1", n)
-		}
-	})
+	forEachDriver(t, testReentrantOlderFenceRefused[*sql.Tx], testReentrantOlderFenceRefused[pgx.Tx])
+}
+
+func testReentrantOlderFenceRefused[TTx any](t *testing.T, dh dbtest.Harness[TTx]) {
+	ctx := context.Background()
+	h := newHarness(t, dh, nil)
+	a := gate.Token{Resource: "r", Holder: "a", Fence: 1}
+	b := gate.Token{Resource: "r", Holder: "b", Fence: 2}
+	if err := h.write(ctx, 1, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.write(ctx, 2, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.write(ctx, 3, a); !errors.Is(err, gate.ErrStaleFence) {
+		t.Fatalf("got %v, want stale", err)
+	}
+	if n := h.count(t, `SELECT count(*) FROM items WHERE holder = 'a'`); n != 1 {
+		t.Fatalf("a has %d writes, want 1", n)
+	}
 }
 
 func TestDoFailingCallbackLeavesFloorRaised(t *testing.T) {
-	forEachDialect(t, func(t *testing.T, open func(testing.TB) *sqlstore.SQLDriver) {
-		ctx := context.Background()
-		h := newHarness(t, open, nil)
-		if err := h.g.Admit(ctx, gate.Token{Resource: "r", Holder: "a", Fence: 4}); err != nil {
-			t.Fatal(err)
+	forEachDriver(t, testDoFailingCallbackLeavesFloorRaised[*sql.Tx], testDoFailingCallbackLeavesFloorRaised[pgx.Tx])
+}
+
+func testDoFailingCallbackLeavesFloorRaised[TTx any](t *testing.T, dh dbtest.Harness[TTx]) {
+	ctx := context.Background()
+	h := newHarness(t, dh, nil)
+	if err := h.g.Admit(ctx, gate.Token{Resource: "r", Holder: "a", Fence: 4}); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	err := h.g.Do(ctx, gate.Token{Resource: "r", Holder: "b", Fence: 9}, func(ctx context.Context, tx TTx) error {
+		if err := h.Exec(ctx, tx, `INSERT INTO items (id, resource, fence, holder) VALUES (1, 'r', 9, 'b')`); err != nil {
+			return err
 		}
-		boom := errors.New("boom")
-		err := h.g.Do(ctx, gate.Token{Resource: "r", Holder: "b", Fence: 9}, func(ctx context.Context, tx *sql.Tx) error {
-			if _, err := tx.ExecContext(ctx, h.q(`INSERT INTO items (id, resource, fence, holder) VALUES (1, 'r', 9, 'b')`)); err != nil {
-				return err
-			}
-			return boom // half-way
-		})
-		if !errors.Is(err, boom) {
-			t.Fatalf("Do = %v, want the callback's error", err)
-		}
-		if n := h.count(t, `SELECT count(*) FROM items`); n != 0 {
-			t.Fatal("the failed callback's write committed")
-		}
-		if f := h.floor(t, "r"); f.Floor != 9 || f.Holder != "b" {
-			t.Fatalf("floor = %d by %s, want 9 by b", f.Floor, f.Holder)
-		}
-		if err := h.write(ctx, 2, gate.Token{Resource: "r", Holder: "a", Fence: 4}); !errors.Is(err, gate.ErrStaleFence) {
-			t.Fatalf("older holder after the failed attempt: got %v, want stale", err)
-		}
+		return boom // half-way
 	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("Do = %v, want the callback's error", err)
+	}
+	if n := h.count(t, `SELECT count(*) FROM items`); n != 0 {
+		t.Fatal("the failed callback's write committed")
+	}
+	if f := h.floor(t, "r"); f.Floor != 9 || f.Holder != "b" {
+		t.Fatalf("floor = %d by %s, want 9 by b", f.Floor, f.Holder)
+	}
+	if err := h.write(ctx, 2, gate.Token{Resource: "r", Holder: "a", Fence: 4}); !errors.Is(err, gate.ErrStaleFence) {
+		t.Fatalf("older holder after the failed attempt: got %v, want stale", err)
+	}
 }
 
 func TestDoCommitsAndRefuses(t *testing.T) {
-	forEachDialect(t, func(t *testing.T, open func(testing.TB) *sqlstore.SQLDriver) {
-		ctx := context.Background()
-		h := newHarness(t, open, nil)
-		insert := func(id int, tok gate.Token) error {
-			return h.g.Do(ctx, tok, func(ctx context.Context, tx *sql.Tx) error {
-				_, err := tx.ExecContext(ctx, h.q(`INSERT INTO items (id, resource, fence, holder) VALUES ($1, $2, $3, $4)`),
-					id, tok.Resource, tok.Fence, tok.Holder)
-				return err
-			})
-		}
-		if err := insert(1, gate.Token{Resource: "r", Holder: "b", Fence: 2}); err != nil {
-			t.Fatal(err)
-		}
-		called := false
-		err := h.g.Do(ctx, gate.Token{Resource: "r", Holder: "a", Fence: 1}, func(context.Context, *sql.Tx) error {
-			called = true
-			return nil
+	forEachDriver(t, testDoCommitsAndRefuses[*sql.Tx], testDoCommitsAndRefuses[pgx.Tx])
+}
+
+func testDoCommitsAndRefuses[TTx any](t *testing.T, dh dbtest.Harness[TTx]) {
+	ctx := context.Background()
+	h := newHarness(t, dh, nil)
+	insert := func(id int, tok gate.Token) error {
+		return h.g.Do(ctx, tok, func(ctx context.Context, tx TTx) error {
+			err := h.Exec(ctx, tx, `INSERT INTO items (id, resource, fence, holder) VALUES ($1, $2, $3, $4)`,
+				id, tok.Resource, tok.Fence, tok.Holder)
+			return err
 		})
-		if !errors.Is(err, gate.ErrStaleFence) || called {
-			t.Fatalf("Do with a stale fence = %v (callback ran: %v)", err, called)
-		}
-		if n := h.count(t, `SELECT count(*) FROM items`); n != 1 {
-			t.Fatalf("%d items, want 1", n)
-		}
+	}
+	if err := insert(1, gate.Token{Resource: "r", Holder: "b", Fence: 2}); err != nil {
+		t.Fatal(err)
+	}
+	called := false
+	err := h.g.Do(ctx, gate.Token{Resource: "r", Holder: "a", Fence: 1}, func(context.Context, TTx) error {
+		called = true
+		return nil
 	})
+	if !errors.Is(err, gate.ErrStaleFence) || called {
+		t.Fatalf("Do with a stale fence = %v (callback ran: %v)", err, called)
+	}
+	if n := h.count(t, `SELECT count(*) FROM items`); n != 1 {
+		t.Fatalf("%d items, want 1", n)
+	}
 }
 
 func TestVerifyIssued(t *testing.T) {
-	forEachDialect(t, func(t *testing.T, open func(testing.TB) *sqlstore.SQLDriver) {
-		ctx := context.Background()
-		h := newHarness(t, open, &gate.Options{VerifyIssued: true})
-		// Issue fence 3 to "a" the way the coordinator records it.
-		grant := func(holder string, fence int64, replace bool) {
-			t.Helper()
-			err := h.d.InTx(ctx, func(ex sqlstore.Executor) error {
-				_, _, err := ex.LeaseGrant(ctx, sqlstore.LeaseGrantParams{
-					Resource: "r", Holder: holder, Fence: fence, RequestID: "req", TTL: time.Minute, Replace: replace})
-				return err
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-		grant("a", 3, false)
+	forEachDriver(t, testVerifyIssued[*sql.Tx], testVerifyIssued[pgx.Tx])
+}
 
-		forged := gate.Token{Resource: "r", Holder: "a", Fence: 1000}
-		err := h.write(ctx, 1, forged)
-		var stale *gate.StaleFenceError
-		if !errors.Is(err, gate.ErrFenceNotIssued) || !errors.As(err, &stale) || !stale.NotIssued {
-			t.Fatalf("forged fence: got %v, want ErrFenceNotIssued", err)
+func testVerifyIssued[TTx any](t *testing.T, dh dbtest.Harness[TTx]) {
+	ctx := context.Background()
+	h := newHarness(t, dh, &gate.Options{VerifyIssued: true})
+	// Issue fence 3 to "a" the way the coordinator records it.
+	grant := func(holder string, fence int64, replace bool) {
+		t.Helper()
+		err := h.Driver.InTx(ctx, func(ex sqlstore.Executor) error {
+			_, _, err := ex.LeaseGrant(ctx, sqlstore.LeaseGrantParams{
+				Resource: "r", Holder: holder, Fence: fence, RequestID: "req", TTL: time.Minute, Replace: replace})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		if _, err := h.g.Floor(ctx, "r"); !errors.Is(err, sqlstore.ErrNotFound) {
-			t.Fatalf("a forged fence created a floor: %v", err)
-		}
-		if err := h.write(ctx, 2, gate.Token{Resource: "r", Holder: "mallory", Fence: 3}); !errors.Is(err, gate.ErrFenceNotIssued) {
-			t.Fatalf("issued fence, wrong holder: got %v", err)
-		}
-		if err := h.write(ctx, 3, gate.Token{Resource: "r", Holder: "a", Fence: 3}); err != nil {
-			t.Fatalf("issued fence: %v", err)
-		}
-		grant("b", 4, true)
-		if err := h.write(ctx, 4, gate.Token{Resource: "r", Holder: "b", Fence: 4}); err != nil {
-			t.Fatalf("next generation: %v", err)
-		}
-		err = h.write(ctx, 5, gate.Token{Resource: "r", Holder: "a", Fence: 3})
-		if !errors.Is(err, gate.ErrStaleFence) || errors.Is(err, gate.ErrFenceNotIssued) {
-			t.Fatalf("superseded fence: got %v, want stale (not 'never issued')", err)
-		}
-		if f := h.floor(t, "r"); f.Floor != 4 {
-			t.Fatalf("floor = %d, want 4", f.Floor)
-		}
-		if n := h.count(t, `SELECT count(*) FROM items`); n != 2 {
-			t.Fatalf("%d items, want 2", n)
-		}
-	})
+	}
+	grant("a", 3, false)
+
+	forged := gate.Token{Resource: "r", Holder: "a", Fence: 1000}
+	err := h.write(ctx, 1, forged)
+	var stale *gate.StaleFenceError
+	if !errors.Is(err, gate.ErrFenceNotIssued) || !errors.As(err, &stale) || !stale.NotIssued {
+		t.Fatalf("forged fence: got %v, want ErrFenceNotIssued", err)
+	}
+	if _, err := h.g.Floor(ctx, "r"); !errors.Is(err, sqlstore.ErrNotFound) {
+		t.Fatalf("a forged fence created a floor: %v", err)
+	}
+	if err := h.write(ctx, 2, gate.Token{Resource: "r", Holder: "mallory", Fence: 3}); !errors.Is(err, gate.ErrFenceNotIssued) {
+		t.Fatalf("issued fence, wrong holder: got %v", err)
+	}
+	if err := h.write(ctx, 3, gate.Token{Resource: "r", Holder: "a", Fence: 3}); err != nil {
+		t.Fatalf("issued fence: %v", err)
+	}
+	grant("b", 4, true)
+	if err := h.write(ctx, 4, gate.Token{Resource: "r", Holder: "b", Fence: 4}); err != nil {
+		t.Fatalf("next generation: %v", err)
+	}
+	err = h.write(ctx, 5, gate.Token{Resource: "r", Holder: "a", Fence: 3})
+	if !errors.Is(err, gate.ErrStaleFence) || errors.Is(err, gate.ErrFenceNotIssued) {
+		t.Fatalf("superseded fence: got %v, want stale (not 'never issued')", err)
+	}
+	if f := h.floor(t, "r"); f.Floor != 4 {
+		t.Fatalf("floor = %d, want 4", f.Floor)
+	}
+	if n := h.count(t, `SELECT count(*) FROM items`); n != 2 {
+		t.Fatalf("%d items, want 2", n)
+	}
 }
 
 func TestBadInputChangesNothing(t *testing.T) {
-	forEachDialect(t, func(t *testing.T, open func(testing.TB) *sqlstore.SQLDriver) {
-		ctx := context.Background()
-		h := newHarness(t, open, nil)
-		bad := []gate.Token{
-			{Resource: "", Holder: "a", Fence: 1},
-			{Resource: strings.Repeat("x", gate.MaxNameLen+1), Holder: "a", Fence: 1},
-			{Resource: "bad\xffutf8", Holder: "a", Fence: 1},
-			{Resource: "nul\x00", Holder: "a", Fence: 1},
-			{Resource: "r", Holder: "", Fence: 1},
-			{Resource: "r", Holder: "a", Fence: 0},
-			{Resource: "r", Holder: "a", Fence: -4},
+	forEachDriver(t, testBadInputChangesNothing[*sql.Tx], testBadInputChangesNothing[pgx.Tx])
+}
+
+func testBadInputChangesNothing[TTx any](t *testing.T, dh dbtest.Harness[TTx]) {
+	ctx := context.Background()
+	h := newHarness(t, dh, nil)
+	bad := []gate.Token{
+		{Resource: "", Holder: "a", Fence: 1},
+		{Resource: strings.Repeat("x", gate.MaxNameLen+1), Holder: "a", Fence: 1},
+		{Resource: "bad\xffutf8", Holder: "a", Fence: 1},
+		{Resource: "nul\x00", Holder: "a", Fence: 1},
+		{Resource: "r", Holder: "", Fence: 1},
+		{Resource: "r", Holder: "a", Fence: 0},
+		{Resource: "r", Holder: "a", Fence: -4},
+	}
+	for _, tok := range bad {
+		tx, err := h.Driver.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
 		}
-		for _, tok := range bad {
-			tx, err := h.d.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			err = h.g.Commit(ctx, tx, tok)
-			var inv *gate.InvalidInputError
-			if !errors.Is(err, gate.ErrInvalidInput) || !errors.As(err, &inv) || inv.Reason == "" {
-				t.Errorf("Commit(%q) = %v, want ErrInvalidInput", tok, err)
-			}
-			_ = tx.Rollback()
-			if err := h.g.Admit(ctx, tok); !errors.Is(err, gate.ErrInvalidInput) {
-				t.Errorf("Admit(%q) = %v, want ErrInvalidInput", tok, err)
-			}
-			if err := h.g.Do(ctx, tok, func(context.Context, *sql.Tx) error { t.Error("callback ran"); return nil }); !errors.Is(err, gate.ErrInvalidInput) {
-				t.Errorf("Do(%q) = %v, want ErrInvalidInput", tok, err)
-			}
+		err = h.g.Commit(ctx, tx, tok)
+		var inv *gate.InvalidInputError
+		if !errors.Is(err, gate.ErrInvalidInput) || !errors.As(err, &inv) || inv.Reason == "" {
+			t.Errorf("Commit(%q) = %v, want ErrInvalidInput", tok, err)
 		}
-		if n := h.count(t, `SELECT count(*) FROM fencegate_floor`); n != 0 {
-			t.Fatalf("bad input wrote %d floors", n)
+		_ = h.Driver.Rollback(ctx, tx)
+		if err := h.g.Admit(ctx, tok); !errors.Is(err, gate.ErrInvalidInput) {
+			t.Errorf("Admit(%q) = %v, want ErrInvalidInput", tok, err)
 		}
-		if n := h.count(t, `SELECT count(*) FROM fencegate_rejection`); n != 0 {
-			t.Fatalf("bad input wrote %d rejections", n)
+		if err := h.g.Do(ctx, tok, func(context.Context, TTx) error { t.Error("callback ran"); return nil }); !errors.Is(err, gate.ErrInvalidInput) {
+			t.Errorf("Do(%q) = %v, want ErrInvalidInput", tok, err)
 		}
-	})
+	}
+	if n := h.count(t, `SELECT count(*) FROM fencegate_floor`); n != 0 {
+		t.Fatalf("bad input wrote %d floors", n)
+	}
+	if n := h.count(t, `SELECT count(*) FROM fencegate_rejection`); n != 0 {
+		t.Fatalf("bad input wrote %d rejections", n)
+	}
 }
 
 // The pgx driver takes pgx.Tx unwrapped.
@@ -378,10 +389,11 @@ func TestPgxCommit(t *testing.T) {
 // Commit has locked the floor row, which is held until the transaction ends.
 func TestHammerOneResourcePostgres(t *testing.T) {
 	ctx := context.Background()
-	h := newHarness(t, dbtest.Postgres, nil)
+	pg := dbtest.Find(t, "postgres-sql")
+	h := newHarness(t, pg.SQL(t, pg.DSN(t)), nil)
 	h.exec(t, `DROP TABLE items`)
 	h.exec(t, `CREATE TABLE items (id bigserial PRIMARY KEY, resource text, fence bigint, holder text)`)
-	h.d.DB().SetMaxOpenConns(24)
+	db(h).SetMaxOpenConns(24)
 
 	const workers, perWorker = 16, 40
 	var base atomic.Int64 // the "current generation", moving up
@@ -418,7 +430,7 @@ func TestHammerOneResourcePostgres(t *testing.T) {
 	}
 	wg.Wait()
 
-	rows, err := h.d.DB().Query(`SELECT fence FROM items ORDER BY id`)
+	rows, err := db(h).Query(`SELECT fence FROM items ORDER BY id`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,11 +476,10 @@ func TestHammerOneResourcePostgres(t *testing.T) {
 // connection: Commit (admitting or refusing, and logging the refusal) must
 // never wait for a second one.
 func TestOneConnectionPool(t *testing.T) {
-	forEachDialect(t, func(t *testing.T, open func(testing.TB) *sqlstore.SQLDriver) {
+	forEachSQLDriver(t, func(t *testing.T, h *harness[*sql.Tx]) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		h := newHarness(t, open, nil)
-		h.d.DB().SetMaxOpenConns(1)
+		db(h).SetMaxOpenConns(1)
 		for i := range 20 { // enough for statement caches to warm up mid-way
 			if err := h.write(ctx, 2*i, gate.Token{Resource: "r", Holder: "b", Fence: 2}); err != nil {
 				t.Fatalf("write %d: %v", i, err)

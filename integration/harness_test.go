@@ -29,6 +29,9 @@ import (
 	"github.com/fencegate/fencegate/integration/internal/observe"
 	"github.com/fencegate/fencegate/integration/internal/workload"
 	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/pgsql"
+	"github.com/fencegate/fencegate/sqlstore/sqlite"
+	"github.com/fencegate/fencegate/sqlstore/sqlopen"
 )
 
 // spec describes one history.
@@ -108,7 +111,7 @@ func runHistory(t *testing.T, sp spec) *outcome {
 		oldSlot    *observe.Slot
 	)
 	switch sp.Dialect {
-	case sqlstore.Postgres:
+	case pgsql.Dialect:
 		var base string
 		if sp.Failover {
 			cluster, standby = replicatedPair(t, !sp.AsyncStandby)
@@ -147,7 +150,7 @@ func runHistory(t *testing.T, sp spec) *outcome {
 				}
 			}()
 		}
-	case sqlstore.SQLite:
+	case sqlite.Dialect:
 		checkDSN = filepath.Join(dir, "fencegate.db")
 		workerDSN = checkDSN
 		setup(t, checkDSN, "")
@@ -182,7 +185,7 @@ func runHistory(t *testing.T, sp spec) *outcome {
 		Bypass:        sp.Bypass,
 		Announce:      true,
 	}
-	if sp.Dialect == sqlstore.Postgres {
+	if sp.Dialect == pgsql.Dialect {
 		// A stall inside the transaction holds the floor row: acquisitions
 		// wait for it, or give up after LockTimeout. On SQLite it would hold
 		// the whole file, so it is for Postgres only.
@@ -288,7 +291,7 @@ func runHistory(t *testing.T, sp spec) *outcome {
 		}
 	}
 
-	if sp.Dialect == sqlstore.SQLite && sp.FinalCrash {
+	if sp.Dialect == sqlite.Dialect && sp.FinalCrash {
 		// The end: every worker killed in the middle of its writes.
 		wait(time.Until(until.Add(-time.Duration(300+rng.IntN(400)) * time.Millisecond)))
 		var wg sync.WaitGroup
@@ -378,7 +381,7 @@ func keepPicture(r *check.Report, dir string) string {
 func setup(t *testing.T, dsn, schema string) {
 	t.Helper()
 	ctx := context.Background()
-	d, err := sqlstore.Open(ctx, dsn)
+	d, err := sqlopen.Open(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,10 +415,10 @@ func whileDown(f func() error) error {
 func readDatabase(t *testing.T, dialect sqlstore.Dialect, dsn string) ([]workload.Event, []sqlstore.Rejection, []observe.Mark) {
 	t.Helper()
 	ctx := context.Background()
-	var d *sqlstore.SQLDriver
+	var d sqlopen.Driver
 	var err error
 	for range 50 { // Postgres may still be finishing crash recovery
-		if d, err = sqlstore.Open(ctx, dsn); err == nil {
+		if d, err = sqlopen.Open(ctx, dsn); err == nil {
 			break
 		}
 		wait(200 * time.Millisecond)
@@ -424,7 +427,7 @@ func readDatabase(t *testing.T, dialect sqlstore.Dialect, dsn string) ([]workloa
 		t.Fatal(err)
 	}
 	defer d.Close()
-	if dialect == sqlstore.SQLite {
+	if dialect == sqlite.Dialect {
 		var res string
 		if err := d.DB().QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&res); err != nil || res != "ok" {
 			t.Errorf("SQLite integrity check after the crash: %q, %v", res, err)
@@ -439,7 +442,7 @@ func readDatabase(t *testing.T, dialect sqlstore.Dialect, dsn string) ([]workloa
 		t.Fatal(err)
 	}
 	var leases []observe.Mark
-	if dialect == sqlstore.SQLite {
+	if dialect == sqlite.Dialect {
 		if leases, err = workload.ReadLeaseLog(ctx, d.DB()); err != nil {
 			t.Fatal(err)
 		}

@@ -22,6 +22,8 @@ import (
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/pgsql"
+	"github.com/fencegate/fencegate/sqlstore/pgxv5"
 )
 
 // EnvRequirePgBouncer makes a missing pgbouncer binary a failure (CI).
@@ -82,7 +84,7 @@ func TestPgBouncerTransactionPooling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sqlstore.NewPgx(migratePool).Migrate(ctx); err != nil {
+	if err := pgxv5.New(migratePool).Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := migratePool.Exec(ctx, `CREATE TABLE writes (id bigserial PRIMARY KEY, resource text NOT NULL, fence bigint NOT NULL)`); err != nil {
@@ -103,7 +105,7 @@ func TestPgBouncerTransactionPooling(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer pool.Close()
-			d := sqlstore.NewPgx(pool)
+			d := pgxv5.New(pool)
 			g := gate.New(d, &gate.Options{VerifyIssued: true})
 			bouncerCycles(t, d, func(ctx context.Context, l *lease.Lease) error {
 				return g.Do(ctx, l.Token(), func(ctx context.Context, tx pgx.Tx) error {
@@ -113,13 +115,13 @@ func TestPgBouncerTransactionPooling(t *testing.T) {
 			}, func(ctx context.Context, l *lease.Lease) error {
 				b := &pgx.Batch{}
 				b.Queue(`INSERT INTO writes (resource, fence) VALUES ($1, $2)`, l.Token().Resource, l.Token().Fence)
-				return gate.CommitBatch(ctx, g, pool, l.Token(), b)
+				return pgxv5.CommitBatch(ctx, g, pool, l.Token(), b)
 			})
 			checkStaleRefused(t, g, pool)
 		})
 	}
 	t.Run("database-sql/exec", func(t *testing.T) {
-		d, err := sqlstore.Open(ctx, bouncer.URL(db, "default_query_exec_mode=exec"))
+		d, err := pgsql.Open(ctx, bouncer.URL(db, "default_query_exec_mode=exec"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,8 @@ import (
 	"github.com/fencegate/fencegate/integration/internal/history"
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/pgsql"
+	"github.com/fencegate/fencegate/sqlstore/sqlite"
 )
 
 // EnvSeed fixes the seed of the histories' random choices (their fault
@@ -39,9 +41,9 @@ func ciSpec(dialect sqlstore.Dialect, seed uint64) spec {
 		Pauses:    3,
 	}
 	switch dialect {
-	case sqlstore.Postgres:
+	case pgsql.Dialect:
 		sp.Cuts, sp.CommitCuts, sp.Restarts, sp.FinalCrash = 3, 3, 1, true
-	case sqlstore.SQLite:
+	case sqlite.Dialect:
 		sp.Duration, sp.FinalCrash = 25*time.Second, true
 	}
 	return sp
@@ -56,7 +58,7 @@ func soakSpec(dialect sqlstore.Dialect, seed uint64) spec {
 	sp.TTL = []time.Duration{80, 150, 250, 500}[seed%4] * time.Millisecond
 	sp.Duration = 90 * time.Second
 	sp.Kills, sp.Pauses = 10, 10
-	if dialect == sqlstore.Postgres {
+	if dialect == pgsql.Dialect {
 		sp.Cuts, sp.CommitCuts, sp.Restarts = 10, 10, 3
 	}
 	return sp
@@ -64,12 +66,12 @@ func soakSpec(dialect sqlstore.Dialect, seed uint64) spec {
 
 func TestReliabilityPostgres(t *testing.T) {
 	t.Parallel()
-	runHistories(t, sqlstore.Postgres)
+	runHistories(t, pgsql.Dialect)
 }
 
 func TestReliabilitySQLite(t *testing.T) {
 	t.Parallel()
-	runHistories(t, sqlstore.SQLite)
+	runHistories(t, sqlite.Dialect)
 }
 
 // runHistories runs the CI histories, or soak histories until the soak's
@@ -110,7 +112,7 @@ func runHistories(t *testing.T, dialect sqlstore.Dialect) {
 			if r.Count(history.Admit, history.OK) == 0 || r.Late[history.Expired] == 0 {
 				t.Errorf("the workload skipped a path: %d admissions, late renewals %v", r.Count(history.Admit, history.OK), r.Late)
 			}
-			if dialect == sqlstore.Postgres && r.Via["batch"] == 0 {
+			if dialect == pgsql.Dialect && r.Via["batch"] == 0 {
 				t.Errorf("no write went through gate.CommitBatch")
 			}
 			if r.Linearizable == porcupine.Unknown {
@@ -179,10 +181,10 @@ func runFailover(t *testing.T, async bool, n uint64) *outcome {
 		}
 		t.Skipf("\n*** FAILOVER TEST SKIPPED: %v ***\n", err)
 	}
-	sp := ciSpec(sqlstore.Postgres, baseSeed(t)+n)
+	sp := ciSpec(pgsql.Dialect, baseSeed(t)+n)
 	sp.Duration, sp.Kills, sp.Pauses, sp.Cuts, sp.CommitCuts = 20*time.Second, 2, 2, 2, 2
 	if soak() > 0 {
-		sp = soakSpec(sqlstore.Postgres, baseSeed(t)+n)
+		sp = soakSpec(pgsql.Dialect, baseSeed(t)+n)
 	}
 	sp.Failover, sp.AsyncStandby, sp.Restarts = true, async, 0
 	o := runHistory(t, sp)
@@ -204,7 +206,7 @@ func runFailover(t *testing.T, async bool, n uint64) *outcome {
 // broken gate either.
 func TestControlBypass(t *testing.T) {
 	t.Parallel()
-	for _, dialect := range []sqlstore.Dialect{sqlstore.Postgres, sqlstore.SQLite} {
+	for _, dialect := range []sqlstore.Dialect{pgsql.Dialect, sqlite.Dialect} {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
 			sp := spec{
@@ -227,7 +229,7 @@ func TestControlBypass(t *testing.T) {
 			if !o.Report.Failed() {
 				t.Fatal(errNoViolations)
 			}
-			if dialect == sqlstore.Postgres && (o.Report.Observed == 0 || o.Report.ByCheck()["stale-after-grant"] == 0) {
+			if dialect == pgsql.Dialect && (o.Report.Observed == 0 || o.Report.ByCheck()["stale-after-grant"] == 0) {
 				// The order checks must fire on the observed order, not
 				// only on the id order the observer replaced.
 				t.Errorf("no stale write found in the order logical decoding observed (%d transactions)", o.Report.Observed)

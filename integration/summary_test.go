@@ -13,7 +13,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/fencegate/fencegate/integration/internal/history"
-	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/pgsql"
 )
 
 // EnvSummary names a file the summary is also written to (for
@@ -125,7 +125,7 @@ func failovers(o *outcome) string {
 }
 
 func order(observed int, o *outcome) string {
-	if o.Dialect == sqlstore.Postgres && !o.ObserverSkipped {
+	if o.Dialect == pgsql.Dialect && !o.ObserverSkipped {
 		return fmt.Sprintf("logical decoding, %d transactions", observed)
 	}
 	return "id order"

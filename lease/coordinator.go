@@ -13,14 +13,6 @@ import (
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
-// dbClockResolution is shaved off every TTL the coordinator reports.
-// SQLite's clock ticks in whole milliseconds (truncated), so the recorded
-// grant time can be up to a tick earlier than the moment the holder's
-// request was actually processed; without the margin the holder's window
-// could outlast the coordinator's by that tick when ClockSkew is 0.
-// Postgres ticks in microseconds; one millisecond covers both.
-const dbClockResolution = time.Millisecond
-
 // MinTTL is the shortest lease term the Coordinator grants and a Client asks
 // for: a shorter one would be over before its grant could reach the holder
 // (a round trip to the database, plus a tick of SQLite's millisecond clock).
@@ -212,7 +204,7 @@ func (c *Coordinator) acquireTx(ctx context.Context, ex sqlstore.Executor, req *
 				// A retry of the request that made this lease: the same
 				// grant, with the time it has left. The holder dates it
 				// from the (earlier) instant it first sent the request.
-				return AcquireOutcome{OK: true, Grant: grantOf(row, req.RequestID)}, nil
+				return AcquireOutcome{OK: true, Grant: c.grantOf(row, req.RequestID)}, nil
 			}
 		}
 		if fence, err := ex.RequestFence(ctx, req.Resource, req.RequestID); err != nil {
@@ -267,20 +259,25 @@ func (c *Coordinator) acquireTx(ctx context.Context, ex sqlstore.Executor, req *
 			return AcquireOutcome{}, fmt.Errorf("%w: %q: floor %d (raised by %q) is above the new fence %d; "+
 				"set CoordinatorOptions.StartFence above %d", ErrFloorAhead, req.Resource, floor.Floor, floor.FloorHolder, fence, floor.Floor)
 		}
-		return AcquireOutcome{OK: true, Grant: grantOf(granted, req.RequestID)}, nil
+		return AcquireOutcome{OK: true, Grant: c.grantOf(granted, req.RequestID)}, nil
 	}
 	return AcquireOutcome{}, errors.New("the lease row kept changing under a concurrent acquisition")
 }
 
 // grantOf describes a lease row as a grant, with the time it has left at the
-// database's clock.
-func grantOf(row sqlstore.LeaseRow, requestID string) Grant {
+// database's clock, less one tick of that clock (Store.ClockPrecision): the
+// recorded grant time can be up to a tick earlier than the moment the
+// holder's request was processed (SQLite's clock has whole milliseconds),
+// and without the margin the holder's window could outlast the
+// coordinator's by that tick when ClockSkew is 0.
+func (c *Coordinator) grantOf(row sqlstore.LeaseRow, requestID string) Grant {
+	tick := c.store.ClockPrecision()
 	return Grant{
 		Resource:             row.Resource,
 		Holder:               row.Holder,
 		Fence:                row.Fence,
 		RequestID:            requestID,
-		TTL:                  max(row.ExpiresAt.Sub(row.Now)-dbClockResolution, 0),
+		TTL:                  max(row.ExpiresAt.Sub(row.Now)-tick, 0),
 		CoordinatorExpiresAt: DBTime{row.ExpiresAt},
 	}
 }
@@ -314,7 +311,7 @@ func (c *Coordinator) Renew(ctx context.Context, req *RenewRequest) (RenewOutcom
 		return RenewOutcome{}, c.wrap("renew", req.Resource, err)
 	}
 	if row.Found {
-		return RenewOutcome{OK: true, Grant: grantOf(row, req.RequestID)}, nil
+		return RenewOutcome{OK: true, Grant: c.grantOf(row, req.RequestID)}, nil
 	}
 	// Not renewed. Tell an unknown resource (a caller's mistake) from a
 	// lease that is over; the read is informative only.

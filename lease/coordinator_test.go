@@ -13,6 +13,7 @@ import (
 
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/sqlite"
 )
 
 func TestAcquireRenewRelease(t *testing.T) {
@@ -30,8 +31,8 @@ func TestAcquireRenewRelease(t *testing.T) {
 		if g.Resource != "deploy-slot" || g.Holder != "agent-a" || g.RequestID != req.RequestID || g.Fence < 1 {
 			t.Errorf("grant %+v", g)
 		}
-		if g.TTL != 10*time.Second-dbClockResolution {
-			t.Errorf("grant TTL %v, want the default term less the clock resolution", g.TTL)
+		if g.TTL != 10*time.Second-store.ClockPrecision() {
+			t.Errorf("grant TTL %v, want the default term less the clock's tick", g.TTL)
 		}
 		l, err := a.CompleteAcquire(req, g)
 		if err != nil {
@@ -283,7 +284,12 @@ func TestStaleReleaseIsANoOp(t *testing.T) {
 // Fences live in the database: a coordinator started after another one
 // stopped continues the sequence, and finds the leases and request ids.
 func TestRestartContinuesTheFenceSequence(t *testing.T) {
-	forEachReopenable(t, func(t *testing.T, open reopener) {
+	forEachDriver(t, testRestartContinues[*sql.Tx], testRestartContinues[pgx.Tx])
+}
+
+func testRestartContinues[TTx any](t *testing.T, h harness[TTx]) {
+	{
+		open := h.Reopen // another coordinator process on the same database
 		ctx := context.Background()
 		a := newClient(t, "agent-a", ClientOptions{})
 		b := newClient(t, "agent-b", ClientOptions{})
@@ -321,7 +327,7 @@ func TestRestartContinuesTheFenceSequence(t *testing.T) {
 		if out, err := coord2.Acquire(ctx, breq); err != nil || out.OK || out.HeldBy != "agent-a" {
 			t.Errorf("lease did not survive the restart: %+v, %v", out, err)
 		}
-	})
+	}
 }
 
 // StartFence continues from another fence source and never lowers the
@@ -467,8 +473,8 @@ func TestCoLocatedGate(t *testing.T) {
 
 func testCoLocatedGate[TTx any](t *testing.T, h harness[TTx]) {
 	ctx := context.Background()
-	coord := NewCoordinator(h.driver, &CoordinatorOptions{TTL: 50 * time.Millisecond})
-	g := gate.New(h.driver, &gate.Options{VerifyIssued: true})
+	coord := NewCoordinator(h.Driver, &CoordinatorOptions{TTL: 50 * time.Millisecond})
+	g := gate.New(h.Driver, &gate.Options{VerifyIssued: true})
 	a := newClient(t, "agent-a", ClientOptions{})
 	b := newClient(t, "agent-b", ClientOptions{TTL: time.Minute})
 
@@ -477,7 +483,7 @@ func testCoLocatedGate[TTx any](t *testing.T, h harness[TTx]) {
 	lb := acquire(t, b, coord, "r")
 
 	// b has not written, yet a is refused: the floor moved with the grant.
-	tx, err := h.driver.Begin(ctx)
+	tx, err := h.Driver.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -491,20 +497,20 @@ func testCoLocatedGate[TTx any](t *testing.T, h harness[TTx]) {
 		"the live fence, wrong holder": {Resource: "r", Holder: "mallory", Fence: lb.Token().Fence},
 		"a resource never leased":      {Resource: "other", Holder: "agent-b", Fence: lb.Token().Fence},
 	} {
-		tx, err := h.driver.Begin(ctx)
+		tx, err := h.Driver.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		err = g.Commit(ctx, tx, forged)
-		_ = h.driver.Rollback(ctx, tx)
+		_ = h.Driver.Rollback(ctx, tx)
 		if !errors.Is(err, gate.ErrFenceNotIssued) {
 			t.Errorf("%s: Commit(%v) = %v, want ErrFenceNotIssued", name, forged, err)
 		}
 	}
-	if f := floorOf(t, h.driver, "r"); f.Floor != lb.Token().Fence || f.Holder != "agent-b" {
+	if f := floorOf(t, h.Driver, "r"); f.Floor != lb.Token().Fence || f.Holder != "agent-b" {
 		t.Errorf("forged fences moved the floor to %+v", f)
 	}
-	if f := floorOf(t, h.driver, "other"); f.Floor != 0 {
+	if f := floorOf(t, h.Driver, "other"); f.Floor != 0 {
 		t.Errorf("a forged fence created a floor: %+v", f)
 	}
 
@@ -523,8 +529,8 @@ func TestAcquireWaitsForTheOldWriterThenRefusesRetryably(t *testing.T) {
 
 func testAcquireWaitsForTheOldWriter[TTx any](t *testing.T, h harness[TTx]) {
 	ctx := context.Background()
-	var coordStore sqlstore.Store = h.driver
-	if h.driver.Dialect() == sqlstore.SQLite {
+	var coordStore sqlstore.Store = h.Driver
+	if h.Driver.Dialect() == sqlite.Dialect {
 		// SQLite's writer holds the whole file from BEGIN, and the
 		// acquisition's wait is bounded by the busy timeout, not
 		// LockTimeout: give the coordinator its own connection with a short
@@ -532,7 +538,7 @@ func testAcquireWaitsForTheOldWriter[TTx any](t *testing.T, h harness[TTx]) {
 		coordStore = sqliteWithBusyTimeout(t, h, 150)
 	}
 	coord := NewCoordinator(coordStore, &CoordinatorOptions{LockTimeout: 150 * time.Millisecond})
-	g := gate.New(h.driver, &gate.Options{VerifyIssued: true})
+	g := gate.New(h.Driver, &gate.Options{VerifyIssued: true})
 	a := newClient(t, "agent-a", ClientOptions{})
 	b := newClient(t, "agent-b", ClientOptions{})
 	la := acquire(t, a, coord, "r")
@@ -543,11 +549,11 @@ func testAcquireWaitsForTheOldWriter[TTx any](t *testing.T, h harness[TTx]) {
 	if ok, err := coord.Release(ctx, la.Token()); err != nil || !ok {
 		t.Fatalf("Release = %v, %v", ok, err)
 	}
-	tx, err := h.driver.Begin(ctx)
+	tx, err := h.Driver.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h.driver.Rollback(ctx, tx)
+	defer h.Driver.Rollback(ctx, tx)
 	if err := g.Commit(ctx, tx, la.Token()); err != nil {
 		t.Fatal(err)
 	}
@@ -571,14 +577,14 @@ func testAcquireWaitsForTheOldWriter[TTx any](t *testing.T, h harness[TTx]) {
 	}
 
 	// Nothing was granted half-way: the lease and the floor are a's.
-	if err := h.driver.Commit(ctx, tx); err != nil {
+	if err := h.Driver.Commit(ctx, tx); err != nil {
 		t.Fatalf("the old writer's commit: %v", err)
 	}
 	st, _ := coord.Status(ctx, "r")
 	if st.Holder != "agent-a" || st.Fence != la.Token().Fence {
 		t.Errorf("refused acquisition changed the lease: %+v", st)
 	}
-	if f := floorOf(t, h.driver, "r"); f.Floor != la.Token().Fence {
+	if f := floorOf(t, h.Driver, "r"); f.Floor != la.Token().Fence {
 		t.Errorf("refused acquisition moved the floor to %d", f.Floor)
 	}
 
@@ -594,10 +600,10 @@ func testAcquireWaitsForTheOldWriter[TTx any](t *testing.T, h harness[TTx]) {
 func sqliteWithBusyTimeout[TTx any](t *testing.T, h harness[TTx], ms int) sqlstore.Store {
 	t.Helper()
 	var path string
-	if err := h.queryRow(context.Background(), `SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&path); err != nil {
+	if err := h.QueryRow(context.Background(), `SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&path); err != nil {
 		t.Fatal(err)
 	}
-	d, err := sqlstore.Open(context.Background(), "file:"+path+"?_pragma=busy_timeout("+strconv.Itoa(ms)+")")
+	d, err := sqlite.Open(context.Background(), "file:"+path+"?_pragma=busy_timeout("+strconv.Itoa(ms)+")")
 	if err != nil {
 		t.Fatal(err)
 	}

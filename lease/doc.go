@@ -109,5 +109,5 @@
 // A fence is as durable as the transaction that issued it. On Postgres, a
 // grant acknowledged under synchronous_commit=off, or lost in a failover to
 // an asynchronous replica, could let a fence be issued twice; SQLite needs
-// synchronous=FULL (sqlstore.Open sets it).
+// synchronous=FULL (sqlite.Open sets it).
 package lease

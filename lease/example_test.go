@@ -12,17 +12,17 @@ import (
 
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/lease"
-	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/sqlite"
 )
 
 // openExample opens a fresh, migrated SQLite database in a temporary
 // directory, and returns a function that removes it.
-func openExample(ctx context.Context) (*sqlstore.SQLDriver, func()) {
+func openExample(ctx context.Context) (*sqlite.Driver, func()) {
 	dir, err := os.MkdirTemp("", "fencegate-example")
 	if err != nil {
 		log.Fatal(err)
 	}
-	store, err := sqlstore.Open(ctx, filepath.Join(dir, "fencegate.db"))
+	store, err := sqlite.Open(ctx, filepath.Join(dir, "fencegate.db"))
 	if err != nil {
 		log.Fatal(err)
 	}

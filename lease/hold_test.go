@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"strings"
 	"sync/atomic"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/pgsql"
+	"github.com/fencegate/fencegate/sqlstore/pgxv5"
 )
 
 // Hold keeps the lease past several terms by renewing it, with the same
@@ -210,7 +213,7 @@ func lockLeases(t *testing.T, store sqlstore.Store) (unlock func()) {
 	t.Helper()
 	ctx := context.Background()
 	switch d := store.(type) {
-	case *sqlstore.SQLDriver:
+	case interface{ DB() *sql.DB }: // pgsql.Driver, sqlite.Driver
 		conn, err := d.DB().Conn(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -219,13 +222,13 @@ func lockLeases(t *testing.T, store sqlstore.Store) (unlock func()) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d.Dialect() == sqlstore.Postgres {
+		if store.Dialect() == pgsql.Dialect {
 			if _, err := tx.Exec(`LOCK TABLE fencegate_lease IN ACCESS EXCLUSIVE MODE`); err != nil {
 				t.Fatal(err)
 			}
 		}
 		return func() { _ = tx.Rollback(); conn.Close() }
-	case *sqlstore.PgxDriver:
+	case *pgxv5.Driver:
 		conn, err := d.Pool().Acquire(ctx)
 		if err != nil {
 			t.Fatal(err)

@@ -52,31 +52,31 @@ func testSeedTimeline[TTx any](t *testing.T, h harness[TTx]) {
 		`CREATE TABLE deploy_slot (id INTEGER PRIMARY KEY, holder TEXT NOT NULL, version TEXT NOT NULL)`,
 		`CREATE TABLE deploy_log (holder TEXT NOT NULL, version TEXT NOT NULL)`,
 	} {
-		if err := h.dbExec(ctx, q); err != nil {
+		if err := h.DBExec(ctx, q); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// deploy writes one deploy in tx: the slot's state and a log line.
 	deploy := func(tx TTx, holder, version string) error {
-		if err := h.exec(ctx, tx, `INSERT INTO deploy_slot (id, holder, version) VALUES (1, $1, $2)
+		if err := h.Exec(ctx, tx, `INSERT INTO deploy_slot (id, holder, version) VALUES (1, $1, $2)
 			ON CONFLICT (id) DO UPDATE SET holder = excluded.holder, version = excluded.version`, holder, version); err != nil {
 			return err
 		}
-		return h.exec(ctx, tx, `INSERT INTO deploy_log (holder, version) VALUES ($1, $2)`, holder, version)
+		return h.Exec(ctx, tx, `INSERT INTO deploy_log (holder, version) VALUES ($1, $2)`, holder, version)
 	}
 	state := func() (holder, version string, deploys int) {
 		t.Helper()
-		if err := h.queryRow(ctx, `SELECT holder, version FROM deploy_slot WHERE id = 1`).Scan(&holder, &version); err != nil {
+		if err := h.QueryRow(ctx, `SELECT holder, version FROM deploy_slot WHERE id = 1`).Scan(&holder, &version); err != nil {
 			t.Fatal(err)
 		}
-		if err := h.queryRow(ctx, `SELECT count(*) FROM deploy_log`).Scan(&deploys); err != nil {
+		if err := h.QueryRow(ctx, `SELECT count(*) FROM deploy_log`).Scan(&deploys); err != nil {
 			t.Fatal(err)
 		}
 		return holder, version, deploys
 	}
 	reset := func() {
 		for _, q := range []string{`DELETE FROM deploy_slot`, `DELETE FROM deploy_log`} {
-			if err := h.dbExec(ctx, q); err != nil {
+			if err := h.DBExec(ctx, q); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -104,25 +104,25 @@ func testSeedTimeline[TTx any](t *testing.T, h harness[TTx]) {
 		if !lock.stillMine("agent-b", clock.Now()) {
 			t.Fatal("B's check failed")
 		}
-		txB, err := h.driver.Begin(ctx)
+		txB, err := h.Driver.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := deploy(txB, "agent-b", "v2"); err != nil {
 			t.Fatal(err)
 		}
-		if err := h.driver.Commit(ctx, txB); err != nil {
+		if err := h.Driver.Commit(ctx, txB); err != nil {
 			t.Fatal(err)
 		}
 		clock.AdvanceTo(Instant{1400 * time.Millisecond}) // A's model call returns
-		txA, err := h.driver.Begin(ctx)
+		txA, err := h.Driver.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := deploy(txA, "agent-a", "v1"); err != nil {
 			t.Fatal(err)
 		}
-		if err := h.driver.Commit(ctx, txA); err != nil {
+		if err := h.Driver.Commit(ctx, txA); err != nil {
 			t.Fatal(err)
 		}
 		// No error anywhere, and A's stale deploy sits on top of B's.
@@ -138,8 +138,8 @@ func testSeedTimeline[TTx any](t *testing.T, h harness[TTx]) {
 		// The coordinator's clock is the database's, which a test cannot
 		// drive; the term is scaled down to 200ms so expiry comes quickly.
 		const ttl = 200 * time.Millisecond
-		coord := NewCoordinator(h.driver, nil)
-		g := gate.New(h.driver, &gate.Options{VerifyIssued: true})
+		coord := NewCoordinator(h.Driver, nil)
+		g := gate.New(h.Driver, &gate.Options{VerifyIssued: true})
 		clock := NewManualClock(0, step)
 		a, err := NewClient(ClientOptions{Holder: "agent-a", Clock: clock, TTL: ttl})
 		if err != nil {
@@ -163,7 +163,7 @@ func testSeedTimeline[TTx any](t *testing.T, h harness[TTx]) {
 		// A's write lands (t=1400), here even before B has written: the
 		// gate refuses it inside A's own transaction.
 		clock.Advance(ttl * 2 / 5)
-		txA, err := h.driver.Begin(ctx)
+		txA, err := h.Driver.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,7 +174,7 @@ func testSeedTimeline[TTx any](t *testing.T, h harness[TTx]) {
 		// Had A ignored the error, its writes could not commit: the gate
 		// rolled its transaction back.
 		if err := deploy(txA, "agent-a", "v1"); err == nil {
-			if err := h.driver.Commit(ctx, txA); err == nil {
+			if err := h.Driver.Commit(ctx, txA); err == nil {
 				t.Fatal("A's writes committed after the gate refused its fence")
 			}
 		}

@@ -1,32 +1,57 @@
-// Package sqlstore is fencegate's one place for SQL dialects: Postgres
-// through pgx/v5 (a pool, or database/sql through pgx's stdlib) and SQLite
-// through modernc.org/sqlite (pure Go, no cgo).
+// Package sqlstore is the contract between fencegate's policy (packages gate
+// and lease) and a SQL database: the Driver, Store and Executor interfaces,
+// the rows they read and write, and the errors. It holds no SQL and links no
+// database driver; each dialect is a package of its own below it:
 //
-// # Drivers
+//	pgxv5.New(pool)       // Driver[pgx.Tx]: Postgres through a pgx/v5 pool
+//	pgsql.New(db)         // Driver[*sql.Tx]: Postgres through database/sql (pgx stdlib)
+//	sqlite.New(db)        // Driver[*sql.Tx]: SQLite through modernc.org/sqlite
+//	sqlite.Open(ctx, path) / pgsql.Open(ctx, dsn)
+//	sqlopen.Open(ctx, dsn) // any of the database/sql ones, chosen by the DSN
 //
-// A driver carries the caller's native transaction type into the gate:
+// A program links only the drivers it imports: a pgx program links no SQLite,
+// a SQLite program no pgx. sqlopen imports them all, for the fencegate
+// command.
 //
-//	sqlstore.NewPgx(pool)                  // Driver[pgx.Tx]
-//	sqlstore.NewSQL(db, sqlstore.Postgres) // Driver[*sql.Tx], pgx stdlib
-//	sqlstore.NewSQL(db, sqlstore.SQLite)   // Driver[*sql.Tx], modernc sqlite
-//	sqlstore.Open(ctx, dsn)                // Driver[*sql.Tx] from a DSN
+// # Writing a driver
 //
-// Each driver holds its dialect's SQL text (queries.go); gate and lease hold
-// the policy and never see SQL. Every argument is bound.
+// A dialect is one package (one folder) plus one line in the conformance
+// list, internal/dbtest.Drivers. The package implements:
 //
-// # SQLite settings
+//   - Driver[TTx] for its native transaction type (river's shape): Begin,
+//     Commit, Rollback (of a finished transaction: nil), UnwrapExecutor, and
+//     the Store methods below. Prove it with var _ sqlstore.Driver[*sql.Tx]
+//     = (*Driver)(nil).
+//   - Store: Dialect (a sqlstore.Dialect constant the package declares),
+//     Executor (autocommit), InTx, Migrate (its embedded goose migrations,
+//     run by MigrateUp with fencegate's version table MigrationTable),
+//     ClockPrecision (the tick of the clock its SQL stamps times with; the
+//     lease coordinator shaves it off every TTL), and ClassifyError.
+//   - Executor: fencegate's statements, every argument bound, each method's
+//     contract as documented on the interface; times come from the
+//     database's clock.
+//   - Error classification: every error the driver returns passes through
+//     WithClass with the driver's reading of its database's errors
+//     (ErrorClass: retryable, connection lost), so IsRetryable and
+//     IsConnLost need no type switch over drivers. ClassifyError offers the
+//     same reading for errors of the caller's own statements.
+//   - Its DSN handling: an Open(ctx, dsn) that returns errors matching
+//     ErrInvalidDSN for input it cannot use, never printing a password.
 //
-// Open (and SQLiteDSN) set WAL, a busy timeout, synchronous(FULL) (a fence
-// acknowledged and then lost to power failure could be issued twice) and
-// _txlock=immediate, so write transactions take SQLite's single write lock at
-// BEGIN rather than failing with SQLITE_BUSY half-way. A *sql.DB handed to
-// NewSQL should be opened the same way.
+// The conformance suite, sqlstoretest.Exercise, states the contract method
+// by method on a real database; the gate's and the lease's rules run on top
+// of it from the same list. A database/sql dialect may instead supply only
+// its SQL text and facts to the shared machinery in internal/sqlexec (as
+// pgsql and sqlite do); the Postgres SQL both Postgres drivers use is in
+// internal/pg.
 //
 // # Migrations
 //
-// MigrateUp, MigrateDown and MigrateStatus run fencegate's embedded goose
-// migrations (package migrations) with a version table of fencegate's own,
-// fencegate_goose_version, and on Postgres an advisory lock id of its own.
+// MigrateUp, MigrateDown and MigrateStatus run a driver's Migrations (its
+// embedded goose files, exposed as an fs.FS) with a version table of
+// fencegate's own, fencegate_goose_version, ignoring the host program's
+// registered Go migrations; on Postgres under an advisory lock id of
+// fencegate's own.
 //
 // # Errors
 //
@@ -36,17 +61,12 @@
 // IsRetryable tells errors after which the whole transaction may run again
 // (serialization failure, deadlock, lock timeout, SQLite busy); IsConnLost
 // tells a broken connection, after which a COMMIT's outcome is unknown.
-//
-// One upstream edge to know about (pgx v5.12 with database/sql): a statement
-// with no bound arguments, run outside a transaction, whose reply is lost to
-// a broken connection, is reported to database/sql as safe to retry, and
-// database/sql silently runs it again. fencegate's own statements all bind
-// arguments and are not affected; an application's sharing the *sql.DB may be.
-// integration/internal/faults has the reproduction.
+// ErrNotFound and ErrInvalidDSN are sentinels.
 //
 // # Durability
 //
 // A grant acknowledged under Postgres synchronous_commit=off, or lost in a
 // failover to an asynchronous replica, could let a fence be issued twice.
-// Run fencegate's tables with synchronous commit.
+// Run fencegate's tables with synchronous commit; SQLite needs
+// synchronous(FULL), which sqlite.Open sets.
 package sqlstore

@@ -5,97 +5,114 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
-	"fmt"
 	"io"
 	"net"
-	"strings"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// Postgres SQLSTATEs that mean "try the whole transaction again".
-const (
-	pgSerializationFailure = "40001"
-	pgDeadlockDetected     = "40P01"
-	pgLockNotAvailable     = "55P03" // lock_timeout expired
-)
+// ErrNotFound is returned (wrapped) by Executor.FloorGet and
+// Executor.LeaseGet for a resource the table has no row for.
+var ErrNotFound = errors.New("fencegate: not found")
 
-// IsRetryable reports whether err means the transaction lost a race and can
-// be run again from BEGIN: a Postgres serialization failure, deadlock or lock
-// timeout, or SQLite's BUSY/LOCKED. Nothing of the failed transaction
-// committed.
-func IsRetryable(err error) bool {
-	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
-		switch pgErr.Code {
-		case pgSerializationFailure, pgDeadlockDetected, pgLockNotAvailable:
-			return true
-		}
-		return false
-	}
-	if sqliteErr, ok := errors.AsType[*sqlite.Error](err); ok {
-		switch sqliteErr.Code() & 0xff { // extended codes keep the primary in the low byte
-		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
-			return true
-		}
-	}
-	return false
-}
-
-// IsConnLost reports whether err means the connection to the database broke.
-// The outcome of a COMMIT that failed this way is unknown: it may or may not
-// have been applied.
-func IsConnLost(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
-	}
-	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, net.ErrClosed) || errors.Is(err, sql.ErrConnDone) ||
-		errors.Is(err, pgconn.ErrConnClosed) { // pgx's answer to a COMMIT whose reply was lost
-		return true
-	}
-	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
-		return true
-	}
-	if _, ok := errors.AsType[net.Error](err); ok {
-		return true
-	}
-	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
-		// Class 08: connection exception; 57P01..57P03: the server is
-		// shutting down or restarting.
-		return pgErr.Code[:2] == "08" || pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03"
-	}
-	return false
-}
+// ErrInvalidDSN is matched (errors.Is) by the error a driver's Open (and
+// sqlopen.Open, and sqlite.DSN) returns for a connection string it cannot
+// use. Nothing is opened or created.
+var ErrInvalidDSN = errors.New("fencegate: invalid DSN")
 
 // ErrNotMigrated is matched (errors.Is) by the error of any Executor call,
 // and so of gate and lease calls, that found fencegate's tables missing: the
 // database was never migrated. Run Store.Migrate (or `fencegate migrate`).
 var ErrNotMigrated = errors.New("fencegate: tables missing: run Migrate (fencegate migrate) first")
 
-const pgUndefinedTable = "42P01" // also a missing sequence
-
-// failed wraps err from the statement what; a missing table also matches
-// ErrNotMigrated, whose text says what to do.
-func failed(what string, err error) error {
-	if isUndefinedTable(err) {
-		return fmt.Errorf("%s: %w: %w", what, ErrNotMigrated, err)
-	}
-	return fmt.Errorf("%s: %w", what, err)
+// ErrorClass is what a driver found a native error to mean.
+type ErrorClass struct {
+	// NotMigrated: a table or sequence of fencegate's is missing; the error
+	// then also matches ErrNotMigrated, and its text says to run Migrate.
+	NotMigrated bool
+	// Retryable: the transaction lost a race (serialization failure,
+	// deadlock, lock timeout, SQLite busy) and can run again from BEGIN.
+	// Nothing of it committed.
+	Retryable bool
+	// ConnLost: the connection broke. A COMMIT that failed this way may or
+	// may not have been applied.
+	ConnLost bool
 }
 
-func isUndefinedTable(err error) bool {
-	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
-		return pgErr.Code == pgUndefinedTable
+// WithClass returns err marked with class, so that IsRetryable and
+// IsConnLost answer by it; errors.Is and errors.As still find err and
+// everything it wraps, and the message is err's (for NotMigrated, after
+// ErrNotMigrated's, which says what to do). It returns err itself when
+// err is nil, when class is empty, or when err is marked already.
+//
+// Drivers call it on every error they return (through their ClassifyError);
+// that is how a new driver plugs its database's errors in without a change
+// here.
+func WithClass(err error, class ErrorClass) error {
+	if err == nil || class == (ErrorClass{}) {
+		return err
 	}
-	if sqliteErr, ok := errors.AsType[*sqlite.Error](err); ok {
-		return strings.Contains(sqliteErr.Error(), "no such table")
+	if _, ok := errors.AsType[*classedError](err); ok {
+		return err
 	}
-	return false
+	return &classedError{err: err, class: class}
 }
 
-func isNoRows(err error) bool {
-	return errors.Is(err, sql.ErrNoRows) || errors.Is(err, pgx.ErrNoRows)
+// classedError carries a driver's verdict on err, pgx SafeToRetry style:
+// callers ask for the behaviour through an interface, not the type.
+type classedError struct {
+	err   error
+	class ErrorClass
+}
+
+func (e *classedError) Error() string {
+	if e.class.NotMigrated {
+		return ErrNotMigrated.Error() + ": " + e.err.Error()
+	}
+	return e.err.Error()
+}
+
+func (e *classedError) Unwrap() []error {
+	if e.class.NotMigrated {
+		return []error{ErrNotMigrated, e.err}
+	}
+	return []error{e.err}
+}
+
+func (e *classedError) Retryable() bool { return e.class.Retryable }
+func (e *classedError) ConnLost() bool  { return e.class.ConnLost }
+
+// IsRetryable reports whether err means the transaction lost a race and can
+// be run again from BEGIN: an error in whose chain something has a
+// Retryable() bool method that says true. Every driver marks its
+// database's retryable errors so (WithClass); for a native error that did
+// not pass through fencegate, ask the driver first: Store.ClassifyError.
+func IsRetryable(err error) bool {
+	r, ok := errors.AsType[interface {
+		error
+		Retryable() bool
+	}](err)
+	return ok && r.Retryable()
+}
+
+// IsConnLost reports whether err means the connection to the database broke.
+// The outcome of a COMMIT that failed this way is unknown: it may or may not
+// have been applied. It is true for an error in whose chain something has a
+// ConnLost() bool method that says true (drivers mark their own, as for
+// IsRetryable), and for database/sql's and the network's own signs of a
+// broken connection. Cancellation is never a lost connection.
+func IsConnLost(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	if c, ok := errors.AsType[interface {
+		error
+		ConnLost() bool
+	}](err); ok && c.ConnLost() {
+		return true
+	}
+	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, net.ErrClosed) || errors.Is(err, sql.ErrConnDone) {
+		return true
+	}
+	_, ok := errors.AsType[net.Error](err)
+	return ok
 }

@@ -10,14 +10,22 @@ import (
 
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
-
-	"github.com/fencegate/fencegate/migrations"
 )
 
-// migrationLockID is fencegate's own goose advisory lock on Postgres, so its
-// migrations never wait on (or hold up) the host application's goose runs,
-// which share goose's default id. "fencegat" in ASCII.
-const migrationLockID = 0x66656e6365676174
+// MigrationTable is the goose version table fencegate uses on every
+// dialect, kept apart from the host application's own goose_db_version.
+const MigrationTable = "fencegate_goose_version"
+
+// Migrations are one dialect's goose migrations, as its driver embeds them.
+type Migrations struct {
+	// Dialect is goose's name for the SQL dialect.
+	Dialect goose.Dialect
+	// FS holds the .sql files at its root, as goose expects.
+	FS fs.FS
+	// Locker, when set, keeps concurrent migrations from running together
+	// (on Postgres an advisory lock of fencegate's own). Defaults to none.
+	Locker lock.SessionLocker
+}
 
 // MigrationStatus is one migration's state, as MigrateStatus reports it.
 type MigrationStatus struct {
@@ -29,34 +37,18 @@ type MigrationStatus struct {
 // provider builds a goose provider over fencegate's own migrations and
 // version table, ignoring any Go migrations the host program registered.
 // Provider.Close would close db, so callers do not call it.
-func provider(db *sql.DB, dialect Dialect) (*goose.Provider, error) {
-	var (
-		gd   goose.Dialect
-		fsys fs.FS
-		opts = []goose.ProviderOption{
-			goose.WithTableName(migrations.TableName),
-			goose.WithDisableGlobalRegistry(true),
-		}
-	)
-	switch dialect {
-	case Postgres:
-		gd, fsys = goose.DialectPostgres, migrations.Postgres()
-		// Poll the lock every second (goose's default is every 5 s): the
-		// migrations take milliseconds, so a waiter should not sleep long.
-		locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(migrationLockID), lock.WithLockTimeout(1, 300))
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, goose.WithSessionLocker(locker))
-	case SQLite:
-		gd, fsys = goose.DialectSQLite3, migrations.SQLite()
-	default:
-		return nil, fmt.Errorf("fencegate: unknown dialect %q", dialect)
+func provider(db *sql.DB, m Migrations) (*goose.Provider, error) {
+	opts := []goose.ProviderOption{
+		goose.WithTableName(MigrationTable),
+		goose.WithDisableGlobalRegistry(true),
 	}
-	return goose.NewProvider(gd, db, fsys, opts...)
+	if m.Locker != nil {
+		opts = append(opts, goose.WithSessionLocker(m.Locker))
+	}
+	return goose.NewProvider(m.Dialect, db, m.FS, opts...)
 }
 
-// MigrateUp applies every pending fencegate migration to db. It is
+// MigrateUp applies every pending migration of m to db. It is
 // idempotent, and cheap on an up-to-date database: goose looks for pending
 // migrations before taking any lock.
 //
@@ -66,8 +58,8 @@ func provider(db *sql.DB, dialect Dialect) (*goose.Provider, error) {
 // other then fails to create. Each migration runs in a transaction, so the
 // loser changed nothing; MigrateUp tries again a few times and finds the
 // work done.
-func MigrateUp(ctx context.Context, db *sql.DB, dialect Dialect) error {
-	p, err := provider(db, dialect)
+func MigrateUp(ctx context.Context, db *sql.DB, m Migrations) error {
+	p, err := provider(db, m)
 	if err != nil {
 		return fmt.Errorf("fencegate: migrate: %w", err)
 	}
@@ -90,10 +82,10 @@ func MigrateUp(ctx context.Context, db *sql.DB, dialect Dialect) error {
 	return fmt.Errorf("fencegate: migrate up: %w", err)
 }
 
-// MigrateDown rolls back every fencegate migration, dropping its tables and
-// everything in them.
-func MigrateDown(ctx context.Context, db *sql.DB, dialect Dialect) error {
-	p, err := provider(db, dialect)
+// MigrateDown rolls back every migration of m, dropping fencegate's tables
+// and everything in them.
+func MigrateDown(ctx context.Context, db *sql.DB, m Migrations) error {
+	p, err := provider(db, m)
 	if err != nil {
 		return fmt.Errorf("fencegate: migrate: %w", err)
 	}
@@ -103,9 +95,9 @@ func MigrateDown(ctx context.Context, db *sql.DB, dialect Dialect) error {
 	return nil
 }
 
-// MigrateStatus lists fencegate's migrations and whether each is applied.
-func MigrateStatus(ctx context.Context, db *sql.DB, dialect Dialect) ([]MigrationStatus, error) {
-	p, err := provider(db, dialect)
+// MigrateStatus lists the migrations of m and whether each is applied.
+func MigrateStatus(ctx context.Context, db *sql.DB, m Migrations) ([]MigrationStatus, error) {
+	p, err := provider(db, m)
 	if err != nil {
 		return nil, fmt.Errorf("fencegate: migrate: %w", err)
 	}

@@ -5,20 +5,17 @@ import (
 	"time"
 )
 
-// Dialect names a SQL dialect fencegate speaks.
+// Dialect names the SQL dialect a driver speaks. Each driver package
+// declares its own (pgxv5.Dialect and pgsql.Dialect are "postgres",
+// sqlite.Dialect is "sqlite"), so a new dialect adds no constant here.
 type Dialect string
-
-// The dialects fencegate supports.
-const (
-	Postgres Dialect = "postgres"
-	SQLite   Dialect = "sqlite"
-)
 
 // Driver is what the gate needs from a database: its own transactions, in
 // the caller's native transaction type TTx (pgx.Tx or *sql.Tx), and the
 // fencegate statements run inside them.
 //
-// PgxDriver implements Driver[pgx.Tx]; SQLDriver implements Driver[*sql.Tx].
+// pgxv5.Driver implements Driver[pgx.Tx]; pgsql.Driver and sqlite.Driver
+// implement Driver[*sql.Tx].
 type Driver[TTx any] interface {
 	Store
 
@@ -47,6 +44,17 @@ type Store interface {
 	InTx(ctx context.Context, fn func(Executor) error) error
 	// Migrate applies every pending fencegate migration.
 	Migrate(ctx context.Context) error
+
+	// ClockPrecision is the tick of the database clock that stamps grants
+	// and expiries: the lease coordinator shaves it off every TTL it
+	// reports, since a grant can be recorded up to a tick before the request
+	// was processed. One microsecond on Postgres, one millisecond on SQLite.
+	ClockPrecision() time.Duration
+	// ClassifyError marks a native error of this driver's database (one the
+	// caller's own statements returned, say) so that IsRetryable and
+	// IsConnLost answer for it; see WithClass. Errors the driver itself
+	// returns are marked already. nil stays nil.
+	ClassifyError(err error) error
 }
 
 // Executor runs fencegate's statements. Implementations hold SQL text for

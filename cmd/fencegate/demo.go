@@ -12,7 +12,7 @@ import (
 
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/lease"
-	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/sqlite"
 )
 
 // The demo's lock and lease term. The term is short so that the story, which
@@ -80,7 +80,7 @@ Try it with processes (on the SQLite file .fencegate.db here, or --dsn):
 type demo struct {
 	w      io.Writer
 	gated  bool
-	store  *sqlstore.SQLDriver
+	store  *sqlite.Driver
 	coord  *lease.Coordinator
 	gate   *gate.Gate[*sql.Tx]
 	clockA *lease.ManualClock // A's clock: it cannot see its own stall
@@ -88,7 +88,7 @@ type demo struct {
 }
 
 func newDemo(ctx context.Context, w io.Writer, path string, gated bool) (*demo, error) {
-	store, err := sqlstore.Open(ctx, path)
+	store, err := sqlite.Open(ctx, path)
 	if err != nil {
 		return nil, err
 	}

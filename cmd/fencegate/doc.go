@@ -21,7 +21,7 @@
 // else the SQLite file .fencegate.db in the working directory. A DSN is a
 // postgres:// or postgresql:// URL, a SQLite file path, or a SQLite file:
 // URI; SQLite is opened with WAL, synchronous=FULL, a busy timeout and
-// immediate write transactions (sqlstore.Open). A password in a DSN is
+// immediate write transactions (sqlite.Open). A password in a DSN is
 // never printed: help, errors and results show it as xxxxx.
 //
 // Every command that uses fencegate's tables first applies any pending

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/fencegate/fencegate/internal/confined"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/sqlopen"
 )
 
 // Exit statuses. run propagates its command's own status instead, except
@@ -274,7 +274,7 @@ func hostPID() string {
 // backend is an open, migrated database with fencegate's coordinator and
 // gate on it.
 type backend struct {
-	driver *sqlstore.SQLDriver
+	driver sqlopen.Driver
 	dsn    string // the DSN, made absolute for SQLite, to hand to run's child
 	coord  *lease.Coordinator
 	gate   *gate.Gate[*sql.Tx]
@@ -293,22 +293,7 @@ func (c *cli) resolveDSN() (string, error) {
 	if dsn == "" {
 		dsn = defaultDB
 	}
-	if isPostgres(dsn) {
-		return dsn, nil
-	}
-	// Validate (and normalise a file: URI) the way Open will.
-	sqliteDSN, err := sqlstore.SQLiteDSN(dsn)
-	if err != nil {
-		return "", err
-	}
-	if strings.HasPrefix(dsn, "file:") {
-		return sqliteDSN, nil
-	}
-	return filepath.Abs(dsn)
-}
-
-func isPostgres(dsn string) bool {
-	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+	return sqlopen.Resolve(dsn) // a SQLite path made absolute
 }
 
 // open connects to the database and, unless migrate is false, applies
@@ -321,7 +306,7 @@ func (c *cli) open(ctx context.Context, migrate bool) (*backend, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, openTimeout)
 	defer cancel()
-	d, err := sqlstore.Open(ctx, dsn)
+	d, err := sqlopen.Open(ctx, dsn)
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/internal/dbtest"
-	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/sqlopen"
 )
 
 // The test binary doubles as the command that `fencegate run` starts: with
@@ -165,26 +165,30 @@ func cleanEnv(env map[string]string) []string {
 // database is a fresh, unmigrated database for one test.
 type database struct {
 	dsn string
-	// insert is an INSERT of (fence, holder) into the log table, with the
-	// dialect's parameters.
+	// insert is an INSERT of (fence, holder) into the log table.
 	insert string
 }
 
-// databases runs fn on a fresh SQLite file and a fresh Postgres schema
-// (skipped loudly without FENCEGATE_TEST_DATABASE_URL).
+// databases runs fn on a fresh database of every driver of the one list
+// (internal/dbtest.Drivers) that the command opens from a DSN.
 func databases(t *testing.T, fn func(t *testing.T, db database)) {
-	t.Run("sqlite", func(t *testing.T) {
-		fn(t, database{dsn: dbtest.SQLitePath(t), insert: `INSERT INTO log (fence, holder) VALUES (?1, ?2)`})
-	})
-	t.Run("postgres", func(t *testing.T) {
-		fn(t, database{dsn: dbtest.PostgresSchemaURL(t), insert: `INSERT INTO log (fence, holder) VALUES ($1, $2)`})
-	})
+	for _, d := range dbtest.Drivers() {
+		if !d.CLI {
+			continue
+		}
+		t.Run(d.Name, func(t *testing.T) {
+			fn(t, database{dsn: d.DSN(t), insert: `INSERT INTO log (fence, holder) VALUES ($1, $2)`})
+		})
+	}
 }
+
+// isPostgres tells a Postgres DSN from a SQLite one.
+func isPostgres(dsn string) bool { return strings.HasPrefix(dsn, "postgres") }
 
 // exec runs SQL on db directly, outside fencegate.
 func (db database) exec(t *testing.T, query string, args ...any) {
 	t.Helper()
-	d, err := sqlstore.Open(t.Context(), db.dsn)
+	d, err := sqlopen.Open(t.Context(), db.dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +207,7 @@ func (db database) createLog(t *testing.T) {
 // logRows reads the log table's fences in insertion order.
 func (db database) logRows(t *testing.T) []int64 {
 	t.Helper()
-	d, err := sqlstore.Open(t.Context(), db.dsn)
+	d, err := sqlopen.Open(t.Context(), db.dsn)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/lease"
-	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/pgsql"
 )
 
 // A file write whose fence is superseded while it waits for the floor row
@@ -49,7 +49,7 @@ func TestMCPWriteSupersededWhileWaiting(t *testing.T) {
 	}
 
 	// B's grant, queued on the floor row.
-	coord := lease.NewCoordinator(sqlstore.NewSQL(db, sqlstore.Postgres), &lease.CoordinatorOptions{LockTimeout: time.Minute})
+	coord := lease.NewCoordinator(pgsql.New(db), &lease.CoordinatorOptions{LockTimeout: time.Minute})
 	client, err := lease.NewClient(lease.ClientOptions{Holder: "agent-b"})
 	if err != nil {
 		t.Fatal(err)

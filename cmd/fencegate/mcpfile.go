@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/sqlstore/sqlopen"
 )
 
 // maxPathLen bounds a file write's path.
@@ -42,7 +42,7 @@ func openFileArea(dir, dsn string, maxBytes int64) (*fileArea, error) {
 		return nil, fmt.Errorf("--root: %w", err)
 	}
 	a := &fileArea{root: root, maxBytes: maxBytes}
-	if db := sqliteFile(dsn); db != "" {
+	if db := sqlopen.SQLiteFile(dsn); db != "" { // absolute, as resolveDSN made it
 		for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
 			a.protect = append(a.protect, db+suffix)
 		}
@@ -52,22 +52,6 @@ func openFileArea(dir, dsn string, maxBytes int64) (*fileArea, error) {
 
 // Close closes the root.
 func (a *fileArea) Close() error { return a.root.Close() }
-
-// sqliteFile is the file a SQLite DSN names (absolute, as resolveDSN made
-// it), or "" for Postgres.
-func sqliteFile(dsn string) string {
-	if isPostgres(dsn) {
-		return ""
-	}
-	if strings.HasPrefix(dsn, "file:") {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			return ""
-		}
-		return filepath.FromSlash(u.Path)
-	}
-	return dsn
-}
 
 // cleanPath checks a path given by the agent and returns it cleaned,
 // relative to the root.

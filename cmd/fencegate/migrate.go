@@ -64,11 +64,11 @@ func cmdMigrate(ctx context.Context, c *cli, cmd *command, args []string) int {
 			return c.fail(cmd, err)
 		}
 	case "down":
-		if err := sqlstore.MigrateDown(ctx, d.DB(), d.Dialect()); err != nil {
+		if err := sqlstore.MigrateDown(ctx, d.DB(), d.Migrations()); err != nil {
 			return c.fail(cmd, err)
 		}
 	}
-	st, err := sqlstore.MigrateStatus(ctx, d.DB(), d.Dialect())
+	st, err := sqlstore.MigrateStatus(ctx, d.DB(), d.Migrations())
 	if err != nil {
 		return c.fail(cmd, err)
 	}

@@ -25,7 +25,7 @@ import (
 
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/lease"
-	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/sqlite"
 )
 
 var (
@@ -33,7 +33,7 @@ var (
 	_ = time.Second
 	_ = gate.New[*sql.Tx]
 	_ = lease.NewCoordinator
-	_ = sqlstore.Open
+	_ = sqlite.Open
 )
 
 func applyTheChange(ctx context.Context, tx *sql.Tx) error { return nil }

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/sqlopen"
 )
 
 // TestTTLMinimum: a ttl below the minimum would grant a lease born expired;
@@ -68,7 +68,7 @@ func TestClaimBusy(t *testing.T) {
 		env := map[string]string{envDSN: db.dsn}
 		token := strings.TrimSpace(fg(t, env, "claim", "--lock", "busy", "--holder", "a").want(t, exitOK).stdout)
 		fg(t, env, "release", token).want(t, exitOK)
-		d, err := sqlstore.Open(t.Context(), db.dsn)
+		d, err := sqlopen.Open(t.Context(), db.dsn)
 		if err != nil {
 			t.Fatal(err)
 		}

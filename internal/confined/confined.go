@@ -13,6 +13,8 @@ import (
 
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/pgsql"
+	fgsqlite "github.com/fencegate/fencegate/sqlstore/sqlite"
 )
 
 // Errors Write returns inside a *StatementError, matchable with errors.Is.
@@ -90,8 +92,8 @@ func (e *StatementError) Unwrap() error { return e.Err }
 
 // Write runs stmts, in order, in one transaction on db after g.Commit admitted
 // token in it, and commits them only together with that admission. g must be
-// a gate over db (sqlstore.SQLDriver on Postgres through pgx's stdlib, or on
-// modernc.org/sqlite). db's Postgres migrations must include 00004.
+// a gate over db (pgsql.Driver, Postgres through pgx's stdlib, or
+// sqlite.Driver). db's Postgres migrations must include 00004.
 //
 // A refused token returns the gate's *gate.StaleFenceError (logged in the
 // rejection log) and runs no statement. A failing statement returns a
@@ -112,10 +114,16 @@ func Write(ctx context.Context, db *sql.DB, g *gate.Gate[*sql.Tx], token gate.To
 	}
 	for attempt := 1; ; attempt++ {
 		res, err := writeOnce(ctx, db, g, token, stmts)
-		if err == nil || res.Outcome != NotCommitted || !sqlstore.IsRetryable(err) || attempt >= maxAttempts || ctx.Err() != nil {
+		if err == nil || res.Outcome != NotCommitted || !retryable(err) || attempt >= maxAttempts || ctx.Err() != nil {
 			return res, err
 		}
 	}
+}
+
+// retryable reads err by both dialects' drivers: the statements' own errors
+// come from the database unmarked (sqlstore.WithClass).
+func retryable(err error) bool {
+	return sqlstore.IsRetryable(err) || pgsql.Classify(err).Retryable || fgsqlite.Classify(err).Retryable
 }
 
 // validate refuses what no dialect can run faithfully: an empty statement,

@@ -16,13 +16,31 @@ import (
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
+// dbDriver is a database/sql driver of the one list (internal/dbtest).
+type dbDriver interface {
+	sqlstore.Driver[*sql.Tx]
+	DB() *sql.DB
+}
+
+// sqlDrivers returns the database/sql drivers of the one list by name, each
+// opening a fresh, migrated database.
+func sqlDrivers() map[string]func(testing.TB) dbDriver {
+	m := map[string]func(testing.TB) dbDriver{}
+	for _, d := range dbtest.Drivers() {
+		if d.SQL != nil {
+			m[d.Name] = func(t testing.TB) dbDriver { return d.SQL(t, d.DSN(t)).Driver.(dbDriver) }
+		}
+	}
+	return m
+}
+
 type env struct {
-	d     *sqlstore.SQLDriver
+	d     dbDriver
 	g     *gate.Gate[*sql.Tx]
 	coord *lease.Coordinator
 }
 
-func newEnv(t *testing.T, open func(testing.TB) *sqlstore.SQLDriver) *env {
+func newEnv(t *testing.T, open func(testing.TB) dbDriver) *env {
 	t.Helper()
 	d := open(t)
 	if _, err := d.DB().Exec(`CREATE TABLE t (v text)`); err != nil {
@@ -132,7 +150,7 @@ func TestTransactionControlRefused(t *testing.T) {
 		{"ATTACH", stmts(insertA, "ATTACH 'other.db' AS other"), nil, nil},
 		{"PRAGMA", stmts(insertA, "PRAGMA synchronous = OFF"), nil, nil},
 	}
-	for name, open := range dbtest.Drivers() {
+	for name, open := range sqlDrivers() {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, open)
 			for _, c := range cases {
@@ -169,7 +187,7 @@ func TestTransactionControlRefused(t *testing.T) {
 // TestWrite commits statements with bound arguments and counts their rows,
 // on every dialect.
 func TestWrite(t *testing.T) {
-	for name, open := range dbtest.Drivers() {
+	for name, open := range sqlDrivers() {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, open)
 			token := e.claim(t, "alice", "r")
@@ -212,7 +230,7 @@ func TestInvalidStatements(t *testing.T) {
 		{"empty", confined.Statement{SQL: "  "}},
 		{"only a comment", confined.Statement{SQL: "-- nothing"}},
 	}
-	for name, open := range dbtest.Drivers() {
+	for name, open := range sqlDrivers() {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, open)
 			for _, c := range cases {
@@ -234,7 +252,7 @@ func TestInvalidStatements(t *testing.T) {
 // TestStaleTokenRunsNothing: a refused token gets the gate's
 // *StaleFenceError, logged, and its statements never run.
 func TestStaleTokenRunsNothing(t *testing.T) {
-	for name, open := range dbtest.Drivers() {
+	for name, open := range sqlDrivers() {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, open)
 			ctx := context.Background()
@@ -261,7 +279,7 @@ func TestStaleTokenRunsNothing(t *testing.T) {
 // must fail at once and her late INSERT never land. On Postgres, where a
 // statement can wait.
 func TestSuccessorRacesCommitThenWait(t *testing.T) {
-	e := newEnv(t, dbtest.Postgres)
+	e := newEnv(t, sqlDrivers()["postgres-sql"])
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	blocker, err := e.d.DB().Conn(ctx)
@@ -322,7 +340,7 @@ func TestSuccessorRacesCommitThenWait(t *testing.T) {
 // OR ROLLBACK's conflict and on a trigger's RAISE(ROLLBACK); the write stops
 // there, reports nothing committed, and runs nothing after it.
 func TestSQLiteAutomaticRollback(t *testing.T) {
-	e := newEnv(t, dbtest.SQLite)
+	e := newEnv(t, sqlDrivers()["sqlite"])
 	if _, err := e.d.DB().Exec(`CREATE TABLE u (k INTEGER PRIMARY KEY)`); err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +365,7 @@ func TestSQLiteAutomaticRollback(t *testing.T) {
 // TestCancelledWhileWaiting: a write whose context ends while a statement
 // waits returns promptly, commits nothing, and leaves the pool usable.
 func TestCancelledWhileWaiting(t *testing.T) {
-	e := newEnv(t, dbtest.Postgres)
+	e := newEnv(t, sqlDrivers()["postgres-sql"])
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	blocker, err := e.d.DB().Conn(ctx)
@@ -392,7 +410,7 @@ func TestCancelledWhileWaiting(t *testing.T) {
 // TestUnmigratedGuard: a Postgres database without migration 00004 gets an
 // error that says to migrate, and nothing runs.
 func TestUnmigratedGuard(t *testing.T) {
-	e := newEnv(t, dbtest.Postgres)
+	e := newEnv(t, sqlDrivers()["postgres-sql"])
 	if _, err := e.d.DB().Exec(`DROP TABLE fencegate_write_guard`); err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/internal/confined"
 	"github.com/fencegate/fencegate/lease"
-	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/sqlite"
 )
 
 // A fenced write of SQL handed in from outside: it commits under the
@@ -23,7 +23,7 @@ func ExampleWrite() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	store, err := sqlstore.Open(ctx, filepath.Join(dir, "fencegate.db"))
+	store, err := sqlite.Open(ctx, filepath.Join(dir, "fencegate.db"))
 	if err != nil {
 		log.Fatal(err)
 	}

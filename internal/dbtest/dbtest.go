@@ -1,5 +1,6 @@
-// Package dbtest gives tests real, migrated, isolated fencegate databases:
-// a SQLite file per test, and a Postgres schema per test.
+// Package dbtest gives tests real, migrated, isolated fencegate databases
+// (a SQLite file per test, a Postgres schema per test), and the one list of
+// drivers every suite runs on (Drivers).
 //
 // Postgres comes from FENCEGATE_TEST_DATABASE_URL. Without it, a program may
 // register a fallback (the integration module starts a testcontainers
@@ -24,6 +25,9 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 
 	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/pgsql"
+	"github.com/fencegate/fencegate/sqlstore/pgxv5"
+	"github.com/fencegate/fencegate/sqlstore/sqlite"
 )
 
 // Environment variables read by this package.
@@ -102,34 +106,46 @@ func PostgresSchemaURL(t testing.TB) string {
 	return u.String()
 }
 
-// PostgresPgx returns a migrated pgx driver on a fresh schema.
-func PostgresPgx(t testing.TB) *sqlstore.PgxDriver {
+// PostgresPgx returns a migrated pgx driver on a fresh schema, in pgx's
+// default exec mode.
+func PostgresPgx(t testing.TB) *pgxv5.Driver {
 	t.Helper()
-	pool, err := pgxpool.New(context.Background(), PostgresSchemaURL(t))
-	if err != nil {
-		t.Fatalf("dbtest: open pool: %v", err)
-	}
-	t.Cleanup(pool.Close)
-	d := sqlstore.NewPgx(pool)
+	d, closePool := openPgx(t, PostgresSchemaURL(t), pgx.QueryExecModeCacheStatement)
+	t.Cleanup(closePool)
 	migrate(t, d)
 	return d
 }
 
+// openPgx opens a pool on url in exec mode, and a driver over it.
+func openPgx(t testing.TB, url string, mode pgx.QueryExecMode) (*pgxv5.Driver, func()) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatalf("dbtest: parse %s: %v", url, err)
+	}
+	cfg.ConnConfig.DefaultQueryExecMode = mode
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("dbtest: open pool: %v", err)
+	}
+	return pgxv5.New(pool), pool.Close
+}
+
 // Postgres returns a migrated database/sql driver on a fresh schema.
-func Postgres(t testing.TB) *sqlstore.SQLDriver {
+func Postgres(t testing.TB) *pgsql.Driver {
 	t.Helper()
 	db, err := sql.Open("pgx", PostgresSchemaURL(t))
 	if err != nil {
 		t.Fatalf("dbtest: open: %v", err)
 	}
 	t.Cleanup(func() { db.Close() })
-	d := sqlstore.NewSQL(db, sqlstore.Postgres)
+	d := pgsql.New(db)
 	migrate(t, d)
 	return d
 }
 
 // SQLiteFile returns the file a SQLite driver from this package uses.
-func SQLiteFile(t testing.TB, d *sqlstore.SQLDriver) string {
+func SQLiteFile(t testing.TB, d *sqlite.Driver) string {
 	t.Helper()
 	var file string
 	if err := d.DB().QueryRow(`SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&file); err != nil {
@@ -144,34 +160,16 @@ func SQLitePath(t testing.TB) string {
 }
 
 // SQLite returns a migrated driver on a fresh SQLite file, opened with
-// sqlstore.Open's settings.
-func SQLite(t testing.TB) *sqlstore.SQLDriver {
+// sqlite.Open's settings.
+func SQLite(t testing.TB) *sqlite.Driver {
 	t.Helper()
-	d, err := sqlstore.Open(context.Background(), SQLitePath(t))
+	d, err := sqlite.Open(context.Background(), SQLitePath(t))
 	if err != nil {
 		t.Fatalf("dbtest: open sqlite: %v", err)
 	}
 	t.Cleanup(func() { d.Close() })
 	migrate(t, d)
 	return d
-}
-
-// Drivers lists the database/sql drivers by name, for tests that run on
-// both dialects through *sql.Tx.
-func Drivers() map[string]func(testing.TB) *sqlstore.SQLDriver {
-	return map[string]func(testing.TB) *sqlstore.SQLDriver{
-		"sqlite":       SQLite,
-		"postgres-sql": Postgres,
-	}
-}
-
-// Stores lists every driver as a sqlstore.Store, including pgx.
-func Stores() map[string]func(testing.TB) sqlstore.Store {
-	return map[string]func(testing.TB) sqlstore.Store{
-		"sqlite":       func(t testing.TB) sqlstore.Store { return SQLite(t) },
-		"postgres-sql": func(t testing.TB) sqlstore.Store { return Postgres(t) },
-		"postgres-pgx": func(t testing.TB) sqlstore.Store { return PostgresPgx(t) },
-	}
 }
 
 // migrateMu keeps this process's tests from queueing on goose's Postgres

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/pgxv5"
 )
 
 // proxied returns a direct connection and one through a new proxy.
@@ -62,7 +63,7 @@ func TestCommitCutLosesTheAnswerNotTheCommit(t *testing.T) {
 	// the outcome is unknown, so it must be a lost connection. The harness
 	// found sqlstore.IsConnLost saying false here while the commit had
 	// landed; this keeps it fixed.
-	if !sqlstore.IsConnLost(err) {
+	if !sqlstore.IsConnLost(sqlstore.WithClass(err, pgxv5.Classify(err))) {
 		t.Errorf("IsConnLost(%v) = false for a COMMIT whose answer was lost", err)
 	}
 	if got := p.Stats().CommitCuts; got != 1 {
@@ -100,7 +101,7 @@ func TestCutAll(t *testing.T) {
 	if n := p.CutAll(); n != 1 {
 		t.Fatalf("cut %d connections, want 1", n)
 	}
-	if err := through.Ping(ctx); err == nil || !sqlstore.IsConnLost(err) {
+	if err := through.Ping(ctx); err == nil || !sqlstore.IsConnLost(sqlstore.WithClass(err, pgxv5.Classify(err))) {
 		t.Fatalf("ping after the cut: %v, want a lost connection", err)
 	}
 	again, err := pgx.Connect(ctx, "postgres://postgres@"+p.Addr()+"/"+through.Config().Database+"?sslmode=disable")

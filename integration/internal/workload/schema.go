@@ -9,6 +9,8 @@ import (
 
 	"github.com/fencegate/fencegate/integration/internal/observe"
 	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/pgsql"
+	"github.com/fencegate/fencegate/sqlstore/sqlite"
 )
 
 // The workload's own tables, next to fencegate's in a migrated database.
@@ -106,16 +108,16 @@ const ExternalFenceBase = 1_000_000_000
 // workload's own counter, standing in for etcd revisions or Consul's
 // LockIndex. Its argument is ExternalFenceBase.
 var drawExternal = map[sqlstore.Dialect]string{
-	sqlstore.Postgres: `SELECT $1::bigint + nextval('fg_external_fence')`,
-	sqlstore.SQLite:   `INSERT INTO fg_external_fence DEFAULT VALUES RETURNING ?1 + id`,
+	pgsql.Dialect:  `SELECT $1::bigint + nextval('fg_external_fence')`,
+	sqlite.Dialect: `INSERT INTO fg_external_fence DEFAULT VALUES RETURNING ?1 + id`,
 }
 
 // insertWrite is the fenced write: one row of fg_events, in the write's
 // transaction, after gate.Commit.
 var insertWrite = map[sqlstore.Dialect]string{
-	sqlstore.Postgres: `INSERT INTO fg_events (id, kind, resource, fence, holder, agent, op_id)
+	pgsql.Dialect: `INSERT INTO fg_events (id, kind, resource, fence, holder, agent, op_id)
 	    VALUES (nextval('fg_order'), 'write', $1, $2, $3, $4, $5)`,
-	sqlstore.SQLite: `INSERT INTO fg_events (kind, resource, fence, holder, agent, op_id)
+	sqlite.Dialect: `INSERT INTO fg_events (kind, resource, fence, holder, agent, op_id)
 	    VALUES ('write', ?1, ?2, ?3, ?4, ?5)`,
 }
 
@@ -126,7 +128,7 @@ var identifier = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
 // it is ignored for SQLite.
 func Setup(ctx context.Context, db *sql.DB, dialect sqlstore.Dialect, schema string) error {
 	stmts := sqliteSchema
-	if dialect == sqlstore.Postgres {
+	if dialect == pgsql.Dialect {
 		if !identifier.MatchString(schema) {
 			return fmt.Errorf("workload: schema %q is not a plain identifier", schema)
 		}
@@ -202,7 +204,13 @@ func ReadLeaseLog(ctx context.Context, db *sql.DB) ([]observe.Mark, error) {
 // ReadRejections reads the whole rejection log in sequence order.
 func ReadRejections(ctx context.Context, db *sql.DB, dialect sqlstore.Dialect) ([]sqlstore.Rejection, error) {
 	var out []sqlstore.Rejection
-	d := sqlstore.NewSQL(db, dialect)
+	var d interface {
+		sqlstore.Store
+		Close() error
+	} = pgsql.New(db)
+	if dialect == sqlite.Dialect {
+		d = sqlite.New(db)
+	}
 	defer d.Close() // stops its statement cache; db stays open
 	ex := d.Executor()
 	var after int64

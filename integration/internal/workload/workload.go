@@ -25,6 +25,10 @@ import (
 	"github.com/fencegate/fencegate/integration/internal/history"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/pgsql"
+	"github.com/fencegate/fencegate/sqlstore/pgxv5"
+	fgsqlite "github.com/fencegate/fencegate/sqlstore/sqlite"
+	"github.com/fencegate/fencegate/sqlstore/sqlopen"
 )
 
 // Config is one worker process's part of a history.
@@ -117,7 +121,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 		defer pool.Close()
-		d := sqlstore.NewPgx(pool)
+		d := pgxv5.New(pool)
 		return run(ctx, cfg, rec, d, pool, func(ctx context.Context, tx pgx.Tx, q string, args ...any) error {
 			_, err := tx.Exec(ctx, q, args...)
 			return err
@@ -134,8 +138,8 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		dsn += fmt.Sprintf("%spool_max_conns=%d", sep, maxConns(cfg))
 	}
-	d, err := openWithRetry(ctx, cfg, func(ctx context.Context) (*sqlstore.SQLDriver, error) {
-		return sqlstore.Open(ctx, dsn)
+	d, err := openWithRetry(ctx, cfg, func(ctx context.Context) (sqlopen.Driver, error) {
+		return sqlopen.Open(ctx, dsn)
 	})
 	if err != nil {
 		return err
@@ -191,7 +195,7 @@ type env[TTx any] struct {
 	draw func(ctx context.Context, q string, args ...any) (int64, error)
 }
 
-func run[TTx any](ctx context.Context, cfg Config, rec *history.Recorder, d sqlstore.Driver[TTx], sender gate.BatchSender,
+func run[TTx any](ctx context.Context, cfg Config, rec *history.Recorder, d sqlstore.Driver[TTx], sender pgxv5.BatchSender,
 	exec func(context.Context, TTx, string, ...any) error, draw func(context.Context, string, ...any) (int64, error)) error {
 	e := &env[TTx]{
 		cfg:    cfg,
@@ -209,7 +213,7 @@ func run[TTx any](ctx context.Context, cfg Config, rec *history.Recorder, d sqls
 		e.batch = func(ctx context.Context, g *gate.Gate[TTx], tok gate.Token, q string, args ...any) error {
 			b := &pgx.Batch{}
 			b.Queue(q, args...)
-			return gate.CommitBatch(ctx, any(g).(*gate.Gate[pgx.Tx]), sender, tok, b)
+			return pgxv5.CommitBatch(ctx, any(g).(*gate.Gate[pgx.Tx]), sender, tok, b)
 		}
 	}
 	var wg sync.WaitGroup
@@ -612,6 +616,7 @@ func Classify(err error) history.Outcome {
 	if err == nil {
 		return history.OK
 	}
+	err = native(err)
 	if errors.Is(err, gate.ErrStaleFence) {
 		return history.Refused
 	}
@@ -634,8 +639,18 @@ func Classify(err error) history.Outcome {
 	return history.Unknown
 }
 
+// native marks a database's own error with its driver's classification, so
+// that sqlstore.IsRetryable and IsConnLost answer for it.
+func native(err error) error {
+	if c := pgsql.Classify(err); c != (sqlstore.ErrorClass{}) {
+		return sqlstore.WithClass(err, c)
+	}
+	return sqlstore.WithClass(err, fgsqlite.Classify(err))
+}
+
 // classifyCommit is Classify for an error from COMMIT itself.
 func classifyCommit(err error) history.Outcome {
+	err = native(err)
 	if _, ok := errors.AsType[*pgconn.PgError](err); ok && !sqlstore.IsConnLost(err) {
 		return history.Fail // the server answered the COMMIT with an error: rolled back
 	}

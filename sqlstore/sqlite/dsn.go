@@ -1,20 +1,18 @@
-package sqlstore
+package sqlite
 
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"net/url"
 	"path/filepath"
 	"strings"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
-)
 
-// ErrInvalidDSN is matched (errors.Is) by the error Open and SQLiteDSN return
-// for a connection string they cannot use. Nothing is opened or created.
-var ErrInvalidDSN = errors.New("fencegate: invalid DSN")
+	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/internal/sqlexec"
+)
 
 // sqlitePragmas are set on every pooled SQLite connection. WAL lets readers
 // run beside the writer; synchronous(FULL) keeps an acknowledged fence on
@@ -23,22 +21,12 @@ var ErrInvalidDSN = errors.New("fencegate: invalid DSN")
 // BEGIN, which avoids SQLITE_BUSY on read-then-write transactions.
 var sqlitePragmas = []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(1)"}
 
-// Open connects to the database a DSN names and returns a driver that owns
-// the connection (Close releases it):
-//
-//   - "postgres://…" or "postgresql://…": Postgres, through a pgx pool and
-//     database/sql on top of it;
-//   - "file:…" URIs and plain paths: a SQLite file (created if missing),
-//     with the settings of SQLiteDSN.
-//
-// Open does not migrate; call Migrate. Malformed input returns an error
-// matching ErrInvalidDSN.
-func Open(ctx context.Context, dsn string) (*SQLDriver, error) {
-	switch {
-	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		return openPostgres(ctx, dsn)
-	}
-	sqliteDSN, err := SQLiteDSN(dsn)
+// Open opens the SQLite file a path or a "file:" URI names (created if
+// missing), with the settings of DSN, and returns a driver that owns the
+// connection (Close releases it). Open does not migrate; call Migrate.
+// Malformed input returns an error matching sqlstore.ErrInvalidDSN.
+func Open(ctx context.Context, dsn string) (*Driver, error) {
+	sqliteDSN, err := DSN(dsn)
 	if err != nil {
 		return nil, err
 	}
@@ -50,46 +38,44 @@ func Open(ctx context.Context, dsn string) (*SQLDriver, error) {
 		db.Close()
 		return nil, fmt.Errorf("fencegate: open sqlite %s: %w", dsn, err)
 	}
-	d := NewSQL(db, SQLite)
-	d.opened = true
-	return d, nil
+	return &Driver{sqlexec.NewDriver(db, dialect, db.Close)}, nil
 }
 
-// SQLiteDSN turns a path or a "file:" URI into a modernc.org/sqlite DSN with
-// the settings fencegate needs: WAL, a busy timeout, synchronous(FULL) and
+// DSN turns a path or a "file:" URI into a modernc.org/sqlite DSN with the
+// settings fencegate needs: WAL, a busy timeout, synchronous(FULL) and
 // _txlock=immediate. Settings already in a URI are kept. A "file:" URI's path
 // and parameters are percent-decoded, as SQLite decodes them, before they are
 // checked. Anything but a durable file is refused, because fences must
 // outlive the process: an empty path, ":memory:", mode=memory, and any vfs
 // parameter other than the operating system's file VFSes (memdb, for one).
-func SQLiteDSN(dsn string) (string, error) {
+func DSN(dsn string) (string, error) {
 	if dsn == "" {
-		return "", fmt.Errorf("%w: empty", ErrInvalidDSN)
+		return "", fmt.Errorf("%w: empty", sqlstore.ErrInvalidDSN)
 	}
 	if strings.ContainsRune(dsn, 0) {
-		return "", fmt.Errorf("%w: contains a NUL byte", ErrInvalidDSN)
+		return "", fmt.Errorf("%w: contains a NUL byte", sqlstore.ErrInvalidDSN)
 	}
 	if i := strings.Index(dsn, "://"); i > 0 && !strings.HasPrefix(dsn, "file:") {
-		return "", fmt.Errorf("%w: %q: unsupported scheme %q (want postgres://, file: or a path)", ErrInvalidDSN, redact(dsn), dsn[:i])
+		return "", fmt.Errorf("%w: %q: unsupported scheme %q (want file: or a path)", sqlstore.ErrInvalidDSN, sqlexec.Redact(dsn), dsn[:i])
 	}
 	path, rawQuery := dsn, ""
 	if rest, ok := strings.CutPrefix(dsn, "file:"); ok {
 		path, rawQuery, _ = strings.Cut(rest, "?")
 		var err error
 		if path, err = url.PathUnescape(path); err != nil { // SQLite decodes a URI's path
-			return "", fmt.Errorf("%w: %q: %v", ErrInvalidDSN, dsn, err)
+			return "", fmt.Errorf("%w: %q: %v", sqlstore.ErrInvalidDSN, dsn, err)
 		}
 	}
 	query, err := url.ParseQuery(rawQuery)
 	if err != nil {
-		return "", fmt.Errorf("%w: %q: %v", ErrInvalidDSN, dsn, err)
+		return "", fmt.Errorf("%w: %q: %v", sqlstore.ErrInvalidDSN, dsn, err)
 	}
 	if why := notDurable(path, query); why != "" {
-		return "", fmt.Errorf("%w: %q: fencegate needs a durable file, not %s", ErrInvalidDSN, dsn, why)
+		return "", fmt.Errorf("%w: %q: fencegate needs a durable file, not %s", sqlstore.ErrInvalidDSN, dsn, why)
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return "", fmt.Errorf("%w: %q: %v", ErrInvalidDSN, dsn, err)
+		return "", fmt.Errorf("%w: %q: %v", sqlstore.ErrInvalidDSN, dsn, err)
 	}
 	have := map[string]bool{}
 	for _, p := range query["_pragma"] {
@@ -143,17 +129,4 @@ func notDurable(path string, query url.Values) string {
 		}
 	}
 	return ""
-}
-
-// redact hides a password in a URL-shaped DSN before it goes into an error.
-func redact(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil || u.User == nil {
-		return dsn
-	}
-	return u.Redacted()
-}
-
-func invalidDSN(dsn string, err error) error {
-	return fmt.Errorf("%w: %q: %v", ErrInvalidDSN, redact(dsn), err)
 }

@@ -1,12 +1,15 @@
-package gate
+package pgxv5
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/internal/pg"
 )
 
 // BatchSender sends a pgx batch. *pgxpool.Pool, *pgxpool.Conn, *pgx.Conn
@@ -20,7 +23,7 @@ type BatchSender interface {
 // pipeline with a single Sync, so they run as one implicit transaction,
 // with no BEGIN and no COMMIT of their own.
 //
-// The fence statement admits the token exactly as Commit does. When it
+// The fence statement admits the token exactly as g.Commit does. When it
 // refuses, it fails, and Postgres skips every statement after it and rolls
 // the pipeline back: none of b's statements runs, so none can commit.
 // CommitBatch then logs the refusal and returns a *StaleFenceError. Any
@@ -33,54 +36,57 @@ type BatchSender interface {
 //
 //	b := &pgx.Batch{}
 //	b.Queue(`UPDATE accounts SET balance = balance - $1 WHERE id = $2`, amount, id)
-//	err := gate.CommitBatch(ctx, g, pool, l.Token(), b) // *gate.StaleFenceError if stale
+//	err := pgxv5.CommitBatch(ctx, g, pool, l.Token(), b) // *gate.StaleFenceError if stale
 //
 // With a pool or a connection, b must not contain BEGIN, COMMIT or other
 // transaction control. conn may also be a pgx.Tx; then the statements join
 // that transaction and nothing commits until the caller commits it, and any
 // error (a refusal, a cancelled ctx, a failed statement) rolls the
-// transaction back, as Commit does. A pgx savepoint is refused with
-// ErrNestedTx, as by Commit. A refusal is logged under
-// Options.CleanupTimeout, as Commit's is. Pipelining needs the
+// transaction back, as g.Commit does. A pgx savepoint is refused with
+// gate.ErrNestedTx, as by g.Commit. A refusal is logged under
+// gate.Options.CleanupTimeout, as g.Commit's is. Pipelining needs the
 // extended protocol or pgx's simple protocol, both of which run a pipeline
 // as one transaction; it does not survive a pooler in statement mode.
 //
 // The fence statement needs fencegate's Postgres migration 00002.
-func CommitBatch(ctx context.Context, g *Gate[pgx.Tx], conn BatchSender, token Token, b *pgx.Batch) error {
+func CommitBatch(ctx context.Context, g *gate.Gate[pgx.Tx], conn BatchSender, token gate.Token, b *pgx.Batch) error {
 	err := commitBatch(ctx, g, conn, token, b)
 	if err == nil {
 		return nil
 	}
-	cctx, cancel := g.cleanup(ctx)
+	opts := g.Options()
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.CleanupTimeout)
 	defer cancel()
-	if tx, ok := conn.(pgx.Tx); ok {
-		g.rollback(cctx, tx) // whatever failed, tx must not commit
+	if tx, ok := conn.(pgx.Tx); ok { // whatever failed, tx must not commit
+		if rbErr := tx.Rollback(cctx); rbErr != nil && !errors.Is(rbErr, pgx.ErrTxClosed) {
+			opts.Logger.WarnContext(ctx, "fencegate: rollback failed; the transaction cannot commit", "error", rbErr)
+		}
 	}
-	ref, refused := sqlstore.AsPipelineRefusal(err)
+	ref, refused := pg.AsPipelineRefusal(err)
 	if !refused {
 		return err
 	}
-	return g.refuse(cctx, token, sqlstore.FloorRaiseResult{Issued: !ref.NotIssued, Floor: ref.Floor, FloorHolder: ref.FloorHolder})
+	return g.Refuse(cctx, token, sqlstore.FloorRaiseResult{Issued: !ref.NotIssued, Floor: ref.Floor, FloorHolder: ref.FloorHolder})
 }
 
 // commitBatch checks CommitBatch's input and sends the pipeline.
-func commitBatch(ctx context.Context, g *Gate[pgx.Tx], conn BatchSender, token Token, b *pgx.Batch) error {
+func commitBatch(ctx context.Context, g *gate.Gate[pgx.Tx], conn BatchSender, token gate.Token, b *pgx.Batch) error {
 	if err := token.Validate(); err != nil {
 		return err
 	}
-	if isNested(conn) {
-		return fmt.Errorf("fencegate: commit batch %s: %w", token, ErrNestedTx)
+	if gate.IsNestedTx(conn) {
+		return fmt.Errorf("fencegate: commit batch %s: %w", token, gate.ErrNestedTx)
 	}
 	full := &pgx.Batch{}
-	full.Queue(sqlstore.PipelineFenceSQL(g.opts.VerifyIssued), token.Resource, token.Fence, token.Holder)
+	full.Queue(pg.PipelineFenceSQL(g.Options().VerifyIssued), token.Resource, token.Fence, token.Holder)
 	if b != nil {
 		full.QueuedQueries = append(full.QueuedQueries, b.QueuedQueries...)
 	}
 	if err := conn.SendBatch(ctx, full).Close(); err != nil {
-		if _, refused := sqlstore.AsPipelineRefusal(err); refused {
+		if _, refused := pg.AsPipelineRefusal(err); refused {
 			return err
 		}
-		return fmt.Errorf("fencegate: commit batch %s: %w", token, err)
+		return fmt.Errorf("fencegate: commit batch %s: %w", token, classify.Classify(err))
 	}
 	return nil
 }

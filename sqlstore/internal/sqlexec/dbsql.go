@@ -1,4 +1,4 @@
-package sqlstore
+package sqlexec
 
 import (
 	"context"
@@ -7,72 +7,82 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/fencegate/fencegate/sqlstore"
 )
 
-// SQLDriver runs fencegate through database/sql: SQLite (modernc.org/sqlite)
-// or Postgres (pgx's stdlib). Its transactions are *sql.Tx.
-//
-// For SQLite the *sql.DB must take the write lock at BEGIN
-// (_txlock=immediate) and should use WAL and a busy timeout; Open and
-// SQLiteDSN arrange all of it. A transaction begun on another *sql.DB over
-// the same file works too; its statements then run from their text instead
-// of the driver's prepared statements.
-//
-// The zero value is not usable; create one with NewSQL or Open.
-type SQLDriver struct {
-	db        *sql.DB
-	dialect   Dialect
-	sql       *queries
-	opened    bool   // set by Open: Close closes db
-	closePool func() // set by Open for Postgres
-	stmts     *stmtCache
+// Dialect is what a database/sql dialect supplies to DB.
+type Dialect struct {
+	Name           sqlstore.Dialect
+	Queries        *Queries
+	Migrations     func() sqlstore.Migrations
+	Classify       Classifier
+	ClockPrecision time.Duration
+	// CacheStatements keeps every statement prepared (a driver that parses
+	// each statement anew, such as modernc.org/sqlite, spends a tenth of a
+	// fenced transaction on the parse). Postgres's pgx stdlib caches them
+	// itself.
+	CacheStatements bool
 }
 
-var _ Driver[*sql.Tx] = (*SQLDriver)(nil)
+// Driver is a database/sql driver of one dialect: it implements
+// sqlstore.Driver[*sql.Tx]. Driver packages embed it.
+type Driver struct {
+	db      *sql.DB
+	dialect Dialect
+	onClose func() error // closes what the driver's Open opened; nil after New
+	stmts   *stmtCache
+}
 
-// NewSQL returns a driver over db, which speaks dialect. It panics on a
-// dialect other than Postgres or SQLite, which is a programming error. The
-// *sql.DB stays the caller's to close.
-func NewSQL(db *sql.DB, dialect Dialect) *SQLDriver {
-	d := &SQLDriver{db: db, dialect: dialect}
-	switch dialect {
-	case Postgres:
-		d.sql = postgresQueries // pgx's stdlib caches prepared statements itself
-	case SQLite:
-		d.sql = sqliteQueries
-		// modernc.org/sqlite parses every statement anew; on the write
-		// path that parse is a tenth of a fenced transaction.
+var _ sqlstore.Driver[*sql.Tx] = (*Driver)(nil)
+
+// NewDriver returns a driver over db, which speaks dialect. onClose, when set,
+// runs at Close after the statements are closed (a driver's Open closes
+// what it opened there); with nil, db stays the caller's to close.
+func NewDriver(db *sql.DB, dialect Dialect, onClose func() error) *Driver {
+	d := &Driver{db: db, dialect: dialect, onClose: onClose}
+	if dialect.CacheStatements {
 		d.stmts = newStmtCache(db)
-	default:
-		panic(fmt.Sprintf("fencegate: unknown dialect %q", dialect))
 	}
 	return d
 }
 
 // DB returns the *sql.DB the driver runs on.
-func (d *SQLDriver) DB() *sql.DB { return d.db }
+func (d *Driver) DB() *sql.DB { return d.db }
 
 // Dialect reports which SQL dialect the database speaks.
-func (d *SQLDriver) Dialect() Dialect { return d.dialect }
+func (d *Driver) Dialect() sqlstore.Dialect { return d.dialect.Name }
+
+// ClockPrecision reports the tick of the database's clock.
+func (d *Driver) ClockPrecision() time.Duration { return d.dialect.ClockPrecision }
+
+// ClassifyError marks err for sqlstore.IsRetryable and sqlstore.IsConnLost.
+func (d *Driver) ClassifyError(err error) error { return d.dialect.Classify.Classify(err) }
+
+// Migrations returns the dialect's embedded goose migrations.
+func (d *Driver) Migrations() sqlstore.Migrations { return d.dialect.Migrations() }
 
 // Begin starts a read-write transaction.
-func (d *SQLDriver) Begin(ctx context.Context) (*sql.Tx, error) { return d.db.BeginTx(ctx, nil) }
+func (d *Driver) Begin(ctx context.Context) (*sql.Tx, error) {
+	tx, err := d.db.BeginTx(ctx, nil)
+	return tx, d.ClassifyError(err)
+}
 
 // Commit commits tx.
-func (d *SQLDriver) Commit(_ context.Context, tx *sql.Tx) error { return tx.Commit() }
+func (d *Driver) Commit(_ context.Context, tx *sql.Tx) error { return d.ClassifyError(tx.Commit()) }
 
 // Rollback rolls tx back; a transaction that already ended is not an error.
 // database/sql's Rollback takes no context, so Rollback waits for it at most
 // until ctx ends, then returns ctx's error and leaves the rollback running.
 // Either way tx can no longer commit: database/sql marks it finished before
 // it asks the database.
-func (d *SQLDriver) Rollback(ctx context.Context, tx *sql.Tx) error {
+func (d *Driver) Rollback(ctx context.Context, tx *sql.Tx) error {
 	done := make(chan error, 1)
 	go func() { done <- tx.Rollback() }()
 	select {
 	case err := <-done:
 		if err != nil && !errors.Is(err, sql.ErrTxDone) {
-			return err
+			return d.ClassifyError(err)
 		}
 		return nil
 	case <-ctx.Done():
@@ -81,17 +91,17 @@ func (d *SQLDriver) Rollback(ctx context.Context, tx *sql.Tx) error {
 }
 
 // UnwrapExecutor runs fencegate statements inside tx.
-func (d *SQLDriver) UnwrapExecutor(tx *sql.Tx) Executor {
-	return &executor{q: sqlQuerier{c: tx, tx: tx, stmts: d.stmts}, sql: d.sql}
+func (d *Driver) UnwrapExecutor(tx *sql.Tx) sqlstore.Executor {
+	return New(sqlQuerier{c: tx, tx: tx, stmts: d.stmts}, d.dialect.Queries, d.dialect.Classify)
 }
 
 // Executor runs fencegate statements on the pool, each on its own.
-func (d *SQLDriver) Executor() Executor {
-	return &executor{q: sqlQuerier{c: d.db, stmts: d.stmts}, sql: d.sql}
+func (d *Driver) Executor() sqlstore.Executor {
+	return New(sqlQuerier{c: d.db, stmts: d.stmts}, d.dialect.Queries, d.dialect.Classify)
 }
 
 // InTx runs fn in a new transaction, committing if fn returns nil.
-func (d *SQLDriver) InTx(ctx context.Context, fn func(Executor) error) error {
+func (d *Driver) InTx(ctx context.Context, fn func(sqlstore.Executor) error) error {
 	tx, err := d.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
@@ -100,28 +110,26 @@ func (d *SQLDriver) InTx(ctx context.Context, fn func(Executor) error) error {
 		_ = tx.Rollback()
 		return err
 	}
-	if err := tx.Commit(); err != nil {
+	if err := d.Commit(ctx, tx); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
 }
 
-// Migrate applies every pending fencegate migration (see MigrateUp).
-func (d *SQLDriver) Migrate(ctx context.Context) error { return MigrateUp(ctx, d.db, d.dialect) }
+// Migrate applies every pending fencegate migration (sqlstore.MigrateUp).
+func (d *Driver) Migrate(ctx context.Context) error {
+	return sqlstore.MigrateUp(ctx, d.db, d.dialect.Migrations())
+}
 
-// Close releases the driver's prepared statements and closes what Open
-// opened. A driver made with NewSQL leaves the caller's *sql.DB open; call
-// Close before closing that *sql.DB.
-func (d *SQLDriver) Close() error {
+// Close releases the driver's prepared statements and closes what the
+// driver's Open opened. A driver made with New leaves the caller's *sql.DB
+// open; call Close before closing that *sql.DB.
+func (d *Driver) Close() error {
 	d.stmts.close() // first: it waits for background prepares to return their connections
-	if !d.opened {
+	if d.onClose == nil {
 		return nil
 	}
-	err := d.db.Close()
-	if d.closePool != nil {
-		d.closePool()
-	}
-	return err
+	return d.onClose()
 }
 
 // sqlConn is what *sql.DB, *sql.Conn and *sql.Tx have in common.
@@ -152,7 +160,7 @@ func (q sqlQuerier) conn(ctx context.Context, query string) (sqlStmt, bool) {
 	return stmt, true
 }
 
-func (q sqlQuerier) exec(ctx context.Context, query string, args ...any) (int64, error) {
+func (q sqlQuerier) Exec(ctx context.Context, query string, args ...any) (int64, error) {
 	var res sql.Result
 	var err error
 	if stmt, ok := q.conn(ctx, query); ok {
@@ -167,14 +175,14 @@ func (q sqlQuerier) exec(ctx context.Context, query string, args ...any) (int64,
 	return res.RowsAffected()
 }
 
-func (q sqlQuerier) queryRow(ctx context.Context, query string, args ...any) scanner {
+func (q sqlQuerier) QueryRow(ctx context.Context, query string, args ...any) Scanner {
 	if stmt, ok := q.conn(ctx, query); ok {
-		return stmtRow{stmt.QueryRowContext(ctx, args...), func() scanner { return q.c.QueryRowContext(ctx, query, args...) }}
+		return stmtRow{stmt.QueryRowContext(ctx, args...), func() Scanner { return q.c.QueryRowContext(ctx, query, args...) }}
 	}
 	return q.c.QueryRowContext(ctx, query, args...)
 }
 
-func (q sqlQuerier) query(ctx context.Context, query string, args ...any) (rows, error) {
+func (q sqlQuerier) Query(ctx context.Context, query string, args ...any) (Rows, error) {
 	var rs *sql.Rows
 	var err error
 	if stmt, ok := q.conn(ctx, query); ok {
@@ -207,7 +215,7 @@ func isForeignStmt(err error) bool { return err != nil && err.Error() == foreign
 // text when the statement belongs to another *sql.DB than the transaction.
 type stmtRow struct {
 	row  *sql.Row
-	text func() scanner
+	text func() Scanner
 }
 
 func (r stmtRow) Scan(dest ...any) error {
@@ -305,4 +313,12 @@ func (c *stmtCache) close() {
 		_ = stmt.Close()
 	}
 	clear(c.stmts)
+}
+
+// WaitPrepared waits for d's background statement prepares, so that a test
+// knows the statement cache is warm.
+func WaitPrepared(d *Driver) {
+	if d.stmts != nil {
+		d.stmts.wg.Wait()
+	}
 }

@@ -1,4 +1,4 @@
-package sqlstore
+package pg
 
 import (
 	"errors"
@@ -31,14 +31,14 @@ var (
 	pgPipelineFenceVerified = pgFloorCTEVerified + pgPipelineFenceResult
 )
 
-// PipelineFenceSQL returns the Postgres statement that admits a token in a
-// pipeline, taking the arguments (resource, fence, holder). It raises or
-// keeps the floor as Executor.FloorRaise does, and holds the floor row
-// locked until the transaction ends; a token it does not admit makes it
-// fail with an error that AsPipelineRefusal recognises. With verifyIssued it
-// also refuses a fence the co-located coordinator never issued.
+// PipelineFenceSQL returns the statement that admits a token in a pipeline,
+// taking the arguments (resource, fence, holder). It raises or keeps the
+// floor as Executor.FloorRaise does, and holds the floor row locked until the
+// transaction ends; a token it does not admit makes it fail with an error
+// that AsPipelineRefusal recognises. With verifyIssued it also refuses a
+// fence the co-located coordinator never issued.
 //
-// It needs migration 00002 (fencegate_refuse). Postgres only.
+// It needs migration 00002 (fencegate_refuse).
 func PipelineFenceSQL(verifyIssued bool) string {
 	if verifyIssued {
 		return pgPipelineFenceVerified

@@ -1,0 +1,167 @@
+package dbtest
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/pgsql"
+	"github.com/fencegate/fencegate/sqlstore/pgxv5"
+	"github.com/fencegate/fencegate/sqlstore/sqlite"
+	"github.com/fencegate/fencegate/sqlstore/sqlopen"
+)
+
+// Drivers is the one list of drivers that the conformance suite
+// (sqlstoretest), the gate's, the lease's and the command's tests run on.
+// Adding a driver is one line here.
+func Drivers() []Driver {
+	return []Driver{
+		sqlDriver("sqlite", SQLitePath, true, func(ctx context.Context, dsn string) (sqlopen.Driver, error) { return sqlite.Open(ctx, dsn) }),
+		sqlDriver("postgres-sql", PostgresSchemaURL, true, func(ctx context.Context, dsn string) (sqlopen.Driver, error) { return pgsql.Open(ctx, dsn) }),
+		pgxDriver("pgx-cache-statement", pgx.QueryExecModeCacheStatement),
+		pgxDriver("pgx-cache-describe", pgx.QueryExecModeCacheDescribe),
+		pgxDriver("pgx-describe-exec", pgx.QueryExecModeDescribeExec),
+		pgxDriver("pgx-exec", pgx.QueryExecModeExec),
+		pgxDriver("pgx-simple-protocol", pgx.QueryExecModeSimpleProtocol),
+	}
+}
+
+// Driver is one entry of Drivers. A Go function value cannot be generic, so
+// an entry opens its harness in its own transaction type: exactly one of
+// SQL and Pgx is set.
+type Driver struct {
+	Name string
+	// DSN makes a fresh, unmigrated database and names it.
+	DSN func(t testing.TB) string
+	// CLI is true when sqlopen.Open (and so the fencegate command) opens
+	// this driver from DSN's string.
+	CLI bool
+	// SQL and Pgx open a migrated harness on the database dsn names.
+	SQL func(t testing.TB, dsn string) Harness[*sql.Tx]
+	Pgx func(t testing.TB, dsn string) Harness[pgx.Tx]
+}
+
+// Harness is one driver on one migrated database, in its native transaction
+// type, with the raw statements a test needs for its own tables, which the
+// Executor (fencegate's statements only) does not offer. Queries use $1
+// placeholders, which Postgres and SQLite both accept.
+type Harness[TTx any] struct {
+	Name   string
+	Driver sqlstore.Driver[TTx]
+	// Exec runs a statement in tx.
+	Exec func(ctx context.Context, tx TTx, query string, args ...any) error
+	// DBExec runs a statement on its own.
+	DBExec func(ctx context.Context, query string, args ...any) error
+	// QueryRow reads one row on its own.
+	QueryRow func(ctx context.Context, query string, args ...any) Row
+	// Reopen opens a new, independent connection to the same database,
+	// migrating it (a no-op by then), and returns it with its closer: a
+	// coordinator process starting and stopping.
+	Reopen func(t testing.TB) (sqlstore.Store, func())
+}
+
+// Row is one row of Harness.QueryRow.
+type Row interface{ Scan(dest ...any) error }
+
+// ForEach runs a test written once over TTx on every driver of Drivers, as
+// sequential subtests named after the driver. Go has no generic function
+// values, so the caller passes the body instantiated for both transaction
+// types: ForEach(t, body[*sql.Tx], body[pgx.Tx]). A nil body skips the
+// drivers of its transaction type.
+func ForEach(t *testing.T, sqlBody func(*testing.T, Harness[*sql.Tx]), pgxBody func(*testing.T, Harness[pgx.Tx])) {
+	t.Helper()
+	for _, d := range Drivers() {
+		if (d.SQL == nil || sqlBody == nil) && (d.Pgx == nil || pgxBody == nil) {
+			continue
+		}
+		t.Run(d.Name, func(t *testing.T) {
+			if d.SQL != nil {
+				sqlBody(t, d.SQL(t, d.DSN(t)))
+			} else {
+				pgxBody(t, d.Pgx(t, d.DSN(t)))
+			}
+		})
+	}
+}
+
+// Find returns the driver of Drivers called name.
+func Find(t testing.TB, name string) Driver {
+	t.Helper()
+	for _, d := range Drivers() {
+		if d.Name == name {
+			return d
+		}
+	}
+	t.Fatalf("dbtest: no driver %q", name)
+	return Driver{}
+}
+
+// ForEachStore runs fn on a fresh database of every driver of Drivers.
+func ForEachStore(t *testing.T, fn func(t *testing.T, store sqlstore.Store)) {
+	t.Helper()
+	ForEach(t,
+		func(t *testing.T, h Harness[*sql.Tx]) { fn(t, h.Driver) },
+		func(t *testing.T, h Harness[pgx.Tx]) { fn(t, h.Driver) })
+}
+
+// sqlDriver is a database/sql driver's entry: open opens it on a DSN.
+func sqlDriver(name string, dsn func(testing.TB) string, cli bool, open func(context.Context, string) (sqlopen.Driver, error)) Driver {
+	return Driver{Name: name, DSN: dsn, CLI: cli, SQL: func(t testing.TB, url string) Harness[*sql.Tx] {
+		reopen := func(t testing.TB) (sqlstore.Store, func()) {
+			t.Helper()
+			d, err := open(context.Background(), url)
+			if err != nil {
+				t.Fatalf("dbtest: open %s: %v", name, err)
+			}
+			migrate(t, d)
+			return d, func() { _ = d.Close() }
+		}
+		store, closeDB := reopen(t)
+		t.Cleanup(closeDB)
+		d := store.(sqlopen.Driver)
+		db := d.DB()
+		return Harness[*sql.Tx]{
+			Name: name, Driver: d, Reopen: reopen,
+			Exec: func(ctx context.Context, tx *sql.Tx, q string, args ...any) error {
+				_, err := tx.ExecContext(ctx, q, args...)
+				return err
+			},
+			DBExec: func(ctx context.Context, q string, args ...any) error {
+				_, err := db.ExecContext(ctx, q, args...)
+				return err
+			},
+			QueryRow: func(ctx context.Context, q string, args ...any) Row { return db.QueryRowContext(ctx, q, args...) },
+		}
+	}}
+}
+
+// pgxDriver is the pgx driver's entry with its pools in exec mode.
+func pgxDriver(name string, mode pgx.QueryExecMode) Driver {
+	return Driver{Name: name, DSN: PostgresSchemaURL, Pgx: func(t testing.TB, url string) Harness[pgx.Tx] {
+		reopen := func(t testing.TB) (sqlstore.Store, func()) {
+			t.Helper()
+			d, closePool := openPgx(t, url, mode)
+			migrate(t, d)
+			return d, closePool
+		}
+		store, closePool := reopen(t)
+		t.Cleanup(closePool)
+		d := store.(*pgxv5.Driver)
+		pool := d.Pool()
+		return Harness[pgx.Tx]{
+			Name: name, Driver: d, Reopen: reopen,
+			Exec: func(ctx context.Context, tx pgx.Tx, q string, args ...any) error {
+				_, err := tx.Exec(ctx, q, args...)
+				return err
+			},
+			DBExec: func(ctx context.Context, q string, args ...any) error {
+				_, err := pool.Exec(ctx, q, args...)
+				return err
+			},
+			QueryRow: func(ctx context.Context, q string, args ...any) Row { return pool.QueryRow(ctx, q, args...) },
+		}
+	}}
+}

@@ -1,0 +1,146 @@
+// Package pg is the Postgres dialect that the two Postgres drivers, pgxv5
+// (pgx/v5 natively) and pgsql (database/sql through pgx's stdlib), share:
+// its SQL text, its migrations, its error classification and its clock.
+package pg
+
+import (
+	"fmt"
+
+	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/internal/sqlexec"
+)
+
+// Dialect is Postgres's name.
+const Dialect sqlstore.Dialect = "postgres"
+
+// pgLeaseCols is the column list every lease query returns, in scan order,
+// followed by the database's clock.
+const (
+	pgLeaseCols = `resource, holder, fence, request_id,
+  (extract(epoch FROM granted_at) * 1000000)::bigint,
+  (extract(epoch FROM expires_at) * 1000000)::bigint,
+  released`
+	pgNow = `(extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
+)
+
+// The Postgres floor statement has two paths in one round trip.
+//
+// A fence equal to the floor, from the holder that set it (every write of a
+// lease after its first), only locks the floor row (held): no new row
+// version, no index work, and a plain row-lock queue. The lock is FOR NO KEY
+// UPDATE: it conflicts with the raise's own lock and with itself, so the
+// floor cannot rise while such a writer is in flight (a write under N never
+// commits after a write under N+1), and writers of a resource queue in
+// arrival order, the way an advisory lock queues them. (FOR SHARE would let
+// equal-fence writers overlap, but new share lockers join while a raise
+// waits, so a stale holder that keeps writing could hold the raise off
+// indefinitely.)
+//
+// Anything else (no floor yet, a higher fence, a lower one, another holder)
+// takes the upsert (raised), which writes max(floor, fence). The upsert used
+// to serve every write: under 64 concurrent writers of one resource each
+// wrote a new row version, and each waiter, on finding the row updated,
+// restarted its INSERT … ON CONFLICT and queued again from the back.
+//
+// If held waits on a raise that commits, READ COMMITTED re-checks its WHERE
+// against the new row, finds floor ≠ fence, and returns nothing; raised then
+// runs and reports the higher floor (a refusal).
+const (
+	pgFloorCTETemplate = `
+WITH held AS MATERIALIZED (
+  SELECT floor, holder FROM fencegate_floor
+   WHERE resource = $1 AND floor = $2 AND holder = $3%s
+     FOR NO KEY UPDATE
+), raised AS (
+  INSERT INTO fencegate_floor AS f (resource, floor, holder, updated_at)
+  %s
+  ON CONFLICT (resource) DO UPDATE SET
+    floor      = GREATEST(f.floor, excluded.floor),
+    holder     = CASE WHEN excluded.floor >= f.floor THEN excluded.holder ELSE f.holder END,
+    updated_at = CASE WHEN excluded.floor > f.floor THEN excluded.updated_at ELSE f.updated_at END
+  RETURNING floor, holder
+)`
+	pgVerifiedCond = `
+     AND EXISTS (SELECT 1 FROM fencegate_lease l WHERE l.resource = $1 AND l.fence = $2 AND l.holder = $3)`
+	pgRaiseValues = `SELECT $1, $2, $3, clock_timestamp() WHERE NOT EXISTS (SELECT FROM held)`
+	pgRaiseIssued = `SELECT l.resource, l.fence, l.holder, clock_timestamp()
+    FROM fencegate_lease l
+   WHERE l.resource = $1 AND l.fence = $2 AND l.holder = $3 AND NOT EXISTS (SELECT FROM held)`
+	pgFloorResult = `
+SELECT floor, holder FROM held UNION ALL SELECT floor, holder FROM raised`
+)
+
+var (
+	pgFloorCTE         = fmt.Sprintf(pgFloorCTETemplate, "", pgRaiseValues)
+	pgFloorCTEVerified = fmt.Sprintf(pgFloorCTETemplate, pgVerifiedCond, pgRaiseIssued)
+
+	pgFloorRaise         = pgFloorCTE + pgFloorResult
+	pgFloorRaiseVerified = pgFloorCTEVerified + pgFloorResult
+)
+
+// Queries is the Postgres SQL text.
+var Queries = &sqlexec.Queries{
+	FloorRaise:         pgFloorRaise,
+	FloorRaiseVerified: pgFloorRaiseVerified,
+	FloorGet: `
+SELECT resource, floor, holder, (extract(epoch FROM updated_at) * 1000000)::bigint
+  FROM fencegate_floor WHERE resource = $1`,
+	FloorList: `
+SELECT resource, floor, holder, (extract(epoch FROM updated_at) * 1000000)::bigint
+  FROM fencegate_floor ORDER BY resource`,
+	RejectionInsert: `
+INSERT INTO fencegate_rejection (resource, fence, holder, floor, floor_holder, not_issued, at)
+VALUES ($1, $2, $3, $4, $5, $6, clock_timestamp())
+RETURNING seq, (extract(epoch FROM at) * 1000000)::bigint`,
+	RejectionList: `
+SELECT seq, resource, fence, holder, floor, floor_holder, not_issued, (extract(epoch FROM at) * 1000000)::bigint
+  FROM fencegate_rejection
+ WHERE ($1 = '' OR resource = $1) AND seq > $2
+ ORDER BY seq LIMIT $3`,
+	RejectionListDesc: `
+SELECT seq, resource, fence, holder, floor, floor_holder, not_issued, (extract(epoch FROM at) * 1000000)::bigint
+  FROM fencegate_rejection
+ WHERE ($1 = '' OR resource = $1) AND seq > $2
+ ORDER BY seq DESC LIMIT $3`,
+	SetLockTimeout: `SELECT set_config('lock_timeout', $1, true)`,
+	FenceNext:      `SELECT nextval('fencegate_fence_seq')`,
+	// ALTER SEQUENCE takes a lock that nextval waits for, so no fence is
+	// issued between reading the sequence and moving it.
+	FenceLock: `ALTER SEQUENCE fencegate_fence_seq CACHE 1`,
+	FenceAtLeast: `
+SELECT setval('fencegate_fence_seq', $1::bigint - 1, true)
+  FROM fencegate_fence_seq
+ WHERE (CASE WHEN is_called THEN last_value + 1 ELSE last_value END) < $1::bigint`,
+	// The CTE locks first; the outer clock_timestamp() is read after any
+	// wait for the lock, so Now is never older than the row.
+	LeaseGetForUpdate: `
+WITH l AS MATERIALIZED (SELECT * FROM fencegate_lease WHERE resource = $1 FOR UPDATE)
+SELECT ` + pgLeaseCols + `, ` + pgNow + ` FROM l`,
+	LeaseGet:  `SELECT ` + pgLeaseCols + `, ` + pgNow + ` FROM fencegate_lease WHERE resource = $1`,
+	LeaseList: `SELECT ` + pgLeaseCols + `, ` + pgNow + ` FROM fencegate_lease ORDER BY resource`,
+	LeaseInsert: `
+WITH now AS (SELECT clock_timestamp() AS t)
+INSERT INTO fencegate_lease (resource, holder, fence, request_id, granted_at, expires_at, released)
+SELECT $1, $2, $3, $4, now.t, now.t + $5::bigint * interval '1 microsecond', false FROM now
+ON CONFLICT (resource) DO NOTHING
+RETURNING ` + pgLeaseCols + `, (extract(epoch FROM granted_at) * 1000000)::bigint`,
+	LeaseReplace: `
+WITH now AS (SELECT clock_timestamp() AS t)
+UPDATE fencegate_lease SET holder = $2, fence = $3, request_id = $4, granted_at = now.t,
+       expires_at = now.t + $5::bigint * interval '1 microsecond', released = false
+  FROM now WHERE resource = $1
+RETURNING ` + pgLeaseCols + `, (extract(epoch FROM now.t) * 1000000)::bigint`,
+	LeaseRenew: `
+WITH now AS (SELECT clock_timestamp() AS t)
+UPDATE fencegate_lease SET expires_at = now.t + $4::bigint * interval '1 microsecond'
+  FROM now
+ WHERE resource = $1 AND holder = $2 AND fence = $3 AND NOT released AND expires_at > now.t
+RETURNING ` + pgLeaseCols + `, (extract(epoch FROM now.t) * 1000000)::bigint`,
+	LeaseRelease: `
+UPDATE fencegate_lease SET released = true, expires_at = LEAST(expires_at, clock_timestamp())
+ WHERE resource = $1 AND holder = $2 AND fence = $3 AND NOT released AND expires_at > clock_timestamp()`,
+	RequestInsert: `
+INSERT INTO fencegate_request (resource, request_id, fence) VALUES ($1, $2, $3)
+ON CONFLICT (resource, request_id) DO NOTHING`,
+	RequestFence: `SELECT fence FROM fencegate_request WHERE resource = $1 AND request_id = $2`,
+}

@@ -1,0 +1,33 @@
+package sqlexec
+
+import (
+	"fmt"
+	"io/fs"
+	"net/url"
+
+	"github.com/fencegate/fencegate/sqlstore"
+)
+
+// Redact hides a password in a URL-shaped DSN before it goes into an error.
+func Redact(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.User == nil {
+		return dsn
+	}
+	return u.Redacted()
+}
+
+// InvalidDSN is the error for a DSN a driver cannot use: it matches
+// sqlstore.ErrInvalidDSN and names the DSN without its password.
+func InvalidDSN(dsn string, err error) error {
+	return fmt.Errorf("%w: %q: %v", sqlstore.ErrInvalidDSN, Redact(dsn), err)
+}
+
+// Sub returns the embedded directory dir of fsys, for a driver's migrations.
+func Sub(fsys fs.FS, dir string) fs.FS {
+	f, err := fs.Sub(fsys, dir)
+	if err != nil {
+		panic(err) // unreachable: dir is a constant the driver embeds
+	}
+	return f
+}

@@ -1,0 +1,294 @@
+// Package sqlexec is the machinery the SQL drivers under sqlstore share: an
+// sqlstore.Executor written once over a Querier (the little both pgx and
+// database/sql can do) and one dialect's SQL text (Queries), and a
+// database/sql driver (Driver) that a dialect configures with its SQL, its
+// migrations, its error classification and its clock. A dialect's package
+// supplies those and nothing else.
+package sqlexec
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fencegate/fencegate/sqlstore"
+)
+
+// Querier is the little both pgx and database/sql can do, so that the
+// executor is written once for every driver.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (rowsAffected int64, err error)
+	QueryRow(ctx context.Context, sql string, args ...any) Scanner
+	Query(ctx context.Context, sql string, args ...any) (Rows, error)
+}
+
+// Scanner is one row, or the error that stands for it.
+type Scanner interface{ Scan(dest ...any) error }
+
+// Rows is a result set.
+type Rows interface {
+	Scanner
+	Next() bool
+	Err() error
+	Close()
+}
+
+// Classifier is a dialect's reading of its database's native errors.
+type Classifier func(error) sqlstore.ErrorClass
+
+// Classify marks err with c's verdict (sqlstore.WithClass).
+func (c Classifier) Classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	return sqlstore.WithClass(err, c(err))
+}
+
+// New returns the executor that runs queries through q, marking every error
+// by classify.
+func New(q Querier, queries *Queries, classify Classifier) sqlstore.Executor {
+	return &executor{q: q, sql: queries, classify: classify}
+}
+
+// executor implements sqlstore.Executor over a Querier and one dialect's SQL
+// text.
+type executor struct {
+	q        Querier
+	sql      *Queries
+	classify Classifier
+}
+
+// fail wraps a failed statement's error with what it was doing.
+func (e *executor) fail(what string, err error) error {
+	return fmt.Errorf("%s: %w", what, e.classify.Classify(err))
+}
+
+func micros(us int64) time.Time { return time.UnixMicro(us).UTC() }
+
+func (e *executor) FloorRaise(ctx context.Context, p sqlstore.FloorRaiseParams) (sqlstore.FloorRaiseResult, error) {
+	query, held := e.sql.FloorRaise, e.sql.FloorHeld
+	if p.VerifyIssued {
+		query, held = e.sql.FloorRaiseVerified, e.sql.FloorHeldVerified
+	}
+	var r sqlstore.FloorRaiseResult
+	if held != "" {
+		// The fence already is the floor: admitted without a write.
+		err := e.q.QueryRow(ctx, held, p.Resource, p.Fence, p.Holder).Scan(&r.Floor, &r.FloorHolder)
+		if err == nil {
+			r.Issued, r.Admitted = true, true
+			return r, nil
+		}
+		if !isNoRows(err) {
+			return sqlstore.FloorRaiseResult{}, e.fail("raise floor", err)
+		}
+	}
+	err := e.q.QueryRow(ctx, query, p.Resource, p.Fence, p.Holder).Scan(&r.Floor, &r.FloorHolder)
+	if isNoRows(err) && p.VerifyIssued {
+		return sqlstore.FloorRaiseResult{}, nil // no such lease: nothing was written
+	}
+	if err != nil {
+		return sqlstore.FloorRaiseResult{}, e.fail("raise floor", err)
+	}
+	r.Issued = true
+	r.Admitted = r.Floor == p.Fence
+	return r, nil
+}
+
+func scanFloor(s Scanner) (sqlstore.Floor, error) {
+	var f sqlstore.Floor
+	var us int64
+	if err := s.Scan(&f.Resource, &f.Floor, &f.Holder, &us); err != nil {
+		return sqlstore.Floor{}, err
+	}
+	f.UpdatedAt = micros(us)
+	return f, nil
+}
+
+func (e *executor) FloorGet(ctx context.Context, resource string) (sqlstore.Floor, error) {
+	f, err := scanFloor(e.q.QueryRow(ctx, e.sql.FloorGet, resource))
+	if err != nil {
+		return sqlstore.Floor{}, e.notFound("read floor", err)
+	}
+	return f, nil
+}
+
+func (e *executor) FloorList(ctx context.Context) ([]sqlstore.Floor, error) {
+	return collect(ctx, e, "list floors", scanFloor, e.sql.FloorList)
+}
+
+func (e *executor) RejectionInsert(ctx context.Context, r sqlstore.Rejection) (sqlstore.Rejection, error) {
+	var us int64
+	err := e.q.QueryRow(ctx, e.sql.RejectionInsert,
+		r.Resource, r.Fence, r.Holder, r.Floor, r.FloorHolder, r.NotIssued).Scan(&r.Seq, &us)
+	if err != nil {
+		return sqlstore.Rejection{}, e.fail("log rejection", err)
+	}
+	r.At = micros(us)
+	return r, nil
+}
+
+func scanRejection(s Scanner) (sqlstore.Rejection, error) {
+	var r sqlstore.Rejection
+	var us int64
+	err := s.Scan(&r.Seq, &r.Resource, &r.Fence, &r.Holder, &r.Floor, &r.FloorHolder, &r.NotIssued, &us)
+	r.At = micros(us)
+	return r, err
+}
+
+func (e *executor) RejectionList(ctx context.Context, p sqlstore.RejectionListParams) ([]sqlstore.Rejection, error) {
+	query := e.sql.RejectionList
+	if p.Newest {
+		query = e.sql.RejectionListDesc
+	}
+	if p.Limit <= 0 {
+		p.Limit = 100
+	}
+	return collect(ctx, e, "list rejections", scanRejection, query, p.Resource, p.AfterSeq, p.Limit)
+}
+
+func (e *executor) SetLockTimeout(ctx context.Context, d time.Duration) error {
+	if e.sql.SetLockTimeout == "" {
+		return nil
+	}
+	ms := max(d.Milliseconds(), 1) // 0 would mean "wait forever"
+	if err := e.q.QueryRow(ctx, e.sql.SetLockTimeout, fmt.Sprintf("%dms", ms)).Scan(new(string)); err != nil {
+		return e.fail("set lock timeout", err)
+	}
+	return nil
+}
+
+func (e *executor) FenceNext(ctx context.Context) (int64, error) {
+	var fence int64
+	if err := e.q.QueryRow(ctx, e.sql.FenceNext).Scan(&fence); err != nil {
+		return 0, e.fail("next fence", err)
+	}
+	return fence, nil
+}
+
+func (e *executor) FenceAtLeast(ctx context.Context, min int64) error {
+	if min <= 1 {
+		return nil // every fence is at least 1 already
+	}
+	if e.sql.FenceLock != "" {
+		if _, err := e.q.Exec(ctx, e.sql.FenceLock); err != nil {
+			return e.fail("lock fence sequence", err)
+		}
+	}
+	if _, err := e.q.Exec(ctx, e.sql.FenceAtLeast, min); err != nil {
+		return e.fail("advance fence sequence", err)
+	}
+	return nil
+}
+
+func scanLease(s Scanner) (sqlstore.LeaseRow, error) {
+	var r sqlstore.LeaseRow
+	var granted, expires, now int64
+	if err := s.Scan(&r.Resource, &r.Holder, &r.Fence, &r.RequestID, &granted, &expires, &r.Released, &now); err != nil {
+		return sqlstore.LeaseRow{}, err
+	}
+	r.Found = true
+	r.GrantedAt, r.ExpiresAt, r.Now = micros(granted), micros(expires), micros(now)
+	return r, nil
+}
+
+// leaseRow reads at most one lease row; a missing row is a sqlstore.LeaseRow with
+// Found false, not an error.
+func (e *executor) leaseRow(ctx context.Context, what, query string, args ...any) (sqlstore.LeaseRow, error) {
+	r, err := scanLease(e.q.QueryRow(ctx, query, args...))
+	if isNoRows(err) {
+		return sqlstore.LeaseRow{}, nil
+	}
+	if err != nil {
+		return sqlstore.LeaseRow{}, e.fail(what, err)
+	}
+	return r, nil
+}
+
+func (e *executor) LeaseGetForUpdate(ctx context.Context, resource string) (sqlstore.LeaseRow, error) {
+	return e.leaseRow(ctx, "lock lease", e.sql.LeaseGetForUpdate, resource)
+}
+
+func (e *executor) LeaseGet(ctx context.Context, resource string) (sqlstore.LeaseRow, error) {
+	r, err := e.leaseRow(ctx, "read lease", e.sql.LeaseGet, resource)
+	if err == nil && !r.Found {
+		return sqlstore.LeaseRow{}, fmt.Errorf("read lease %q: %w", resource, sqlstore.ErrNotFound)
+	}
+	return r, err
+}
+
+func (e *executor) LeaseList(ctx context.Context) ([]sqlstore.LeaseRow, error) {
+	return collect(ctx, e, "list leases", scanLease, e.sql.LeaseList)
+}
+
+func (e *executor) LeaseGrant(ctx context.Context, p sqlstore.LeaseGrantParams) (sqlstore.LeaseRow, bool, error) {
+	query := e.sql.LeaseInsert
+	if p.Replace {
+		query = e.sql.LeaseReplace
+	}
+	r, err := e.leaseRow(ctx, "grant lease", query, p.Resource, p.Holder, p.Fence, p.RequestID, p.TTL.Microseconds())
+	if err != nil || !r.Found {
+		return r, false, err
+	}
+	if _, err := e.q.Exec(ctx, e.sql.RequestInsert, p.Resource, p.RequestID, p.Fence); err != nil {
+		return sqlstore.LeaseRow{}, false, e.fail("record request", err)
+	}
+	return r, true, nil
+}
+
+func (e *executor) RequestFence(ctx context.Context, resource, requestID string) (int64, error) {
+	var fence int64
+	err := e.q.QueryRow(ctx, e.sql.RequestFence, resource, requestID).Scan(&fence)
+	if isNoRows(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, e.fail("read request", err)
+	}
+	return fence, nil
+}
+
+func (e *executor) LeaseRenew(ctx context.Context, p sqlstore.LeaseRenewParams) (sqlstore.LeaseRow, error) {
+	return e.leaseRow(ctx, "renew lease", e.sql.LeaseRenew, p.Resource, p.Holder, p.Fence, p.TTL.Microseconds())
+}
+
+func (e *executor) LeaseRelease(ctx context.Context, resource, holder string, fence int64) (bool, error) {
+	n, err := e.q.Exec(ctx, e.sql.LeaseRelease, resource, holder, fence)
+	if err != nil {
+		return false, e.fail("release lease", err)
+	}
+	return n > 0, nil
+}
+
+// collect runs a query and scans every row with scan.
+func collect[T any](ctx context.Context, e *executor, what string, scan func(Scanner) (T, error), query string, args ...any) ([]T, error) {
+	rs, err := e.q.Query(ctx, query, args...)
+	if err != nil {
+		return nil, e.fail(what, err)
+	}
+	defer rs.Close()
+	var out []T
+	for rs.Next() {
+		v, err := scan(rs)
+		if err != nil {
+			return nil, e.fail(what, err)
+		}
+		out = append(out, v)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, e.fail(what, err)
+	}
+	return out, nil
+}
+
+func (e *executor) notFound(what string, err error) error {
+	if isNoRows(err) {
+		return fmt.Errorf("%s: %w", what, sqlstore.ErrNotFound)
+	}
+	return e.fail(what, err)
+}
+
+// isNoRows matches database/sql's and pgx's no-rows error (pgx.ErrNoRows
+// matches sql.ErrNoRows).
+func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }

@@ -1,0 +1,29 @@
+package sqlexec
+
+// Queries is the SQL text of one dialect. Every statement binds its
+// arguments; times come back as integer microseconds since the Unix epoch so
+// that one scanner serves both dialects.
+type Queries struct {
+	FloorRaise         string // $1 resource, $2 fence, $3 holder → floor, holder
+	FloorRaiseVerified string // same, only for an issued lease
+	FloorHeld          string // $1..$3 as floorRaise → floor, holder when the floor already is (fence, holder); empty if floorRaise covers it
+	FloorHeldVerified  string // same, only for an issued lease
+	FloorGet           string // $1 resource
+	FloorList          string
+	RejectionInsert    string // $1..$6 → seq, at
+	RejectionList      string // $1 resource or '', $2 after seq, $3 limit
+	RejectionListDesc  string
+	SetLockTimeout     string // $1 duration text such as "2000ms"; empty if not supported
+	FenceNext          string
+	FenceLock          string // run before fenceAtLeast; empty if not needed
+	FenceAtLeast       string // $1 min
+	LeaseGetForUpdate  string // $1 resource
+	LeaseGet           string // $1 resource
+	LeaseList          string
+	LeaseInsert        string // $1 resource, $2 holder, $3 fence, $4 request id, $5 ttl µs
+	LeaseReplace       string // same
+	LeaseRenew         string // $1 resource, $2 holder, $3 fence, $4 ttl µs
+	LeaseRelease       string // $1 resource, $2 holder, $3 fence
+	RequestInsert      string // $1 resource, $2 request id, $3 fence
+	RequestFence       string // $1 resource, $2 request id → fence
+}

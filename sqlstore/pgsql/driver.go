@@ -1,0 +1,68 @@
+package pgsql
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/internal/pg"
+	"github.com/fencegate/fencegate/sqlstore/internal/sqlexec"
+)
+
+// Dialect is Postgres's name.
+const Dialect = pg.Dialect
+
+// Driver runs fencegate on Postgres through database/sql and pgx's stdlib.
+// Its transactions are *sql.Tx. Close it before the *sql.DB it runs on.
+//
+// The zero value is not usable; create one with New or Open.
+type Driver struct{ *sqlexec.Driver }
+
+var _ sqlstore.Driver[*sql.Tx] = (*Driver)(nil)
+
+// New returns a driver over db, a *sql.DB of pgx's stdlib ("pgx" driver, or
+// stdlib.OpenDBFromPool). The *sql.DB stays the caller's to close.
+func New(db *sql.DB) *Driver { return &Driver{sqlexec.NewDriver(db, dialect, nil)} }
+
+var dialect = sqlexec.Dialect{
+	Name:           Dialect,
+	Queries:        pg.Queries, // pgx's stdlib caches prepared statements itself
+	Migrations:     pg.Migrations,
+	Classify:       pg.Classify,
+	ClockPrecision: pg.ClockPrecision,
+}
+
+// Open connects to the Postgres database a "postgres://" or
+// "postgresql://" URL (or a pgx key=value string) names, through a pgx pool
+// and database/sql on top of it, and returns a driver that owns both (Close
+// releases them). Open does not migrate; call Migrate. A DSN pgx cannot
+// parse returns an error matching sqlstore.ErrInvalidDSN.
+func Open(ctx context.Context, dsn string) (*Driver, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, sqlexec.InvalidDSN(dsn, err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("fencegate: open postgres: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("fencegate: connect to postgres: %w", sqlexec.Classifier(pg.Classify).Classify(err))
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	return &Driver{sqlexec.NewDriver(db, dialect, func() error {
+		err := db.Close()
+		pool.Close()
+		return err
+	})}, nil
+}
+
+// Classify reads a Postgres error: a serialization failure, deadlock or lock
+// timeout is retryable; a broken connection is a lost one. Driver's
+// ClassifyError marks an error by it.
+func Classify(err error) sqlstore.ErrorClass { return pg.Classify(err) }

@@ -1,0 +1,126 @@
+package pgxv5
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/internal/pg"
+	"github.com/fencegate/fencegate/sqlstore/internal/sqlexec"
+)
+
+// Dialect is Postgres's name.
+const Dialect = pg.Dialect
+
+// Driver runs fencegate on Postgres through a pgx/v5 pool. Its
+// transactions are pgx.Tx, so the gate takes the caller's pgx.Tx unwrapped.
+//
+// The zero value is not usable; create one with New.
+type Driver struct {
+	pool *pgxpool.Pool
+}
+
+var _ sqlstore.Driver[pgx.Tx] = (*Driver)(nil)
+
+// New returns a driver over pool. The pool stays the caller's to close.
+func New(pool *pgxpool.Pool) *Driver { return &Driver{pool: pool} }
+
+// Pool returns the pool the driver was made with.
+func (d *Driver) Pool() *pgxpool.Pool { return d.pool }
+
+// Dialect returns Postgres.
+func (d *Driver) Dialect() sqlstore.Dialect { return Dialect }
+
+// ClockPrecision returns a microsecond, the tick of clock_timestamp().
+func (d *Driver) ClockPrecision() time.Duration { return pg.ClockPrecision }
+
+// ClassifyError marks a Postgres error for sqlstore.IsRetryable and
+// sqlstore.IsConnLost.
+func (d *Driver) ClassifyError(err error) error { return classify.Classify(err) }
+
+var classify = sqlexec.Classifier(pg.Classify)
+
+// Migrations returns fencegate's Postgres migrations, embedded.
+func (d *Driver) Migrations() sqlstore.Migrations { return pg.Migrations() }
+
+// Begin starts a transaction at the pool's default isolation (normally READ
+// COMMITTED, which the gate's statement is designed for).
+func (d *Driver) Begin(ctx context.Context) (pgx.Tx, error) {
+	tx, err := d.pool.Begin(ctx)
+	return tx, classify.Classify(err)
+}
+
+// Commit commits tx.
+func (d *Driver) Commit(ctx context.Context, tx pgx.Tx) error {
+	return classify.Classify(tx.Commit(ctx))
+}
+
+// Rollback rolls tx back; a transaction that already ended is not an error.
+func (d *Driver) Rollback(ctx context.Context, tx pgx.Tx) error {
+	if err := tx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
+		return classify.Classify(err)
+	}
+	return nil
+}
+
+// UnwrapExecutor runs fencegate statements inside tx.
+func (d *Driver) UnwrapExecutor(tx pgx.Tx) sqlstore.Executor {
+	return sqlexec.New(querier{tx}, pg.Queries, classify)
+}
+
+// Executor runs fencegate statements on the pool, each in its own
+// transaction.
+func (d *Driver) Executor() sqlstore.Executor {
+	return sqlexec.New(querier{d.pool}, pg.Queries, classify)
+}
+
+// InTx runs fn in a new transaction, committing if fn returns nil.
+func (d *Driver) InTx(ctx context.Context, fn func(sqlstore.Executor) error) error {
+	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error { return fn(d.UnwrapExecutor(tx)) })
+	return classify.Classify(err)
+}
+
+// Migrate applies every pending fencegate migration (sqlstore.MigrateUp),
+// through a *sql.DB over the pool for goose.
+func (d *Driver) Migrate(ctx context.Context) error {
+	db := stdlib.OpenDBFromPool(d.pool) // closing db leaves the pool open
+	defer db.Close()
+	return sqlstore.MigrateUp(ctx, db, pg.Migrations())
+}
+
+// conn is what pgx.Tx, *pgx.Conn and *pgxpool.Pool have in common.
+type conn interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+type querier struct{ c conn }
+
+func (q querier) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	tag, err := q.c.Exec(ctx, sql, args...)
+	return tag.RowsAffected(), err
+}
+
+func (q querier) QueryRow(ctx context.Context, sql string, args ...any) sqlexec.Scanner {
+	return q.c.QueryRow(ctx, sql, args...)
+}
+
+func (q querier) Query(ctx context.Context, sql string, args ...any) (sqlexec.Rows, error) {
+	rs, err := q.c.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return rs, nil
+}
+
+// Classify reads a Postgres error: a serialization failure, deadlock or lock
+// timeout is retryable; a broken connection is a lost one. Driver's
+// ClassifyError marks an error by it.
+func Classify(err error) sqlstore.ErrorClass { return pg.Classify(err) }

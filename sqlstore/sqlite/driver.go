@@ -1,0 +1,72 @@
+package sqlite
+
+import (
+	"database/sql"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/pressly/goose/v3"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/internal/sqlexec"
+)
+
+// Dialect is SQLite's name.
+const Dialect sqlstore.Dialect = "sqlite"
+
+// ClockPrecision is the tick of SQLite's clock as fencegate reads it:
+// unixepoch('subsec') has whole milliseconds.
+const ClockPrecision = time.Millisecond
+
+// Driver runs fencegate on SQLite through database/sql and
+// modernc.org/sqlite. Its transactions are *sql.Tx. It keeps every
+// statement prepared (modernc.org/sqlite parses each anew, a tenth of a
+// fenced transaction). A transaction begun on another *sql.DB over the same
+// file works too; its statements then run from their text instead of the
+// driver's prepared statements. Close the driver before the *sql.DB it runs
+// on.
+//
+// The zero value is not usable; create one with New or Open.
+type Driver struct{ *sqlexec.Driver }
+
+var _ sqlstore.Driver[*sql.Tx] = (*Driver)(nil)
+
+// New returns a driver over db, which must take the write lock at BEGIN
+// (_txlock=immediate) and should use WAL, synchronous(FULL) and a busy
+// timeout: open it with DSN. The *sql.DB stays the caller's to close.
+func New(db *sql.DB) *Driver { return &Driver{sqlexec.NewDriver(db, dialect, nil)} }
+
+var dialect = sqlexec.Dialect{
+	Name:            Dialect,
+	Queries:         queries,
+	Migrations:      Migrations,
+	Classify:        Classify,
+	ClockPrecision:  ClockPrecision,
+	CacheStatements: true,
+}
+
+// Classify reads a SQLite error: BUSY and LOCKED are retryable (nothing of
+// the failed transaction committed); "no such table" means fencegate's
+// migrations never ran. SQLite has no connection to lose.
+func Classify(err error) sqlstore.ErrorClass {
+	sqliteErr, ok := errors.AsType[*sqlite.Error](err)
+	if !ok {
+		return sqlstore.ErrorClass{}
+	}
+	switch sqliteErr.Code() & 0xff { // extended codes keep the primary in the low byte
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+		return sqlstore.ErrorClass{Retryable: true}
+	}
+	return sqlstore.ErrorClass{NotMigrated: strings.Contains(sqliteErr.Error(), "no such table")}
+}
+
+// Migrations returns fencegate's SQLite migrations, embedded. The goose
+// command line applies them too, told fencegate's version table:
+//
+//	goose -dir sqlstore/sqlite/migrations -table fencegate_goose_version sqlite3 ./app.db up
+func Migrations() sqlstore.Migrations {
+	return sqlstore.Migrations{Dialect: goose.DialectSQLite3, FS: MigrationFS()}
+}

@@ -1,0 +1,79 @@
+package sqlite
+
+import "github.com/fencegate/fencegate/sqlstore/internal/sqlexec"
+
+const (
+	// unixepoch('subsec') has millisecond precision; rounding to whole
+	// milliseconds keeps float error out of the integer.
+	sqliteNow        = `(CAST(round(unixepoch('subsec') * 1000) AS INTEGER) * 1000)`
+	sqliteLeaseCols  = `resource, holder, fence, request_id, granted_at, expires_at, released`
+	floorSetOnUpsert = `
+ON CONFLICT (resource) DO UPDATE SET
+  floor      = CASE WHEN excluded.floor > f.floor THEN excluded.floor ELSE f.floor END,
+  holder     = CASE WHEN excluded.floor >= f.floor THEN excluded.holder ELSE f.holder END,
+  updated_at = CASE WHEN excluded.floor > f.floor THEN excluded.updated_at ELSE f.updated_at END
+RETURNING floor, holder`
+)
+
+// SQLite numbers its parameters ?1, ?2 so that a reused argument binds once.
+var queries = &sqlexec.Queries{
+	FloorRaise: `
+INSERT INTO fencegate_floor AS f (resource, floor, holder, updated_at)
+VALUES (?1, ?2, ?3, ` + sqliteNow + `)` + floorSetOnUpsert,
+	// INSERT … SELECT needs its WHERE clause before ON CONFLICT to parse.
+	FloorRaiseVerified: `
+INSERT INTO fencegate_floor AS f (resource, floor, holder, updated_at)
+SELECT l.resource, l.fence, l.holder, ` + sqliteNow + `
+  FROM fencegate_lease l
+ WHERE l.resource = ?1 AND l.fence = ?2 AND l.holder = ?3` + floorSetOnUpsert,
+	// SQLite's transaction holds the write lock from BEGIN, so reading
+	// first costs no race; it saves rewriting the floor's page when the
+	// fence is the floor already (every write of a lease but its first).
+	FloorHeld: `SELECT floor, holder FROM fencegate_floor WHERE resource = ?1 AND floor = ?2 AND holder = ?3`,
+	FloorHeldVerified: `
+SELECT floor, holder FROM fencegate_floor
+ WHERE resource = ?1 AND floor = ?2 AND holder = ?3
+   AND EXISTS (SELECT 1 FROM fencegate_lease l WHERE l.resource = ?1 AND l.fence = ?2 AND l.holder = ?3)`,
+	FloorGet:  `SELECT resource, floor, holder, updated_at FROM fencegate_floor WHERE resource = ?1`,
+	FloorList: `SELECT resource, floor, holder, updated_at FROM fencegate_floor ORDER BY resource`,
+	RejectionInsert: `
+INSERT INTO fencegate_rejection (resource, fence, holder, floor, floor_holder, not_issued, at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ` + sqliteNow + `)
+RETURNING seq, at`,
+	RejectionList: `
+SELECT seq, resource, fence, holder, floor, floor_holder, not_issued, at
+  FROM fencegate_rejection
+ WHERE (?1 = '' OR resource = ?1) AND seq > ?2
+ ORDER BY seq LIMIT ?3`,
+	RejectionListDesc: `
+SELECT seq, resource, fence, holder, floor, floor_holder, not_issued, at
+  FROM fencegate_rejection
+ WHERE (?1 = '' OR resource = ?1) AND seq > ?2
+ ORDER BY seq DESC LIMIT ?3`,
+	FenceNext:         `UPDATE fencegate_fence_seq SET last = last + 1 WHERE id = 1 RETURNING last`,
+	FenceAtLeast:      `UPDATE fencegate_fence_seq SET last = max(last, ?1 - 1) WHERE id = 1`,
+	LeaseGetForUpdate: `SELECT ` + sqliteLeaseCols + `, ` + sqliteNow + ` FROM fencegate_lease WHERE resource = ?1`,
+	LeaseGet:          `SELECT ` + sqliteLeaseCols + `, ` + sqliteNow + ` FROM fencegate_lease WHERE resource = ?1`,
+	LeaseList:         `SELECT ` + sqliteLeaseCols + `, ` + sqliteNow + ` FROM fencegate_lease ORDER BY resource`,
+	LeaseInsert: `
+INSERT INTO fencegate_lease (resource, holder, fence, request_id, granted_at, expires_at, released)
+VALUES (?1, ?2, ?3, ?4, ` + sqliteNow + `, ` + sqliteNow + ` + ?5, 0)
+ON CONFLICT (resource) DO NOTHING
+RETURNING ` + sqliteLeaseCols + `, granted_at`,
+	LeaseReplace: `
+UPDATE fencegate_lease SET holder = ?2, fence = ?3, request_id = ?4, granted_at = ` + sqliteNow + `,
+       expires_at = ` + sqliteNow + ` + ?5, released = 0
+ WHERE resource = ?1
+RETURNING ` + sqliteLeaseCols + `, granted_at`,
+	LeaseRenew: `
+UPDATE fencegate_lease SET expires_at = ` + sqliteNow + ` + ?4
+ WHERE resource = ?1 AND holder = ?2 AND fence = ?3 AND NOT released AND expires_at > ` + sqliteNow + `
+RETURNING ` + sqliteLeaseCols + `, ` + sqliteNow,
+	LeaseRelease: `
+UPDATE fencegate_lease SET released = 1, expires_at = min(expires_at, ` + sqliteNow + `)
+ WHERE resource = ?1 AND holder = ?2 AND fence = ?3 AND NOT released AND expires_at > ` + sqliteNow,
+	RequestInsert: `
+INSERT INTO fencegate_request (resource, request_id, fence) VALUES (?1, ?2, ?3)
+ON CONFLICT (resource, request_id) DO NOTHING`,
+	RequestFence: `SELECT fence FROM fencegate_request WHERE resource = ?1 AND request_id = ?2`,
+}

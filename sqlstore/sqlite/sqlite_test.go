@@ -1,0 +1,243 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fencegate/fencegate/internal/dbtest"
+	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/sqlite"
+)
+
+func TestDSNSettings(t *testing.T) {
+	dsn, err := sqlite.DSN("file:/tmp/app.db?_pragma=busy_timeout(50)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"busy_timeout%2850%29", "journal_mode%28WAL%29", "synchronous%28FULL%29", "_txlock=immediate"} {
+		if !strings.Contains(dsn, want) {
+			t.Errorf("%s lacks %s", dsn, want)
+		}
+	}
+	if strings.Contains(dsn, "busy_timeout%2810000") {
+		t.Errorf("%s overrides the caller's busy_timeout", dsn)
+	}
+}
+
+func TestOpenSettings(t *testing.T) {
+	d := dbtest.SQLite(t)
+	var mode string
+	var sync int
+	if err := d.DB().QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
+		t.Fatalf("journal_mode = %q, %v", mode, err)
+	}
+	if err := d.DB().QueryRow(`PRAGMA synchronous`).Scan(&sync); err != nil || sync != 2 {
+		t.Fatalf("synchronous = %d, %v; want 2 (FULL)", sync, err)
+	}
+	// BEGIN takes the write lock: a second writer cannot begin while the
+	// first is open, instead of failing later with SQLITE_BUSY half-way.
+	ctx := context.Background()
+	tx, err := d.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	other, err := sql.Open("sqlite", "file:"+dbFile(t, d)+"?_txlock=immediate&_pragma=busy_timeout(0)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	_, err = other.BeginTx(ctx, nil)
+	if !sqlstore.IsRetryable(d.ClassifyError(err)) {
+		t.Fatalf("second BEGIN IMMEDIATE = %v, want a retryable busy error", err)
+	}
+}
+
+func dbFile(t *testing.T, d *sqlite.Driver) string {
+	var seq int
+	var name, file string
+	if err := d.DB().QueryRow(`PRAGMA database_list`).Scan(&seq, &name, &file); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+func FuzzDSN(f *testing.F) {
+	for _, s := range []string{"app.db", "file:app.db?_pragma=busy_timeout(5)", ":memory:", "file:?", "x://y", "file:a%zz"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, dsn string) {
+		out, err := sqlite.DSN(dsn)
+		if err != nil {
+			if !errors.Is(err, sqlstore.ErrInvalidDSN) {
+				t.Fatalf("DSN(%q) error %v does not match ErrInvalidDSN", dsn, err)
+			}
+			return
+		}
+		if !strings.HasPrefix(out, "file:") || !strings.Contains(out, "_txlock=") {
+			t.Fatalf("DSN(%q) = %q lacks the required settings", dsn, out)
+		}
+	})
+}
+
+// The SQLite driver prepares its statements in the background; Close must
+// wait for that, so no connection to the file is left open after it.
+func TestCloseLeavesNoConnection(t *testing.T) {
+	ctx := context.Background()
+	for i := range 20 {
+		d, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "c.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		err = d.InTx(ctx, func(ex sqlstore.Executor) error { // misses: prepares start
+			_, err := ex.FloorRaise(ctx, sqlstore.FloorRaiseParams{Resource: "r", Holder: "h", Fence: 1})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if n := d.DB().Stats().OpenConnections; n != 0 {
+			t.Fatalf("round %d: %d connections open after Close", i, n)
+		}
+	}
+}
+
+// Processes starting together on a new SQLite file all migrate it: the
+// losers of the race to create the tables try again and find them there.
+func TestConcurrentFirstMigration(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "new.db")
+	const n = 4
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			d, err := sqlite.Open(ctx, path) // its own *sql.DB, like another process
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer d.Close()
+			errs <- d.Migrate(ctx)
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("concurrent migration: %v", err)
+		}
+	}
+}
+
+// Only a durable file passes, decided on the decoded URI: a percent-escaped
+// mode=memory or vfs=memdb once reopened empty and reissued fence 1.
+func TestDSNDurableFileOnly(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "a.db")
+	for _, tc := range []struct {
+		dsn     string
+		durable bool
+	}{
+		{file, true},
+		{"file:" + file, true},
+		{"file:" + file + "?mode=rwc&cache=shared", true},
+		{"file:" + file + "?vfs=unix-excl", true},
+		{"file:" + file + "?mode=memory&cache=shared", false},
+		{"file:" + file + "?mode=memor%79&cache=shared", false},
+		{"file:" + file + "?mod%65=memory&cache=shared", false},
+		{"file:" + file + "?mode=MEMORY", false},
+		{"file:" + file + "?mode=rw&mode=memory", false},
+		{"file:" + file + "?mode=bogus", false},
+		{"file:/x.db?vfs=memdb", false},
+		{"file:/x.db?vf%73=memd%62", false},
+		{"file:/x.db?vfs=", false},
+		{"file:/x.db?vfs=myfs", false},
+		{":memory:", false},
+		{"file::memory:", false},
+		{"file::memory:?cache=shared", false},
+		{"file:%3Amemory%3A", false},
+		{"file:%3amemory%3a?cache=shared", false},
+		{"file:", false},
+		{"file:?mode=rwc", false},
+		{"", false},
+	} {
+		t.Run(tc.dsn, func(t *testing.T) {
+			out, err := sqlite.DSN(tc.dsn)
+			if !tc.durable {
+				if !errors.Is(err, sqlstore.ErrInvalidDSN) {
+					t.Fatalf("DSN(%q) = %q, %v; want ErrInvalidDSN", tc.dsn, out, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("DSN(%q): %v", tc.dsn, err)
+			}
+			// Accepted means a fence survives closing and reopening.
+			ctx := context.Background()
+			for want := int64(1); want <= 2; want++ {
+				d, err := sqlite.Open(ctx, tc.dsn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := d.Migrate(ctx); err != nil {
+					t.Fatal(err)
+				}
+				got, err := d.Executor().FenceNext(ctx)
+				d.Close()
+				if err != nil || got < want {
+					t.Fatalf("reopen %d: FenceNext = %d, %v; want at least %d", want, got, err, want)
+				}
+			}
+		})
+	}
+	if _, err := os.Stat(file); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A caller may begin its transaction on a *sql.DB of its own over the same
+// SQLite file. That worked until the driver's statement cache was warm, then
+// failed with "statement from different database used".
+func TestTxFromAnotherDB(t *testing.T) {
+	ctx := context.Background()
+	d := dbtest.SQLite(t)
+	dsn, err := sqlite.DSN(dbFile(t, d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	for fence := int64(1); fence <= 3; fence++ {
+		tx, err := other.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ex := d.UnwrapExecutor(tx)
+		res, err := ex.FloorRaise(ctx, sqlstore.FloorRaiseParams{Resource: "r", Holder: "h", Fence: fence})
+		if err != nil || !res.Admitted {
+			t.Fatalf("fence %d: FloorRaise = %+v, %v", fence, res, err)
+		}
+		if _, err := ex.RejectionList(ctx, sqlstore.RejectionListParams{}); err != nil {
+			t.Fatalf("fence %d: RejectionList: %v", fence, err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		sqlite.WaitPrepared(d) // the cache is warm from the second round on
+	}
+	if f, err := d.Executor().FloorGet(ctx, "r"); err != nil || f.Floor != 3 {
+		t.Fatalf("floor = %+v, %v; want 3", f, err)
+	}
+}

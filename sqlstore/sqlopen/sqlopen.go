@@ -1,0 +1,115 @@
+// Package sqlopen opens a fencegate driver from a DSN, choosing the dialect
+// by its form. It imports every database/sql driver fencegate has, so a
+// program that links it links SQLite and pgx both; a library user who knows
+// the database calls that driver's Open (sqlite.Open, pgsql.Open) or New
+// instead and links only it. The fencegate command uses this package.
+package sqlopen
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+
+	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/internal/sqlexec"
+	"github.com/fencegate/fencegate/sqlstore/pgsql"
+	"github.com/fencegate/fencegate/sqlstore/sqlite"
+)
+
+// Driver is a driver Open returns: a database/sql driver that owns its
+// connection.
+type Driver interface {
+	sqlstore.Driver[*sql.Tx]
+	// DB returns the *sql.DB the driver runs on.
+	DB() *sql.DB
+	// Migrations returns the dialect's embedded goose migrations, for
+	// sqlstore.MigrateDown and sqlstore.MigrateStatus.
+	Migrations() sqlstore.Migrations
+	// Close releases the connection.
+	Close() error
+}
+
+var (
+	_ Driver = (*pgsql.Driver)(nil)
+	_ Driver = (*sqlite.Driver)(nil)
+)
+
+// Open connects to the database dsn names and returns a driver that owns
+// the connection (Close releases it):
+//
+//   - "postgres://…" or "postgresql://…": Postgres (pgsql.Open), through a
+//     pgx pool and database/sql on top of it;
+//   - "file:…" URIs and plain paths: a SQLite file, created if missing
+//     (sqlite.Open).
+//
+// Open does not migrate; call Migrate. Malformed input, an unknown scheme
+// included, returns an error matching sqlstore.ErrInvalidDSN.
+func Open(ctx context.Context, dsn string) (Driver, error) {
+	if err := checkScheme(dsn); err != nil {
+		return nil, err
+	}
+	if isPostgres(dsn) {
+		return driver(pgsql.Open(ctx, dsn))
+	}
+	return driver(sqlite.Open(ctx, dsn))
+}
+
+// driver keeps a failed Open's nil pointer from becoming a non-nil Driver.
+func driver[D Driver](d D, err error) (Driver, error) {
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Resolve checks dsn the way Open will and returns it in a form that names
+// the same database from any working directory: a SQLite path made
+// absolute, a "file:" URI normalised (sqlite.DSN); a Postgres URL as it is.
+func Resolve(dsn string) (string, error) {
+	if err := checkScheme(dsn); err != nil {
+		return "", err
+	}
+	if isPostgres(dsn) {
+		return dsn, nil
+	}
+	sqliteDSN, err := sqlite.DSN(dsn)
+	if err != nil {
+		return "", err
+	}
+	if strings.HasPrefix(dsn, "file:") {
+		return sqliteDSN, nil
+	}
+	return filepath.Abs(dsn)
+}
+
+// SQLiteFile returns the file a SQLite DSN names (absolute when dsn came
+// from Resolve), or "" for a Postgres DSN or a "file:" URI it cannot parse.
+func SQLiteFile(dsn string) string {
+	if isPostgres(dsn) {
+		return ""
+	}
+	if strings.HasPrefix(dsn, "file:") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return ""
+		}
+		return filepath.FromSlash(u.Path)
+	}
+	return dsn
+}
+
+// checkScheme refuses a URL of a scheme no driver here takes.
+func checkScheme(dsn string) error {
+	if i := strings.Index(dsn, "://"); i > 0 && !isPostgres(dsn) && !strings.HasPrefix(dsn, "file:") {
+		return fmt.Errorf("%w: %q: unsupported scheme %q (want postgres://, file: or a path)",
+			sqlstore.ErrInvalidDSN, sqlexec.Redact(dsn), dsn[:i])
+	}
+	return nil
+}
+
+func isPostgres(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+}

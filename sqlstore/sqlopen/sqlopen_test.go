@@ -1,0 +1,77 @@
+package sqlopen_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/fencegate/fencegate/internal/dbtest"
+	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/sqlopen"
+)
+
+func TestOpenRejectsBadDSN(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	for _, dsn := range []string{
+		"", ":memory:", "file::memory:", "file:x.db?mode=memory", "mysql://root@localhost/db",
+		"file:" + filepath.Join(dir, "x.db") + "?_pragma=%zz", "a\x00b",
+		"postgres://user@host:notaport/db",
+	} {
+		d, err := sqlopen.Open(ctx, dsn)
+		if !errors.Is(err, sqlstore.ErrInvalidDSN) {
+			t.Errorf("Open(%q) = %v, want ErrInvalidDSN", dsn, err)
+		}
+		if d != nil {
+			t.Errorf("Open(%q) returned a driver", dsn)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("bad DSNs created files: %v", entries)
+	}
+}
+
+func TestMigrateDownAndUp(t *testing.T) {
+	for _, entry := range dbtest.Drivers() {
+		if !entry.CLI {
+			continue
+		}
+		t.Run(entry.Name, func(t *testing.T) {
+			ctx := context.Background()
+			d, err := sqlopen.Open(ctx, entry.DSN(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			if err := d.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			st, err := sqlstore.MigrateStatus(ctx, d.DB(), d.Migrations())
+			if err != nil || len(st) == 0 || !st[0].Applied {
+				t.Fatalf("status = %+v, %v", st, err)
+			}
+			if err := sqlstore.MigrateDown(ctx, d.DB(), d.Migrations()); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := d.Executor().FloorList(ctx); err == nil {
+				t.Fatal("tables survived the down migration")
+			}
+			if err := d.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.Migrate(ctx); err != nil { // idempotent
+				t.Fatal(err)
+			}
+			if _, err := d.Executor().FloorList(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// fencegate's version table, not the host application's.
+			var n int
+			if err := d.DB().QueryRow(`SELECT count(*) FROM fencegate_goose_version`).Scan(&n); err != nil || n == 0 {
+				t.Fatalf("fencegate_goose_version: %d rows, %v", n, err)
+			}
+		})
+	}
+}

@@ -1,0 +1,321 @@
+// Package sqlstoretest is the conformance suite every fencegate driver
+// passes: Exercise states the sqlstore.Driver, Store and Executor contract
+// method by method, on a real database. A new driver runs it from its own
+// test (fencegate's drivers run it from one list, internal/dbtest.Drivers):
+//
+//	func TestConformance(t *testing.T) {
+//		sqlstoretest.Exercise(t, func(t testing.TB) sqlstore.Driver[*sql.Tx] {
+//			return openFreshMigratedDatabase(t)
+//		})
+//	}
+//
+// The gate's and the lease's rules, written once over any driver, run on
+// top of it in those packages' tests.
+package sqlstoretest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/sqlstore"
+)
+
+// Exercise runs the contract on drivers from newDriver, which returns a
+// driver on a fresh, migrated database each call (closed in t.Cleanup).
+func Exercise[TTx any](t *testing.T, newDriver func(t testing.TB) sqlstore.Driver[TTx]) {
+	t.Helper()
+	ctx := context.Background()
+	run := func(name string, fn func(t *testing.T, d sqlstore.Driver[TTx])) {
+		t.Run(name, func(t *testing.T) { fn(t, newDriver(t)) })
+	}
+	floor := func(t *testing.T, ex sqlstore.Executor, resource string) sqlstore.Floor {
+		t.Helper()
+		f, err := ex.FloorGet(ctx, resource)
+		if err != nil {
+			t.Fatalf("FloorGet(%s): %v", resource, err)
+		}
+		return f
+	}
+	raise := func(t *testing.T, ex sqlstore.Executor, p sqlstore.FloorRaiseParams) sqlstore.FloorRaiseResult {
+		t.Helper()
+		r, err := ex.FloorRaise(ctx, p)
+		if err != nil {
+			t.Fatalf("FloorRaise(%+v): %v", p, err)
+		}
+		return r
+	}
+	grant := func(t *testing.T, ex sqlstore.Executor, p sqlstore.LeaseGrantParams) sqlstore.LeaseRow {
+		t.Helper()
+		row, inserted, err := ex.LeaseGrant(ctx, p)
+		if err != nil || !inserted {
+			t.Fatalf("LeaseGrant(%+v) = %v, %v", p, inserted, err)
+		}
+		return row
+	}
+
+	run("Store/Facts", func(t *testing.T, d sqlstore.Driver[TTx]) {
+		if d.Dialect() == "" {
+			t.Error("Dialect is empty")
+		}
+		if p := d.ClockPrecision(); p <= 0 || p > time.Second {
+			t.Errorf("ClockPrecision = %v", p)
+		}
+		if err := d.ClassifyError(nil); err != nil {
+			t.Errorf("ClassifyError(nil) = %v", err)
+		}
+		plain := errors.New("plain")
+		if err := d.ClassifyError(plain); !errors.Is(err, plain) || sqlstore.IsRetryable(err) || sqlstore.IsConnLost(err) {
+			t.Errorf("ClassifyError(plain) = %v: retryable %v, conn lost %v", err, sqlstore.IsRetryable(err), sqlstore.IsConnLost(err))
+		}
+	})
+
+	run("Store/Migrate", func(t *testing.T, d sqlstore.Driver[TTx]) {
+		for range 2 { // idempotent
+			if err := d.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := d.Executor().FloorList(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	run("Driver/BeginCommitRollback", func(t *testing.T, d sqlstore.Driver[TTx]) {
+		tx, err := d.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raise(t, d.UnwrapExecutor(tx), sqlstore.FloorRaiseParams{Resource: "rolled", Holder: "h", Fence: 1})
+		if err := d.Rollback(ctx, tx); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Rollback(ctx, tx); err != nil {
+			t.Fatalf("second Rollback: %v, want nil", err)
+		}
+		if _, err := d.Executor().FloorGet(ctx, "rolled"); !errors.Is(err, sqlstore.ErrNotFound) {
+			t.Fatalf("rolled-back raise: FloorGet = %v, want ErrNotFound", err)
+		}
+		tx, err = d.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raise(t, d.UnwrapExecutor(tx), sqlstore.FloorRaiseParams{Resource: "committed", Holder: "h", Fence: 2})
+		if err := d.Commit(ctx, tx); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Rollback(ctx, tx); err != nil {
+			t.Fatalf("Rollback after Commit: %v, want nil", err)
+		}
+		if f := floor(t, d.Executor(), "committed"); f.Floor != 2 {
+			t.Fatalf("committed floor %d", f.Floor)
+		}
+	})
+
+	run("Store/InTx", func(t *testing.T, d sqlstore.Driver[TTx]) {
+		boom := errors.New("boom")
+		err := d.InTx(ctx, func(ex sqlstore.Executor) error {
+			raise(t, ex, sqlstore.FloorRaiseParams{Resource: "r", Holder: "h", Fence: 1})
+			return boom
+		})
+		if !errors.Is(err, boom) {
+			t.Fatalf("InTx = %v, want fn's error", err)
+		}
+		if _, err := d.Executor().FloorGet(ctx, "r"); !errors.Is(err, sqlstore.ErrNotFound) {
+			t.Fatalf("InTx did not roll back: %v", err)
+		}
+		if err := d.InTx(ctx, func(ex sqlstore.Executor) error {
+			_, err := ex.FloorRaise(ctx, sqlstore.FloorRaiseParams{Resource: "r", Holder: "h", Fence: 1})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if f := floor(t, d.Executor(), "r"); f.Floor != 1 {
+			t.Fatalf("floor %d after InTx", f.Floor)
+		}
+	})
+
+	run("Executor/FloorRaise", func(t *testing.T, d sqlstore.Driver[TTx]) {
+		ex := d.Executor()
+		steps := []struct {
+			holder      string
+			fence       int64
+			admitted    bool
+			floor       int64
+			floorHolder string
+		}{
+			{"a", 5, true, 5, "a"},  // creates
+			{"a", 5, true, 5, "a"},  // equal: admitted, kept
+			{"b", 7, true, 7, "b"},  // higher: raised
+			{"a", 5, false, 7, "b"}, // lower: refused, reports the floor
+			{"c", 7, true, 7, "c"},  // equal from another holder: admitted, holder taken
+		}
+		for _, s := range steps {
+			r := raise(t, ex, sqlstore.FloorRaiseParams{Resource: "r", Holder: s.holder, Fence: s.fence})
+			if !r.Issued || r.Admitted != s.admitted || r.Floor != s.floor || r.FloorHolder != s.floorHolder {
+				t.Fatalf("FloorRaise(%s, %d) = %+v, want admitted %v at %d by %s", s.holder, s.fence, r, s.admitted, s.floor, s.floorHolder)
+			}
+		}
+		if f := floor(t, ex, "r"); f.Floor != 7 || f.Holder != "c" || f.UpdatedAt.IsZero() {
+			t.Fatalf("FloorGet = %+v", f)
+		}
+	})
+
+	run("Executor/FloorRaiseVerified", func(t *testing.T, d sqlstore.Driver[TTx]) {
+		ex := d.Executor()
+		p := sqlstore.FloorRaiseParams{Resource: "r", Holder: "a", Fence: 3, VerifyIssued: true}
+		if r := raise(t, ex, p); r.Issued || r.Admitted {
+			t.Fatalf("unissued fence: %+v", r)
+		}
+		if _, err := ex.FloorGet(ctx, "r"); !errors.Is(err, sqlstore.ErrNotFound) {
+			t.Fatalf("unissued fence wrote a floor: %v", err)
+		}
+		grant(t, ex, sqlstore.LeaseGrantParams{Resource: "r", Holder: "a", Fence: 3, RequestID: "q", TTL: time.Minute})
+		for range 2 { // creates, then keeps
+			if r := raise(t, ex, p); !r.Issued || !r.Admitted || r.Floor != 3 {
+				t.Fatalf("issued fence: %+v", r)
+			}
+		}
+	})
+
+	run("Executor/FloorList", func(t *testing.T, d sqlstore.Driver[TTx]) {
+		ex := d.Executor()
+		for _, r := range []string{"b", "a", "c"} {
+			raise(t, ex, sqlstore.FloorRaiseParams{Resource: r, Holder: "h", Fence: 1})
+		}
+		fs, err := ex.FloorList(ctx)
+		if err != nil || len(fs) != 3 || fs[0].Resource != "a" || fs[2].Resource != "c" {
+			t.Fatalf("FloorList = %+v, %v", fs, err)
+		}
+	})
+
+	run("Executor/Rejections", func(t *testing.T, d sqlstore.Driver[TTx]) {
+		ex := d.Executor()
+		var seqs []int64
+		for i, res := range []string{"a", "b", "a"} {
+			r, err := ex.RejectionInsert(ctx, sqlstore.Rejection{Resource: res, Fence: int64(i + 1), Holder: "old", Floor: 10, FloorHolder: "new", NotIssued: i == 2})
+			if err != nil || r.Seq == 0 || r.At.IsZero() {
+				t.Fatalf("RejectionInsert = %+v, %v", r, err)
+			}
+			seqs = append(seqs, r.Seq)
+		}
+		list := func(p sqlstore.RejectionListParams) []sqlstore.Rejection {
+			t.Helper()
+			rs, err := ex.RejectionList(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rs
+		}
+		if rs := list(sqlstore.RejectionListParams{}); len(rs) != 3 || rs[0].Seq != seqs[0] || !rs[2].NotIssued || rs[1].FloorHolder != "new" {
+			t.Fatalf("all: %+v", rs)
+		}
+		if rs := list(sqlstore.RejectionListParams{Resource: "a"}); len(rs) != 2 || rs[1].Seq != seqs[2] {
+			t.Fatalf("resource a: %+v", rs)
+		}
+		if rs := list(sqlstore.RejectionListParams{AfterSeq: seqs[0], Limit: 1}); len(rs) != 1 || rs[0].Seq != seqs[1] {
+			t.Fatalf("after the first, one: %+v", rs)
+		}
+		if rs := list(sqlstore.RejectionListParams{Newest: true}); len(rs) != 3 || rs[0].Seq != seqs[2] {
+			t.Fatalf("newest first: %+v", rs)
+		}
+	})
+
+	run("Executor/Fences", func(t *testing.T, d sqlstore.Driver[TTx]) {
+		next := func() int64 {
+			t.Helper()
+			var f int64
+			if err := d.InTx(ctx, func(ex sqlstore.Executor) (err error) { f, err = ex.FenceNext(ctx); return err }); err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+		if a, b := next(), next(); a < 1 || b <= a {
+			t.Fatalf("fences %d then %d", a, b)
+		}
+		if err := d.InTx(ctx, func(ex sqlstore.Executor) error { return ex.FenceAtLeast(ctx, 1000) }); err != nil {
+			t.Fatal(err)
+		}
+		if f := next(); f != 1000 {
+			t.Fatalf("after FenceAtLeast(1000): %d", f)
+		}
+		if err := d.InTx(ctx, func(ex sqlstore.Executor) error { return ex.FenceAtLeast(ctx, 10) }); err != nil {
+			t.Fatal(err)
+		}
+		if f := next(); f != 1001 {
+			t.Fatalf("FenceAtLeast moved the sequence back: %d", f)
+		}
+	})
+
+	run("Executor/Leases", func(t *testing.T, d sqlstore.Driver[TTx]) {
+		var row sqlstore.LeaseRow
+		err := d.InTx(ctx, func(ex sqlstore.Executor) error {
+			if err := ex.SetLockTimeout(ctx, time.Second); err != nil {
+				return err
+			}
+			locked, err := ex.LeaseGetForUpdate(ctx, "r")
+			if err != nil || locked.Found {
+				t.Fatalf("LeaseGetForUpdate of a new resource = %+v, %v", locked, err)
+			}
+			row = grant(t, ex, sqlstore.LeaseGrantParams{Resource: "r", Holder: "a", Fence: 4, RequestID: "q1", TTL: time.Minute})
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !row.Live() || row.Holder != "a" || row.Fence != 4 || row.RequestID != "q1" || row.ExpiresAt.Sub(row.GrantedAt) != time.Minute {
+			t.Fatalf("granted %+v", row)
+		}
+		ex := d.Executor()
+		for _, c := range []struct {
+			resource, request string
+			fence             int64
+		}{{"r", "q1", 4}, {"r", "q2", 0}, {"other", "q1", 0}} { // the grant recorded its request
+			if f, err := ex.RequestFence(ctx, c.resource, c.request); err != nil || f != c.fence {
+				t.Fatalf("RequestFence(%s, %s) = %d, %v; want %d", c.resource, c.request, f, err, c.fence)
+			}
+		}
+		if _, inserted, err := ex.LeaseGrant(ctx, sqlstore.LeaseGrantParams{Resource: "r", Holder: "b", Fence: 5, RequestID: "q2", TTL: time.Minute}); err != nil || inserted {
+			t.Fatalf("second insert = %v, %v; want not inserted", inserted, err)
+		}
+		if got, err := ex.LeaseGet(ctx, "r"); err != nil || got.Holder != "a" || !got.Live() || got.Now.Before(got.GrantedAt) {
+			t.Fatalf("LeaseGet = %+v, %v", got, err)
+		}
+		if _, err := ex.LeaseGet(ctx, "none"); !errors.Is(err, sqlstore.ErrNotFound) {
+			t.Fatalf("LeaseGet(none) = %v, want ErrNotFound", err)
+		}
+		if got, err := ex.LeaseRenew(ctx, sqlstore.LeaseRenewParams{Resource: "r", Holder: "a", Fence: 3, TTL: time.Hour}); err != nil || got.Found {
+			t.Fatalf("renew of another fence = %+v, %v", got, err)
+		}
+		got, err := ex.LeaseRenew(ctx, sqlstore.LeaseRenewParams{Resource: "r", Holder: "a", Fence: 4, TTL: time.Hour})
+		if err != nil || !got.Found || got.ExpiresAt.Sub(got.Now) < 59*time.Minute || got.Fence != 4 {
+			t.Fatalf("LeaseRenew = %+v, %v", got, err)
+		}
+		err = d.InTx(ctx, func(ex sqlstore.Executor) error {
+			locked, err := ex.LeaseGetForUpdate(ctx, "r")
+			if err != nil || !locked.Found {
+				t.Fatalf("LeaseGetForUpdate = %+v, %v", locked, err)
+			}
+			row = grant(t, ex, sqlstore.LeaseGrantParams{Resource: "r", Holder: "b", Fence: 6, RequestID: "q3", TTL: time.Minute, Replace: true})
+			return nil
+		})
+		if err != nil || row.Holder != "b" || row.Fence != 6 {
+			t.Fatalf("replace = %+v, %v", row, err)
+		}
+		for i, want := range []bool{false, true, false} { // wrong fence; the lease; released already
+			fence := int64(6)
+			if i == 0 {
+				fence = 4
+			}
+			if ok, err := ex.LeaseRelease(ctx, "r", "b", fence); err != nil || ok != want {
+				t.Fatalf("LeaseRelease #%d = %v, %v; want %v", i, ok, err, want)
+			}
+		}
+		grant(t, ex, sqlstore.LeaseGrantParams{Resource: "a", Holder: "c", Fence: 7, RequestID: "q4", TTL: time.Minute})
+		rows, err := ex.LeaseList(ctx)
+		if err != nil || len(rows) != 2 || rows[0].Resource != "a" || rows[1].Live() || !rows[1].Released {
+			t.Fatalf("LeaseList = %+v, %v", rows, err)
+		}
+	})
+}
