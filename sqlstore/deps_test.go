@@ -1,0 +1,57 @@
+package sqlstore_test
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// goTool runs the go command in this package's directory.
+func goTool(t *testing.T, args ...string) string {
+	t.Helper()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is needed to check dependencies: %v", err)
+	}
+	out, err := exec.Command(gobin, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// A program links only the drivers it imports: gate and lease import none,
+// a pgx program links no SQLite, a SQLite program no pgx.
+func TestProgramsLinkOnlyTheirDriver(t *testing.T) {
+	const fg = "github.com/fencegate/fencegate/sqlstore/"
+	for _, c := range []struct {
+		pkgs   []string
+		banned []string // import path prefixes
+	}{
+		{[]string{"../gate", "../lease"}, []string{"github.com/jackc/", "modernc.org/", fg + "pgxv5", fg + "pgsql", fg + "sqlite"}},
+		{[]string{"./testdata/pgxonly"}, []string{"modernc.org/", fg + "sqlite", fg + "pgsql"}},
+		{[]string{"./testdata/sqliteonly"}, []string{"github.com/jackc/", fg + "internal/pg"}},
+	} {
+		for _, dep := range strings.Fields(goTool(t, append([]string{"list", "-deps"}, c.pkgs...)...)) {
+			for _, b := range c.banned {
+				if strings.HasPrefix(dep, b) {
+					t.Errorf("%v depends on %s", c.pkgs, dep)
+				}
+			}
+		}
+	}
+}
+
+// Importing a driver registers no database/sql driver but its own.
+func TestProgramsRegisterOnlyTheirDriver(t *testing.T) {
+	for pkg, want := range map[string][]string{
+		"./testdata/pgxonly":    {"pgx", "pgx/v5"}, // pgx's stdlib, for goose
+		"./testdata/sqliteonly": {"sqlite"},
+	} {
+		got := strings.Fields(strings.Trim(strings.TrimSpace(goTool(t, "run", pkg)), "[]"))
+		if !slices.Equal(got, want) {
+			t.Errorf("%s registers database/sql drivers %v, want %v", pkg, got, want)
+		}
+	}
+}
