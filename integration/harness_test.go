@@ -20,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/fencegate/fencegate/integration/internal/check"
@@ -28,6 +27,7 @@ import (
 	"github.com/fencegate/fencegate/integration/internal/history"
 	"github.com/fencegate/fencegate/integration/internal/observe"
 	"github.com/fencegate/fencegate/integration/internal/workload"
+	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/pgsql"
 	"github.com/fencegate/fencegate/sqlstore/sqlite"
@@ -120,7 +120,7 @@ func runHistory(t *testing.T, sp spec) *outcome {
 			base, cluster = postgresServer(t)
 		}
 		schema = "fgrel_" + randomHex(5)
-		checkDSN = createSchema(t, base, schema, cluster == nil)
+		checkDSN = dbtest.CreateSchema(t, base, schema, cluster == nil) // a throwaway cluster goes away whole
 		setup(t, checkDSN, schema)
 		var err error
 		u, _ := url.Parse(checkDSN)
@@ -448,36 +448,6 @@ func readDatabase(t *testing.T, dialect sqlstore.Dialect, dsn string) ([]workloa
 		}
 	}
 	return events, rejections, leases
-}
-
-// createSchema makes an empty schema on the server at base and returns a
-// URL whose sessions use it. On a shared server it is dropped after the
-// test; a throwaway cluster goes away whole.
-func createSchema(t *testing.T, base, schema string, drop bool) string {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	if drop {
-		t.Cleanup(func() {
-			conn, err := pgx.Connect(ctx, base)
-			if err != nil {
-				t.Errorf("drop schema: %v", err)
-				return
-			}
-			defer conn.Close(ctx)
-			if _, err := conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-				t.Errorf("drop schema: %v", err)
-			}
-		})
-	}
-	return withSearchPath(t, base, schema)
 }
 
 // withSearchPath returns base with schema as its sessions' search_path.

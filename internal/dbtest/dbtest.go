@@ -73,9 +73,15 @@ func PostgresURL(t testing.TB) string {
 // returns a URL whose connections use it (search_path), unmigrated.
 func PostgresSchemaURL(t testing.TB) string {
 	t.Helper()
-	base := PostgresURL(t)
+	return CreateSchema(t, PostgresURL(t), "fgtest_"+randomHex(6), true)
+}
+
+// CreateSchema makes an empty schema on the server at base and returns a
+// URL whose connections use it (search_path). With drop, the schema is
+// dropped when t ends; a throwaway server may keep it.
+func CreateSchema(t testing.TB, base, schema string, drop bool) string {
+	t.Helper()
 	ctx := context.Background()
-	schema := "fgtest_" + randomHex(6)
 	conn, err := pgx.Connect(ctx, base)
 	if err != nil {
 		t.Fatalf("dbtest: connect %s: %v", base, err)
@@ -84,18 +90,20 @@ func PostgresSchemaURL(t testing.TB) string {
 	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
 		t.Fatalf("dbtest: create schema: %v", err)
 	}
-	t.Cleanup(func() {
-		ctx := context.WithoutCancel(ctx)
-		conn, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Errorf("dbtest: connect for cleanup: %v", err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("dbtest: drop schema: %v", err)
-		}
-	})
+	if drop {
+		t.Cleanup(func() {
+			ctx := context.WithoutCancel(ctx)
+			conn, err := pgx.Connect(ctx, base)
+			if err != nil {
+				t.Errorf("dbtest: connect for cleanup: %v", err)
+				return
+			}
+			defer conn.Close(ctx)
+			if _, err := conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+				t.Errorf("dbtest: drop schema: %v", err)
+			}
+		})
+	}
 	u, err := url.Parse(base)
 	if err != nil {
 		t.Fatalf("dbtest: parse %s: %v", base, err)
