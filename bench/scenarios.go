@@ -204,7 +204,7 @@ func Overhead(ctx context.Context, cfg Config, pg *PG, lite *SQLite, r *Report) 
 		}
 		r.Notes = append(r.Notes,
 			fmt.Sprintf("pgx, 1 writer, %s: fenced tx (gate.Commit) ÷ unfenced tx = %.2fx (target %s)", n.Name, Ratio(res[1], res[0]), target),
-			fmt.Sprintf("pgx, 1 writer, %s: gate.CommitBatch ÷ unfenced BEGIN/UPDATE/COMMIT = %.2fx (target %s)", n.Name, Ratio(res[2], res[0]), batchTarget),
+			fmt.Sprintf("pgx, 1 writer, %s: pgxv5.CommitBatch ÷ unfenced BEGIN/UPDATE/COMMIT = %.2fx (target %s)", n.Name, Ratio(res[2], res[0]), batchTarget),
 			fmt.Sprintf("pgx, 1 writer, %s: fenced batch ÷ unfenced autocommit UPDATE (both one round trip) = %.2fx", n.Name, Ratio(res[2], res[3])))
 	}
 	lo := g.rows(nets[0].Name+", "+def, vPlainTx, vFencedTx, vBatch, vAutocommit)
