@@ -288,45 +288,43 @@ func TestRestartContinuesTheFenceSequence(t *testing.T) {
 }
 
 func testRestartContinues[TTx any](t *testing.T, h harness[TTx]) {
-	{
-		open := h.Reopen // another coordinator process on the same database
-		ctx := context.Background()
-		a := newClient(t, "agent-a", ClientOptions{})
-		b := newClient(t, "agent-b", ClientOptions{})
+	open := h.Reopen // another coordinator process on the same database
+	ctx := context.Background()
+	a := newClient(t, "agent-a", ClientOptions{})
+	b := newClient(t, "agent-b", ClientOptions{})
 
-		store1, close1 := open(t)
-		coord1 := NewCoordinator(store1, nil)
-		var last int64
-		for range 3 {
-			l := acquire(t, b, coord1, "churn")
-			tok, _ := b.Release(l)
-			if _, err := coord1.Release(ctx, tok); err != nil {
-				t.Fatal(err)
-			}
-			last = l.Token().Fence
+	store1, close1 := open(t)
+	coord1 := NewCoordinator(store1, nil)
+	var last int64
+	for range 3 {
+		l := acquire(t, b, coord1, "churn")
+		tok, _ := b.Release(l)
+		if _, err := coord1.Release(ctx, tok); err != nil {
+			t.Fatal(err)
 		}
-		req, _ := a.BeginAcquire("held")
-		held, err := coord1.Acquire(ctx, req)
-		if err != nil || !held.OK {
-			t.Fatalf("Acquire = %+v, %v", held, err)
-		}
-		close1()
+		last = l.Token().Fence
+	}
+	req, _ := a.BeginAcquire("held")
+	held, err := coord1.Acquire(ctx, req)
+	if err != nil || !held.OK {
+		t.Fatalf("Acquire = %+v, %v", held, err)
+	}
+	close1()
 
-		store2, close2 := open(t)
-		defer close2()
-		coord2 := NewCoordinator(store2, nil)
-		l := acquire(t, b, coord2, "churn")
-		if l.Token().Fence <= held.Grant.Fence || l.Token().Fence <= last {
-			t.Errorf("after restart fence %d; before it %d and %d were issued", l.Token().Fence, last, held.Grant.Fence)
-		}
-		out, err := coord2.Acquire(ctx, req) // a's retry
-		if err != nil || !out.OK || out.Grant.Fence != held.Grant.Fence {
-			t.Errorf("retried request after restart = %+v, %v; want fence %d", out, err, held.Grant.Fence)
-		}
-		breq, _ := b.BeginAcquire("held")
-		if out, err := coord2.Acquire(ctx, breq); err != nil || out.OK || out.HeldBy != "agent-a" {
-			t.Errorf("lease did not survive the restart: %+v, %v", out, err)
-		}
+	store2, close2 := open(t)
+	defer close2()
+	coord2 := NewCoordinator(store2, nil)
+	l := acquire(t, b, coord2, "churn")
+	if l.Token().Fence <= held.Grant.Fence || l.Token().Fence <= last {
+		t.Errorf("after restart fence %d; before it %d and %d were issued", l.Token().Fence, last, held.Grant.Fence)
+	}
+	out, err := coord2.Acquire(ctx, req) // a's retry
+	if err != nil || !out.OK || out.Grant.Fence != held.Grant.Fence {
+		t.Errorf("retried request after restart = %+v, %v; want fence %d", out, err, held.Grant.Fence)
+	}
+	breq, _ := b.BeginAcquire("held")
+	if out, err := coord2.Acquire(ctx, breq); err != nil || out.OK || out.HeldBy != "agent-a" {
+		t.Errorf("lease did not survive the restart: %+v, %v", out, err)
 	}
 }
 

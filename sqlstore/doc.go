@@ -38,6 +38,10 @@
 //   - Its DSN handling: an Open(ctx, dsn) that returns errors matching
 //     ErrInvalidDSN for input it cannot use, never printing a password.
 //
+// To be opened from a DSN by sqlopen (and so by the fencegate command), a
+// database/sql driver also has DB, Migrations and Close (sqlopen.Driver),
+// and sqlopen.Open gets one case for its scheme.
+//
 // The conformance suite, sqlstoretest.Exercise, states the contract method
 // by method on a real database; the gate's and the lease's rules run on top
 // of it from the same list. A database/sql dialect may instead supply only

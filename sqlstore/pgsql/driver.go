@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"io/fs"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -66,3 +67,7 @@ func Open(ctx context.Context, dsn string) (*Driver, error) {
 // timeout is retryable; a broken connection is a lost one. Driver's
 // ClassifyError marks an error by it.
 func Classify(err error) sqlstore.ErrorClass { return pg.Classify(err) }
+
+// MigrationFS returns fencegate's Postgres migrations, embedded, with the
+// .sql files at the root as goose expects.
+func MigrationFS() fs.FS { return pg.MigrationFS() }

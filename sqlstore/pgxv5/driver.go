@@ -3,6 +3,7 @@ package pgxv5
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -124,3 +125,7 @@ func (q querier) Query(ctx context.Context, sql string, args ...any) (sqlexec.Ro
 // timeout is retryable; a broken connection is a lost one. Driver's
 // ClassifyError marks an error by it.
 func Classify(err error) sqlstore.ErrorClass { return pg.Classify(err) }
+
+// MigrationFS returns fencegate's Postgres migrations, embedded, with the
+// .sql files at the root as goose expects.
+func MigrationFS() fs.FS { return pg.MigrationFS() }
