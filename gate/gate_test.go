@@ -16,6 +16,7 @@ import (
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/pgxv5"
 )
 
 // harness is a driver of the one list (internal/dbtest.Drivers) with a gate
@@ -345,42 +346,44 @@ func testBadInputChangesNothing[TTx any](t *testing.T, dh dbtest.Harness[TTx]) {
 	}
 }
 
-// The pgx driver takes pgx.Tx unwrapped.
+// The pgx driver takes pgx.Tx unwrapped, under every exec mode.
 func TestPgxCommit(t *testing.T) {
-	ctx := context.Background()
-	d := dbtest.PostgresPgx(t)
-	g := gate.New(d, nil)
-	pool := d.Pool()
-	if _, err := pool.Exec(ctx, `CREATE TABLE items (id int PRIMARY KEY, fence bigint)`); err != nil {
-		t.Fatal(err)
-	}
-	write := func(id int, tok gate.Token) error {
-		return g.Do(ctx, tok, func(ctx context.Context, tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, `INSERT INTO items VALUES ($1, $2)`, id, tok.Fence)
-			return err
-		})
-	}
-	if err := write(1, gate.Token{Resource: "r", Holder: "b", Fence: 8}); err != nil {
-		t.Fatal(err)
-	}
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Commit(ctx, tx, gate.Token{Resource: "r", Holder: "a", Fence: 7}); !errors.Is(err, gate.ErrStaleFence) {
-		t.Fatalf("got %v, want stale", err)
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO items VALUES (2, 7)`); !errors.Is(err, pgx.ErrTxClosed) {
-		t.Fatalf("write after refusal: got %v, want pgx.ErrTxClosed", err)
-	}
-	var n int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM items`).Scan(&n); err != nil || n != 1 {
-		t.Fatalf("items = %d (%v), want 1", n, err)
-	}
-	rejs, err := g.Rejections(ctx, gate.RejectionQuery{})
-	if err != nil || len(rejs) != 1 || rejs[0].Fence != 7 {
-		t.Fatalf("rejections = %+v (%v)", rejs, err)
-	}
+	dbtest.ForEach(t, nil, func(t *testing.T, h dbtest.Harness[pgx.Tx]) {
+		ctx := context.Background()
+		d := h.Driver.(*pgxv5.Driver)
+		g := gate.New(d, nil)
+		pool := d.Pool()
+		if _, err := pool.Exec(ctx, `CREATE TABLE items (id int PRIMARY KEY, fence bigint)`); err != nil {
+			t.Fatal(err)
+		}
+		write := func(id int, tok gate.Token) error {
+			return g.Do(ctx, tok, func(ctx context.Context, tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, `INSERT INTO items VALUES ($1, $2)`, id, tok.Fence)
+				return err
+			})
+		}
+		if err := write(1, gate.Token{Resource: "r", Holder: "b", Fence: 8}); err != nil {
+			t.Fatal(err)
+		}
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Commit(ctx, tx, gate.Token{Resource: "r", Holder: "a", Fence: 7}); !errors.Is(err, gate.ErrStaleFence) {
+			t.Fatalf("got %v, want stale", err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO items VALUES (2, 7)`); !errors.Is(err, pgx.ErrTxClosed) {
+			t.Fatalf("write after refusal: got %v, want pgx.ErrTxClosed", err)
+		}
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM items`).Scan(&n); err != nil || n != 1 {
+			t.Fatalf("items = %d (%v), want 1", n, err)
+		}
+		rejs, err := g.Rejections(ctx, gate.RejectionQuery{})
+		if err != nil || len(rejs) != 1 || rejs[0].Fence != 7 {
+			t.Fatalf("rejections = %+v (%v)", rejs, err)
+		}
+	})
 }
 
 // Many writers with mixed fences on one hot resource: afterwards the data,

@@ -114,16 +114,6 @@ func CreateSchema(t testing.TB, base, schema string, drop bool) string {
 	return u.String()
 }
 
-// PostgresPgx returns a migrated pgx driver on a fresh schema, in pgx's
-// default exec mode.
-func PostgresPgx(t testing.TB) *pgxv5.Driver {
-	t.Helper()
-	d, closePool := openPgx(t, PostgresSchemaURL(t), pgx.QueryExecModeCacheStatement)
-	t.Cleanup(closePool)
-	migrate(t, d)
-	return d
-}
-
 // openPgx opens a pool on url in exec mode, and a driver over it.
 func openPgx(t testing.TB, url string, mode pgx.QueryExecMode) (*pgxv5.Driver, func()) {
 	t.Helper()
@@ -150,16 +140,6 @@ func Postgres(t testing.TB) *pgsql.Driver {
 	d := pgsql.New(db)
 	migrate(t, d)
 	return d
-}
-
-// SQLiteFile returns the file a SQLite driver from this package uses.
-func SQLiteFile(t testing.TB, d *sqlite.Driver) string {
-	t.Helper()
-	var file string
-	if err := d.DB().QueryRow(`SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&file); err != nil {
-		t.Fatalf("dbtest: sqlite file: %v", err)
-	}
-	return file
 }
 
 // SQLitePath returns the path of a fresh, unmigrated SQLite file for t.

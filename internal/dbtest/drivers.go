@@ -99,14 +99,6 @@ func Find(t testing.TB, name string) Driver {
 	return Driver{}
 }
 
-// ForEachStore runs fn on a fresh database of every driver of Drivers.
-func ForEachStore(t *testing.T, fn func(t *testing.T, store sqlstore.Store)) {
-	t.Helper()
-	ForEach(t,
-		func(t *testing.T, h Harness[*sql.Tx]) { fn(t, h.Driver) },
-		func(t *testing.T, h Harness[pgx.Tx]) { fn(t, h.Driver) })
-}
-
 // sqlDriver is a database/sql driver's entry: open opens it on a DSN.
 func sqlDriver(name string, dsn func(testing.TB) string, cli bool, open func(context.Context, string) (sqlopen.Driver, error)) Driver {
 	return Driver{Name: name, DSN: dsn, CLI: cli, SQL: func(t testing.TB, url string) Harness[*sql.Tx] {
