@@ -16,7 +16,6 @@ import (
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/sqlstore"
-	"github.com/fencegate/fencegate/sqlstore/pgxv5"
 )
 
 // harness is a driver of the one list (internal/dbtest.Drivers) with a gate
@@ -137,33 +136,41 @@ func testCommitAdmitsEqualRaisesHigherRefusesLower[TTx any](t *testing.T, dh dbt
 }
 
 func TestRefusedCommitRollsBackCallerTransaction(t *testing.T) {
-	forEachSQLDriver(t, func(t *testing.T, h *harness[*sql.Tx]) {
-		ctx := context.Background()
-		if err := h.g.Admit(ctx, gate.Token{Resource: "r", Holder: "new", Fence: 10}); err != nil {
-			t.Fatal(err)
-		}
-		tx, err := h.Driver.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// A write before Commit (against the rules) must not commit either.
-		if _, err := tx.Exec(`INSERT INTO items (id, resource, fence, holder) VALUES (1, 'r', 3, 'old')`); err != nil {
-			t.Fatal(err)
-		}
-		if err := h.g.Commit(ctx, tx, gate.Token{Resource: "r", Holder: "old", Fence: 3}); !errors.Is(err, gate.ErrStaleFence) {
-			t.Fatalf("got %v, want stale", err)
-		}
-		// The caller ignores the error and carries on: the tx is gone.
-		if _, err := tx.Exec(`INSERT INTO items (id, resource, fence, holder) VALUES (2, 'r', 3, 'old')`); !errors.Is(err, sql.ErrTxDone) {
-			t.Fatalf("write after refusal: got %v, want sql.ErrTxDone", err)
-		}
-		if err := tx.Commit(); !errors.Is(err, sql.ErrTxDone) {
-			t.Fatalf("commit after refusal: got %v, want sql.ErrTxDone", err)
-		}
-		if n := h.count(t, `SELECT count(*) FROM items`); n != 0 {
-			t.Fatalf("%d refused writes committed", n)
-		}
-	})
+	forEachDriver(t, testRefusedCommitRollsBack[*sql.Tx], testRefusedCommitRollsBack[pgx.Tx])
+}
+
+func testRefusedCommitRollsBack[TTx any](t *testing.T, dh dbtest.Harness[TTx]) {
+	ctx := context.Background()
+	h := newHarness(t, dh, nil)
+	if err := h.g.Admit(ctx, gate.Token{Resource: "r", Holder: "new", Fence: 10}); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := h.Driver.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A write before Commit (against the rules) must not commit either.
+	if err := h.Exec(ctx, tx, `INSERT INTO items (id, resource, fence, holder) VALUES (1, 'r', 3, 'old')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.g.Commit(ctx, tx, gate.Token{Resource: "r", Holder: "old", Fence: 3}); !errors.Is(err, gate.ErrStaleFence) {
+		t.Fatalf("got %v, want stale", err)
+	}
+	// The caller ignores the error and carries on: the tx is gone.
+	txDone := func(err error) bool { return errors.Is(err, sql.ErrTxDone) || errors.Is(err, pgx.ErrTxClosed) }
+	if err := h.Exec(ctx, tx, `INSERT INTO items (id, resource, fence, holder) VALUES (2, 'r', 3, 'old')`); !txDone(err) {
+		t.Fatalf("write after refusal: got %v, want the transaction closed", err)
+	}
+	if err := h.Driver.Commit(ctx, tx); !txDone(err) {
+		t.Fatalf("commit after refusal: got %v, want the transaction closed", err)
+	}
+	if n := h.count(t, `SELECT count(*) FROM items`); n != 0 {
+		t.Fatalf("%d refused writes committed", n)
+	}
+	rejs, err := h.g.Rejections(ctx, gate.RejectionQuery{})
+	if err != nil || len(rejs) != 1 || rejs[0].Fence != 3 {
+		t.Fatalf("rejections = %+v (%v)", rejs, err)
+	}
 }
 
 // A holder that was superseded while it was away comes back with its older
@@ -344,46 +351,6 @@ func testBadInputChangesNothing[TTx any](t *testing.T, dh dbtest.Harness[TTx]) {
 	if n := h.count(t, `SELECT count(*) FROM fencegate_rejection`); n != 0 {
 		t.Fatalf("bad input wrote %d rejections", n)
 	}
-}
-
-// The pgx driver takes pgx.Tx unwrapped, under every exec mode.
-func TestPgxCommit(t *testing.T) {
-	dbtest.ForEach(t, nil, func(t *testing.T, h dbtest.Harness[pgx.Tx]) {
-		ctx := context.Background()
-		d := h.Driver.(*pgxv5.Driver)
-		g := gate.New(d, nil)
-		pool := d.Pool()
-		if _, err := pool.Exec(ctx, `CREATE TABLE items (id int PRIMARY KEY, fence bigint)`); err != nil {
-			t.Fatal(err)
-		}
-		write := func(id int, tok gate.Token) error {
-			return g.Do(ctx, tok, func(ctx context.Context, tx pgx.Tx) error {
-				_, err := tx.Exec(ctx, `INSERT INTO items VALUES ($1, $2)`, id, tok.Fence)
-				return err
-			})
-		}
-		if err := write(1, gate.Token{Resource: "r", Holder: "b", Fence: 8}); err != nil {
-			t.Fatal(err)
-		}
-		tx, err := pool.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := g.Commit(ctx, tx, gate.Token{Resource: "r", Holder: "a", Fence: 7}); !errors.Is(err, gate.ErrStaleFence) {
-			t.Fatalf("got %v, want stale", err)
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO items VALUES (2, 7)`); !errors.Is(err, pgx.ErrTxClosed) {
-			t.Fatalf("write after refusal: got %v, want pgx.ErrTxClosed", err)
-		}
-		var n int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM items`).Scan(&n); err != nil || n != 1 {
-			t.Fatalf("items = %d (%v), want 1", n, err)
-		}
-		rejs, err := g.Rejections(ctx, gate.RejectionQuery{})
-		if err != nil || len(rejs) != 1 || rejs[0].Fence != 7 {
-			t.Fatalf("rejections = %+v (%v)", rejs, err)
-		}
-	})
 }
 
 // Many writers with mixed fences on one hot resource: afterwards the data,
