@@ -1,0 +1,38 @@
+package sqlopen_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+
+	"github.com/fencegate/fencegate/sqlstore/sqlopen"
+)
+
+// Open chooses the driver by the DSN's form: a path is a SQLite file, a
+// postgres:// URL is Postgres.
+func ExampleOpen() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "fencegate-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+
+	d, err := sqlopen.Open(ctx, filepath.Join(dir, "app.db"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Migrate(ctx); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(d.Dialect(), d.ClockPrecision())
+
+	_, err = sqlopen.Open(ctx, "mysql://root@localhost/app")
+	fmt.Println(err)
+	// Output:
+	// sqlite 1ms
+	// fencegate: invalid DSN: "mysql://root@localhost/app": unsupported scheme "mysql" (want postgres://, file: or a path)
+}
