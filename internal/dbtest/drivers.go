@@ -11,7 +11,6 @@ import (
 	"github.com/fencegate/fencegate/sqlstore/pgsql"
 	"github.com/fencegate/fencegate/sqlstore/pgxv5"
 	"github.com/fencegate/fencegate/sqlstore/sqlite"
-	"github.com/fencegate/fencegate/sqlstore/sqlopen"
 )
 
 // Drivers is the one list of drivers that the conformance suite
@@ -19,8 +18,8 @@ import (
 // Adding a driver is one line here.
 func Drivers() []Driver {
 	return []Driver{
-		sqlDriver("sqlite", SQLitePath, true, func(ctx context.Context, dsn string) (sqlopen.Driver, error) { return sqlite.Open(ctx, dsn) }),
-		sqlDriver("postgres-sql", PostgresSchemaURL, true, func(ctx context.Context, dsn string) (sqlopen.Driver, error) { return pgsql.Open(ctx, dsn) }),
+		sqlDriver("sqlite", SQLitePath, true, sqlite.Open),
+		sqlDriver("postgres-sql", PostgresSchemaURL, true, pgsql.Open),
 		pgxDriver("pgx-cache-statement", pgx.QueryExecModeCacheStatement),
 		pgxDriver("pgx-cache-describe", pgx.QueryExecModeCacheDescribe),
 		pgxDriver("pgx-describe-exec", pgx.QueryExecModeDescribeExec),
@@ -99,10 +98,17 @@ func Find(t testing.TB, name string) Driver {
 	return Driver{}
 }
 
+// sqlDB is what a database/sql driver's entry needs of the driver.
+type sqlDB interface {
+	sqlstore.Driver[*sql.Tx]
+	DB() *sql.DB
+	Close() error
+}
+
 // sqlDriver is a database/sql driver's entry: open opens it on a DSN.
-func sqlDriver(name string, dsn func(testing.TB) string, cli bool, open func(context.Context, string) (sqlopen.Driver, error)) Driver {
+func sqlDriver[D sqlDB](name string, dsn func(testing.TB) string, cli bool, open func(context.Context, string) (D, error)) Driver {
 	return Driver{Name: name, DSN: dsn, CLI: cli, SQL: func(t testing.TB, url string) Harness[*sql.Tx] {
-		reopen := func(t testing.TB) (sqlstore.Store, func()) {
+		opened := func(t testing.TB) (D, func()) {
 			t.Helper()
 			d, err := open(context.Background(), url)
 			if err != nil {
@@ -111,12 +117,11 @@ func sqlDriver(name string, dsn func(testing.TB) string, cli bool, open func(con
 			migrate(t, d)
 			return d, func() { _ = d.Close() }
 		}
-		store, closeDB := reopen(t)
+		d, closeDB := opened(t)
 		t.Cleanup(closeDB)
-		d := store.(sqlopen.Driver)
 		db := d.DB()
 		return Harness[*sql.Tx]{
-			Name: name, Driver: d, Reopen: reopen,
+			Name: name, Driver: d, Reopen: func(t testing.TB) (sqlstore.Store, func()) { return opened(t) },
 			Exec: func(ctx context.Context, tx *sql.Tx, q string, args ...any) error {
 				_, err := tx.ExecContext(ctx, q, args...)
 				return err
@@ -133,18 +138,17 @@ func sqlDriver(name string, dsn func(testing.TB) string, cli bool, open func(con
 // pgxDriver is the pgx driver's entry with its pools in exec mode.
 func pgxDriver(name string, mode pgx.QueryExecMode) Driver {
 	return Driver{Name: name, DSN: PostgresSchemaURL, Pgx: func(t testing.TB, url string) Harness[pgx.Tx] {
-		reopen := func(t testing.TB) (sqlstore.Store, func()) {
+		opened := func(t testing.TB) (*pgxv5.Driver, func()) {
 			t.Helper()
 			d, closePool := openPgx(t, url, mode)
 			migrate(t, d)
 			return d, closePool
 		}
-		store, closePool := reopen(t)
+		d, closePool := opened(t)
 		t.Cleanup(closePool)
-		d := store.(*pgxv5.Driver)
 		pool := d.Pool()
 		return Harness[pgx.Tx]{
-			Name: name, Driver: d, Reopen: reopen,
+			Name: name, Driver: d, Reopen: func(t testing.TB) (sqlstore.Store, func()) { return opened(t) },
 			Exec: func(ctx context.Context, tx pgx.Tx, q string, args ...any) error {
 				_, err := tx.Exec(ctx, q, args...)
 				return err
