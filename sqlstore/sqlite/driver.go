@@ -29,6 +29,11 @@ const ClockPrecision = time.Millisecond
 // driver's prepared statements. Close the driver before the *sql.DB it runs
 // on.
 //
+// Besides the methods of sqlstore.Driver[*sql.Tx] it has DB (the *sql.DB it
+// runs on), Migrations (its embedded goose migrations, for
+// sqlstore.MigrateDown and MigrateStatus) and Close (its prepared
+// statements, and what Open opened).
+//
 // The zero value is not usable; create one with New or Open.
 type Driver struct{ *sqlexec.Driver }
 
