@@ -9,13 +9,9 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/sqlstore"
-	"github.com/fencegate/fencegate/sqlstore/pgsql"
-	"github.com/fencegate/fencegate/sqlstore/pgxv5"
-	"github.com/fencegate/fencegate/sqlstore/sqlite"
 	"github.com/fencegate/fencegate/sqlstore/sqlstoretest"
 )
 
@@ -37,39 +33,15 @@ func TestConformance(t *testing.T) {
 // run Migrate.
 func TestUnmigratedSaysMigrate(t *testing.T) {
 	ctx := context.Background()
-	for name, open := range map[string]func(t *testing.T) sqlstore.Store{
-		"sqlite": func(t *testing.T) sqlstore.Store {
-			d, err := sqlite.Open(ctx, dbtest.SQLitePath(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { d.Close() })
-			return d
-		},
-		"postgres-sql": func(t *testing.T) sqlstore.Store {
-			db, err := sql.Open("pgx", dbtest.PostgresSchemaURL(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			return pgsql.New(db)
-		},
-		"postgres-pgx": func(t *testing.T) sqlstore.Store {
-			pool, err := pgxpool.New(ctx, dbtest.PostgresSchemaURL(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(pool.Close)
-			return pgxv5.New(pool)
-		},
-	} {
-		t.Run(name, func(t *testing.T) {
-			ex := open(t).Executor()
+	for _, d := range dbtest.Drivers() {
+		t.Run(d.Name, func(t *testing.T) {
+			ex := d.Unmigrated(t, d.DSN(t)).Executor()
 			_, err1 := ex.FenceNext(ctx)
 			_, err2 := ex.FloorGet(ctx, "r")
 			_, err3 := ex.LeaseList(ctx)
 			_, err4 := ex.FloorRaise(ctx, sqlstore.FloorRaiseParams{Resource: "r", Holder: "h", Fence: 1})
-			for _, err := range []error{err1, err2, err3, err4} {
+			_, err5 := ex.RequestFence(ctx, "r", "q")
+			for _, err := range []error{err1, err2, err3, err4, err5} {
 				if !errors.Is(err, sqlstore.ErrNotMigrated) || !strings.Contains(err.Error(), "fencegate migrate") {
 					t.Errorf("error %v: want ErrNotMigrated saying to run fencegate migrate", err)
 				}

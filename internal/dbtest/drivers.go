@@ -41,6 +41,9 @@ type Driver struct {
 	// SQL and Pgx open a migrated harness on the database dsn names.
 	SQL func(t testing.TB, dsn string) Harness[*sql.Tx]
 	Pgx func(t testing.TB, dsn string) Harness[pgx.Tx]
+	// Unmigrated opens the driver on the database dsn names, as it is;
+	// closed when t ends.
+	Unmigrated func(t testing.TB, dsn string) sqlstore.Store
 }
 
 // Harness is one driver on one migrated database, in its native transaction
@@ -107,15 +110,20 @@ type sqlDB interface {
 
 // sqlDriver is a database/sql driver's entry: open opens it on a DSN.
 func sqlDriver[D sqlDB](name string, dsn func(testing.TB) string, cli bool, open func(context.Context, string) (D, error)) Driver {
-	return Driver{Name: name, DSN: dsn, CLI: cli, SQL: func(t testing.TB, url string) Harness[*sql.Tx] {
+	unmigrated := func(t testing.TB, url string) (D, func()) {
+		t.Helper()
+		d, err := open(context.Background(), url)
+		if err != nil {
+			t.Fatalf("dbtest: open %s: %v", name, err)
+		}
+		return d, func() { _ = d.Close() }
+	}
+	return Driver{Name: name, DSN: dsn, CLI: cli, Unmigrated: cleanedUp(unmigrated), SQL: func(t testing.TB, url string) Harness[*sql.Tx] {
 		opened := func(t testing.TB) (D, func()) {
 			t.Helper()
-			d, err := open(context.Background(), url)
-			if err != nil {
-				t.Fatalf("dbtest: open %s: %v", name, err)
-			}
+			d, closeDB := unmigrated(t, url)
 			migrate(t, d)
-			return d, func() { _ = d.Close() }
+			return d, closeDB
 		}
 		d, closeDB := opened(t)
 		t.Cleanup(closeDB)
@@ -137,7 +145,8 @@ func sqlDriver[D sqlDB](name string, dsn func(testing.TB) string, cli bool, open
 
 // pgxDriver is the pgx driver's entry with its pools in exec mode.
 func pgxDriver(name string, mode pgx.QueryExecMode) Driver {
-	return Driver{Name: name, DSN: PostgresSchemaURL, Pgx: func(t testing.TB, url string) Harness[pgx.Tx] {
+	unmigrated := func(t testing.TB, url string) (*pgxv5.Driver, func()) { return openPgx(t, url, mode) }
+	return Driver{Name: name, DSN: PostgresSchemaURL, Unmigrated: cleanedUp(unmigrated), Pgx: func(t testing.TB, url string) Harness[pgx.Tx] {
 		opened := func(t testing.TB) (*pgxv5.Driver, func()) {
 			t.Helper()
 			d, closePool := openPgx(t, url, mode)
@@ -160,4 +169,15 @@ func pgxDriver(name string, mode pgx.QueryExecMode) Driver {
 			QueryRow: func(ctx context.Context, q string, args ...any) Row { return pool.QueryRow(ctx, q, args...) },
 		}
 	}}
+}
+
+// cleanedUp turns an open that returns its closer into one closed when t
+// ends.
+func cleanedUp[D sqlstore.Store](open func(testing.TB, string) (D, func())) func(testing.TB, string) sqlstore.Store {
+	return func(t testing.TB, url string) sqlstore.Store {
+		t.Helper()
+		d, closeIt := open(t, url)
+		t.Cleanup(closeIt)
+		return d
+	}
 }
