@@ -32,9 +32,9 @@
 //
 // Every error from Commit, not only a refusal, rolls the caller's
 // transaction back, so a caller that ignores it and commits anyway commits
-// nothing; CommitBatch does the same for a pgx.Tx. Once the database has
-// refused a token, the refusal is returned and logged even if the caller's
-// context is cancelled: that work, like every rollback and Do's fallback
+// nothing; pgxv5.CommitBatch does the same for a pgx.Tx. Once the database
+// has refused a token, the refusal is returned and logged even if the
+// caller's context is cancelled: that work, like every rollback and Do's fallback
 // raise, runs under Options.CleanupTimeout rather than the caller's context,
 // and an error says when the log may not have been written. A pgx savepoint
 // is refused with ErrNestedTx: pass the outermost transaction.

@@ -18,15 +18,16 @@ var ErrInvalidInput = errors.New("fencegate: invalid input")
 var ErrStaleFence = errors.New("fencegate: stale fence")
 
 // ErrFenceNotIssued is matched (errors.Is) by the *StaleFenceError that
-// Gate.Commit, Gate.Admit and CommitBatch return, under Options.VerifyIssued, for a fence the co-located
-// coordinator never issued to that holder for that resource (forged, mistyped,
-// or made up). The floor is not raised.
+// Gate.Commit, Gate.Admit and pgxv5.CommitBatch return, under
+// Options.VerifyIssued, for a fence the co-located coordinator never issued
+// to that holder for that resource (forged, mistyped, or made up). The floor
+// is not raised.
 var ErrFenceNotIssued = errors.New("fencegate: fence was never issued for this resource and holder")
 
-// ErrNestedTx is returned (wrapped) by Gate.Commit and CommitBatch for a pgx
-// savepoint (pgx.Tx.Begin on a transaction): a refusal could roll back only
-// the savepoint, and the outer transaction would commit its writes. Nothing
-// runs; pass the outermost transaction.
+// ErrNestedTx is returned (wrapped) by Gate.Commit and pgxv5.CommitBatch for
+// a pgx savepoint (pgx.Tx.Begin on a transaction): a refusal could roll back
+// only the savepoint, and the outer transaction would commit its writes.
+// Nothing runs; pass the outermost transaction.
 var ErrNestedTx = errors.New("fencegate: a nested transaction (savepoint) cannot be fenced; pass the outermost transaction")
 
 // InvalidInputError describes refused input. It matches ErrInvalidInput.
