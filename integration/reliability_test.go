@@ -113,7 +113,7 @@ func runHistories(t *testing.T, dialect sqlstore.Dialect) {
 				t.Errorf("the workload skipped a path: %d admissions, late renewals %v", r.Count(history.Admit, history.OK), r.Late)
 			}
 			if dialect == pgsql.Dialect && r.Via["batch"] == 0 {
-				t.Errorf("no write went through gate.CommitBatch")
+				t.Errorf("no write went through pgxv5.CommitBatch")
 			}
 			if r.Linearizable == porcupine.Unknown {
 				t.Logf("*** porcupine timed out on %d operations: linearizability not established for this history ***", r.LinearOps)

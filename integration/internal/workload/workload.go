@@ -76,7 +76,7 @@ type Config struct {
 	LateRenewProb float64 `json:"lateRenewProb"`
 
 	// BatchProb is the chance that a gated write on pgx goes through
-	// gate.CommitBatch (one pipelined round trip, no BEGIN or COMMIT).
+	// pgxv5.CommitBatch (one pipelined round trip, no BEGIN or COMMIT).
 	BatchProb float64 `json:"batchProb"`
 
 	// HoldProb is the chance that a cycle runs through lease.Hold (which
@@ -189,7 +189,7 @@ type env[TTx any] struct {
 	coord  *lease.Coordinator
 	exec   func(ctx context.Context, tx TTx, q string, args ...any) error
 	insert string
-	// batch is gate.CommitBatch of one INSERT through the pool (pgx only).
+	// batch is pgxv5.CommitBatch of one INSERT through the pool (pgx only).
 	batch func(ctx context.Context, g *gate.Gate[TTx], tok gate.Token, q string, args ...any) error
 	// draw runs a statement that returns one number, outside any transaction.
 	draw func(ctx context.Context, q string, args ...any) (int64, error)
