@@ -75,3 +75,16 @@ func TestMigrateDownAndUp(t *testing.T) {
 		})
 	}
 }
+
+func TestSQLiteFile(t *testing.T) {
+	for dsn, want := range map[string]string{
+		"/var/app.db":                        "/var/app.db",
+		"file:/var/app.db?_txlock=immediate": "/var/app.db",
+		"postgres://u:p@host/db":             "",
+		"postgresql://host/db":               "",
+	} {
+		if got := sqlopen.SQLiteFile(dsn); got != filepath.FromSlash(want) {
+			t.Errorf("SQLiteFile(%q) = %q, want %q", dsn, got, want)
+		}
+	}
+}
