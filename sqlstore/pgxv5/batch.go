@@ -26,7 +26,7 @@ type BatchSender interface {
 // The fence statement admits the token exactly as g.Commit does. When it
 // refuses, it fails, and Postgres skips every statement after it and rolls
 // the pipeline back: none of b's statements runs, so none can commit.
-// CommitBatch then logs the refusal and returns a *StaleFenceError. Any
+// CommitBatch then logs the refusal and returns a *gate.StaleFenceError. Any
 // other failure, of the fence or of one of b's statements, also rolls back
 // everything, the floor raise included, and is returned wrapped.
 //
