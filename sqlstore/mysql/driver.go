@@ -1,0 +1,153 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/fencegate/fencegate/sqlstore"
+)
+
+// Dialect is the dialect this package speaks.
+const Dialect sqlstore.Dialect = "mysql"
+
+// Driver runs fencegate on MySQL or MariaDB through database/sql and
+// go-sql-driver/mysql. Its transactions are *sql.Tx. It is safe for
+// concurrent use.
+//
+// Besides the methods of sqlstore.Driver[*sql.Tx] it has DB (the *sql.DB it
+// runs on), Migrations (its embedded goose migrations, for
+// sqlstore.MigrateDown and MigrateStatus) and Close (what Open opened).
+//
+// The zero value is not usable; create one with New or Open.
+type Driver struct {
+	db     *sql.DB
+	opened bool // set by Open: Close closes db
+
+	// lockWait holds the transactions (*sql.Tx) whose session lock wait
+	// timeout SetLockTimeout changed; Commit and Rollback put it back.
+	lockWait sync.Map
+}
+
+var _ sqlstore.Driver[*sql.Tx] = (*Driver)(nil)
+
+// New returns a driver over db, a *sql.DB opened with go-sql-driver/mysql
+// on a database fencegate may create its tables in. The connections must
+// keep the driver's defaults clientFoundRows=false (the floor upsert reads
+// its outcome from the rows-affected count) and interpolateParams=false
+// (arguments are bound by the server); Config.FormatDSN or Open arrange it.
+// db stays the caller's to close.
+func New(db *sql.DB) *Driver { return &Driver{db: db} }
+
+// DB returns the *sql.DB the driver runs on.
+func (d *Driver) DB() *sql.DB { return d.db }
+
+// Dialect reports "mysql", for MySQL and MariaDB alike.
+func (d *Driver) Dialect() sqlstore.Dialect { return Dialect }
+
+// ClockPrecision is the tick of UTC_TIMESTAMP(6): one microsecond.
+func (d *Driver) ClockPrecision() time.Duration { return time.Microsecond }
+
+// ClassifyError marks a native error of go-sql-driver/mysql (a deadlock or
+// lock wait timeout in the caller's own statements, say) so that
+// sqlstore.IsRetryable and sqlstore.IsConnLost answer for it. nil stays nil.
+func (d *Driver) ClassifyError(err error) error { return mark(err) }
+
+// Begin starts a read-write transaction at the session's isolation level.
+func (d *Driver) Begin(ctx context.Context) (*sql.Tx, error) {
+	tx, err := d.db.BeginTx(ctx, nil)
+	return tx, mark(err)
+}
+
+// Commit commits tx, first putting back a lock wait timeout that
+// SetLockTimeout changed. If that fails, tx is rolled back and the error
+// returned: nothing committed.
+func (d *Driver) Commit(ctx context.Context, tx *sql.Tx) error {
+	if err := d.restoreLockWait(ctx, tx); err != nil {
+		_ = tx.Rollback()
+		return fmt.Errorf("fencegate: commit: %w", err)
+	}
+	return mark(tx.Commit())
+}
+
+// Rollback rolls tx back, first putting back a lock wait timeout that
+// SetLockTimeout changed; a transaction that already ended is not an error.
+func (d *Driver) Rollback(ctx context.Context, tx *sql.Tx) error {
+	restoreErr := d.restoreLockWait(ctx, tx)
+	if err := tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+		return mark(err)
+	}
+	if restoreErr != nil && !errors.Is(restoreErr, sql.ErrTxDone) {
+		// The connection went back to the pool with the timeout changed,
+		// or (far likelier) it broke and was dropped.
+		return fmt.Errorf("fencegate: rollback: %w", restoreErr)
+	}
+	return nil
+}
+
+// restoreLockWait puts back the session's lock wait timeout if
+// SetLockTimeout changed it in tx.
+func (d *Driver) restoreLockWait(ctx context.Context, tx *sql.Tx) error {
+	if _, changed := d.lockWait.LoadAndDelete(tx); !changed {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, lockTimeoutRestore); err != nil {
+		return fmt.Errorf("restore lock wait timeout: %w", mark(err))
+	}
+	return nil
+}
+
+// UnwrapExecutor runs fencegate statements inside tx. End tx with the
+// driver's Commit or Rollback (gate.Do does) when SetLockTimeout ran in it,
+// so the connection's lock wait timeout is put back.
+func (d *Driver) UnwrapExecutor(tx *sql.Tx) sqlstore.Executor {
+	return &executor{d: d, c: tx, tx: tx}
+}
+
+// Executor runs fencegate statements on the pool, each on its own.
+// Methods that take more than one statement run them in a transaction of
+// their own.
+func (d *Driver) Executor() sqlstore.Executor { return &executor{d: d, c: d.db} }
+
+// InTx runs fn in a new transaction at READ COMMITTED, committing if fn
+// returns nil. fencegate's own transactions only lock and write by primary
+// key; READ COMMITTED keeps InnoDB from adding gap locks to that, which
+// would make two first grants of a resource deadlock.
+func (d *Driver) InTx(ctx context.Context, fn func(sqlstore.Executor) error) error {
+	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return fmt.Errorf("begin: %w", mark(err))
+	}
+	if err := fn(d.UnwrapExecutor(tx)); err != nil {
+		_ = d.Rollback(ctx, tx)
+		return err
+	}
+	if err := d.Commit(ctx, tx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// Migrate applies every pending fencegate migration (sqlstore.MigrateUp).
+// MySQL commits each DDL statement on its own, so the migrations are written
+// to be re-run: a first migration cut short is finished by the next, and
+// processes that migrate a new database together take turns on GET_LOCK.
+func (d *Driver) Migrate(ctx context.Context) error {
+	return sqlstore.MigrateUp(ctx, d.db, migrations())
+}
+
+// Migrations returns the driver's embedded goose migrations, for
+// sqlstore.MigrateDown and sqlstore.MigrateStatus.
+func (d *Driver) Migrations() sqlstore.Migrations { return migrations() }
+
+// Close closes the *sql.DB if Open opened it; a driver made with New leaves
+// the caller's *sql.DB open.
+func (d *Driver) Close() error {
+	if !d.opened {
+		return nil
+	}
+	return d.db.Close()
+}

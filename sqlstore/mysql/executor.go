@@ -1,0 +1,359 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+
+	"github.com/fencegate/fencegate/sqlstore"
+)
+
+// sqlConn is what *sql.DB and *sql.Tx have in common.
+type sqlConn interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+// executor implements sqlstore.Executor on the pool (tx nil) or in a
+// transaction.
+type executor struct {
+	d  *Driver
+	c  sqlConn
+	tx *sql.Tx
+}
+
+var _ sqlstore.Executor = (*executor)(nil)
+
+func micros(us int64) time.Time { return time.UnixMicro(us).UTC() }
+
+// fail labels a failed statement's error and marks its class; a missing
+// table also matches sqlstore.ErrNotMigrated. nil stays nil.
+func fail(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if me, ok := errors.AsType[*gomysql.MySQLError](err); ok && me.Number == erNoSuchTable {
+		return fmt.Errorf("%s: %w: %w", what, sqlstore.ErrNotMigrated, err)
+	}
+	return fmt.Errorf("%s: %w", what, mark(err))
+}
+
+// atomic runs fn's statements in one transaction: e's own, or on the pool
+// one of their own.
+func (e *executor) atomic(ctx context.Context, fn func(e *executor) error) error {
+	if e.tx != nil {
+		return fn(e)
+	}
+	return e.d.InTx(ctx, func(ex sqlstore.Executor) error { return fn(ex.(*executor)) })
+}
+
+// exec runs a statement and returns MySQL's rows-affected count and
+// LAST_INSERT_ID from its OK packet.
+func (e *executor) exec(ctx context.Context, query string, args ...any) (n, id int64, err error) {
+	res, err := e.c.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, 0, err
+	}
+	if n, err = res.RowsAffected(); err != nil {
+		return 0, 0, err
+	}
+	id, err = res.LastInsertId()
+	return n, id, err
+}
+
+func (e *executor) FloorRaise(ctx context.Context, p sqlstore.FloorRaiseParams) (sqlstore.FloorRaiseResult, error) {
+	query := floorRaise
+	if p.VerifyIssued {
+		query = floorRaiseVerified
+	}
+	n, id, err := e.exec(ctx, query, p.Resource, p.Fence, p.Holder, p.Fence, p.Holder, p.Fence, p.Fence)
+	if err != nil {
+		return sqlstore.FloorRaiseResult{}, fail("raise floor", err)
+	}
+	admitted := sqlstore.FloorRaiseResult{Issued: true, Admitted: true, Floor: p.Fence, FloorHolder: p.Holder}
+	switch {
+	case n == 1 && id == 0: // inserted
+		return admitted, nil
+	case (n == 2 || n == 0) && id == p.Fence: // raised, or equal
+		return admitted, nil
+	case n == 0 && id == 0 && p.VerifyIssued: // no such lease: nothing written
+		return sqlstore.FloorRaiseResult{}, nil
+	case n == 0 && id > p.Fence: // refused: the floor is above the fence
+		r := sqlstore.FloorRaiseResult{Issued: true, Floor: id}
+		if err := e.c.QueryRowContext(ctx, floorHolder, p.Resource).Scan(&r.FloorHolder); err != nil {
+			return sqlstore.FloorRaiseResult{}, fail("read floor holder", err)
+		}
+		return r, nil
+	}
+	// Anything else would be misread, so it is an error: clientFoundRows=true
+	// on the connection reports an unchanged row as 1 row affected.
+	return sqlstore.FloorRaiseResult{}, fmt.Errorf("raise floor: unexpected outcome (%d rows affected, floor %d) "+
+		"for fence %d: is clientFoundRows set on the connection?", n, id, p.Fence)
+}
+
+func scanFloor(s scanner) (sqlstore.Floor, error) {
+	var f sqlstore.Floor
+	var us int64
+	if err := s.Scan(&f.Resource, &f.Floor, &f.Holder, &us); err != nil {
+		return sqlstore.Floor{}, err
+	}
+	f.UpdatedAt = micros(us)
+	return f, nil
+}
+
+func (e *executor) FloorGet(ctx context.Context, resource string) (sqlstore.Floor, error) {
+	f, err := scanFloor(e.c.QueryRowContext(ctx, floorGet, resource))
+	if errors.Is(err, sql.ErrNoRows) {
+		return sqlstore.Floor{}, fmt.Errorf("read floor: %w", sqlstore.ErrNotFound)
+	}
+	if err != nil {
+		return sqlstore.Floor{}, fail("read floor", err)
+	}
+	return f, nil
+}
+
+func (e *executor) FloorList(ctx context.Context) ([]sqlstore.Floor, error) {
+	return collect(ctx, e.c, "list floors", scanFloor, floorList)
+}
+
+func (e *executor) RejectionInsert(ctx context.Context, r sqlstore.Rejection) (sqlstore.Rejection, error) {
+	_, seq, err := e.exec(ctx, rejectionInsert, r.Resource, r.Fence, r.Holder, r.Floor, r.FloorHolder, r.NotIssued)
+	if err != nil {
+		return sqlstore.Rejection{}, fail("log rejection", err)
+	}
+	// The record is written (and, on the pool, committed): from here an
+	// error only loses its time.
+	r.Seq = seq
+	var us int64
+	if err := e.c.QueryRowContext(ctx, rejectionAt, seq).Scan(&us); err != nil {
+		return r, fail(fmt.Sprintf("read back rejection %d", seq), err)
+	}
+	r.At = micros(us)
+	return r, nil
+}
+
+func scanRejection(s scanner) (sqlstore.Rejection, error) {
+	var r sqlstore.Rejection
+	var us int64
+	err := s.Scan(&r.Seq, &r.Resource, &r.Fence, &r.Holder, &r.Floor, &r.FloorHolder, &r.NotIssued, &us)
+	r.At = micros(us)
+	return r, err
+}
+
+func (e *executor) RejectionList(ctx context.Context, p sqlstore.RejectionListParams) ([]sqlstore.Rejection, error) {
+	query := rejectionList
+	if p.Newest {
+		query = rejectionListDesc
+	}
+	if p.Limit <= 0 {
+		p.Limit = 100
+	}
+	return collect(ctx, e.c, "list rejections", scanRejection, query, p.Resource, p.Resource, p.AfterSeq, p.Limit)
+}
+
+// SetLockTimeout sets innodb_lock_wait_timeout for the rest of the
+// transaction, rounded up to whole seconds (MySQL's unit). On the pool,
+// outside a transaction, it does nothing.
+func (e *executor) SetLockTimeout(ctx context.Context, d time.Duration) error {
+	if e.tx == nil {
+		return nil
+	}
+	secs := max(int64((d+time.Second-1)/time.Second), 1) // 0 is refused by the server
+	e.d.lockWait.Store(e.tx, struct{}{})
+	if _, err := e.tx.ExecContext(ctx, lockTimeoutSet, secs); err != nil {
+		return fail("set lock timeout", err)
+	}
+	return nil
+}
+
+func (e *executor) FenceNext(ctx context.Context) (int64, error) {
+	n, fence, err := e.exec(ctx, fenceNext)
+	if err != nil {
+		return 0, fail("next fence", err)
+	}
+	if n != 1 || fence <= 0 {
+		return 0, fmt.Errorf("next fence: the counter row of fencegate_fence_seq is missing")
+	}
+	return fence, nil
+}
+
+func (e *executor) FenceAtLeast(ctx context.Context, min int64) error {
+	if min <= 1 {
+		return nil // every fence is at least 1 already
+	}
+	if _, _, err := e.exec(ctx, fenceAtLeast, min-1); err != nil {
+		return fail("advance fence counter", err)
+	}
+	return nil
+}
+
+// scanLease reads leaseCols, and the clock after them when now is set.
+func scanLease(s scanner, now *int64) (sqlstore.LeaseRow, error) {
+	var r sqlstore.LeaseRow
+	var granted, expires int64
+	dest := []any{&r.Resource, &r.Holder, &r.Fence, &r.RequestID, &granted, &expires, &r.Released}
+	if now != nil {
+		dest = append(dest, now)
+	}
+	if err := s.Scan(dest...); err != nil {
+		return sqlstore.LeaseRow{}, err
+	}
+	r.Found = true
+	r.GrantedAt, r.ExpiresAt = micros(granted), micros(expires)
+	if now != nil {
+		r.Now = micros(*now)
+	}
+	return r, nil
+}
+
+func scanLeaseNow(s scanner) (sqlstore.LeaseRow, error) { return scanLease(s, new(int64)) }
+
+// leaseRow reads at most one lease row; a missing row is a LeaseRow with
+// Found false, not an error.
+func (e *executor) leaseRow(ctx context.Context, query string, now *int64, args ...any) (sqlstore.LeaseRow, error) {
+	r, err := scanLease(e.c.QueryRowContext(ctx, query, args...), now)
+	if errors.Is(err, sql.ErrNoRows) {
+		return sqlstore.LeaseRow{}, nil
+	}
+	return r, err
+}
+
+func (e *executor) LeaseGetForUpdate(ctx context.Context, resource string) (sqlstore.LeaseRow, error) {
+	r, err := e.leaseRow(ctx, leaseGetForUpdate, nil, resource)
+	if err != nil || !r.Found {
+		return r, fail("lock lease", err)
+	}
+	var us int64
+	if err := e.c.QueryRowContext(ctx, clock).Scan(&us); err != nil {
+		return sqlstore.LeaseRow{}, fail("lock lease: read clock", err)
+	}
+	r.Now = micros(us)
+	return r, nil
+}
+
+func (e *executor) LeaseGet(ctx context.Context, resource string) (sqlstore.LeaseRow, error) {
+	r, err := e.leaseRow(ctx, leaseGet, new(int64), resource)
+	if err != nil {
+		return sqlstore.LeaseRow{}, fail("read lease", err)
+	}
+	if !r.Found {
+		return sqlstore.LeaseRow{}, fmt.Errorf("read lease %q: %w", resource, sqlstore.ErrNotFound)
+	}
+	return r, nil
+}
+
+func (e *executor) LeaseList(ctx context.Context) ([]sqlstore.LeaseRow, error) {
+	return collect(ctx, e.c, "list leases", scanLeaseNow, leaseList)
+}
+
+// readBack reads the lease row the transaction just wrote.
+func (e *executor) readBack(ctx context.Context, what, resource string) (sqlstore.LeaseRow, error) {
+	r, err := e.leaseRow(ctx, leaseRead, nil, resource)
+	if err == nil && !r.Found {
+		err = sql.ErrNoRows
+	}
+	return r, fail(what+": read back", err)
+}
+
+// LeaseGrant writes the row, then reads it back (MySQL has no RETURNING);
+// Now is the grant's own clock, granted_at.
+func (e *executor) LeaseGrant(ctx context.Context, p sqlstore.LeaseGrantParams) (sqlstore.LeaseRow, bool, error) {
+	var r sqlstore.LeaseRow
+	err := e.atomic(ctx, func(e *executor) error {
+		var n int64
+		var err error
+		if p.Replace {
+			n, _, err = e.exec(ctx, leaseReplace, p.Holder, p.Fence, p.RequestID, p.TTL.Microseconds(), p.Resource)
+		} else {
+			n, _, err = e.exec(ctx, leaseInsert, p.Resource, p.Holder, p.Fence, p.RequestID, p.TTL.Microseconds())
+		}
+		switch {
+		case err != nil:
+			return fail("grant lease", err)
+		case n == 0 && !p.Replace:
+			return nil // a concurrent grant created the row first
+		case n != 1:
+			return fmt.Errorf("grant lease: %d rows written, want 1", n)
+		}
+		if r, err = e.readBack(ctx, "grant lease", p.Resource); err != nil {
+			return err
+		}
+		r.Now = r.GrantedAt
+		_, _, err = e.exec(ctx, requestInsert, p.Resource, p.RequestID, p.Fence)
+		return fail("record request", err)
+	})
+	if err != nil {
+		return sqlstore.LeaseRow{}, false, err
+	}
+	return r, r.Found, nil
+}
+
+func (e *executor) RequestFence(ctx context.Context, resource, requestID string) (int64, error) {
+	var fence int64
+	err := e.c.QueryRowContext(ctx, requestFence, resource, requestID).Scan(&fence)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fail("read request", err)
+	}
+	return fence, nil
+}
+
+// LeaseRenew extends the lease, then reads it back; Now is the renewal's
+// clock, the new expiry less the ttl.
+func (e *executor) LeaseRenew(ctx context.Context, p sqlstore.LeaseRenewParams) (sqlstore.LeaseRow, error) {
+	var r sqlstore.LeaseRow
+	ttl := p.TTL.Microseconds()
+	err := e.atomic(ctx, func(e *executor) error {
+		n, _, err := e.exec(ctx, leaseRenew, ttl, p.Resource, p.Holder, p.Fence)
+		if err != nil || n == 0 {
+			return fail("renew lease", err)
+		}
+		if r, err = e.readBack(ctx, "renew lease", p.Resource); err != nil {
+			return err
+		}
+		r.Now = r.ExpiresAt.Add(-time.Duration(ttl) * time.Microsecond)
+		return nil
+	})
+	if err != nil {
+		return sqlstore.LeaseRow{}, err
+	}
+	return r, nil
+}
+
+func (e *executor) LeaseRelease(ctx context.Context, resource, holder string, fence int64) (bool, error) {
+	n, _, err := e.exec(ctx, leaseRelease, resource, holder, fence)
+	if err != nil {
+		return false, fail("release lease", err)
+	}
+	return n > 0, nil
+}
+
+// collect runs a query and scans every row with scan.
+func collect[T any](ctx context.Context, c sqlConn, what string, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
+	rs, err := c.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fail(what, err)
+	}
+	defer rs.Close()
+	var out []T
+	for rs.Next() {
+		v, err := scan(rs)
+		if err != nil {
+			return nil, fail(what, err)
+		}
+		out = append(out, v)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fail(what, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,71 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"fmt"
+	"io/fs"
+
+	"github.com/pressly/goose/v3"
+
+	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/internal/sqlexec"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// MigrationFS returns fencegate's goose migrations for MySQL and MariaDB,
+// embedded, with the .sql files at the root as goose expects. They work
+// with the goose command line too, told fencegate's version table:
+//
+//	goose -dir sqlstore/mysql/migrations -table fencegate_goose_version mysql "$DSN" up
+func MigrationFS() fs.FS { return sqlexec.Sub(migrationFiles, "migrations") }
+
+// migrations are the driver's migrations for sqlstore.MigrateUp: goose's
+// mysql dialect, under fencegate's GET_LOCK.
+func migrations() sqlstore.Migrations {
+	return sqlstore.Migrations{Dialect: goose.DialectMySQL, FS: MigrationFS(), Locker: migrationLock{}}
+}
+
+// migrationLock serializes fencegate migrations of one database across
+// processes with GET_LOCK, since goose's own session lock is Postgres-only.
+// The lock belongs to the connection goose migrates on and is released
+// with it, also when the process dies. GET_LOCK names are server-wide, so
+// the name carries the database's.
+type migrationLock struct{}
+
+// migrationLockName names the lock for the current database, within
+// MySQL's 64-character limit for lock names.
+const migrationLockName = `CONCAT('fencegate_migrate:', SHA1(COALESCE(DATABASE(), '')))`
+
+// migrationLockWaits bounds SessionLock's one-second waits, as goose's
+// Postgres locker is bounded: five minutes.
+const migrationLockWaits = 300
+
+// SessionLock waits for the lock a second at a time, so that a cancelled
+// ctx is noticed between waits.
+func (migrationLock) SessionLock(ctx context.Context, conn *sql.Conn) error {
+	for range migrationLockWaits {
+		var got sql.NullInt64
+		if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK(`+migrationLockName+`, ?)`, 1).Scan(&got); err != nil {
+			return fmt.Errorf("take migration lock: %w", err)
+		}
+		if got.Valid && got.Int64 == 1 {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("take migration lock: %w", err)
+		}
+	}
+	return fmt.Errorf("take migration lock: another migration held it for %d s", migrationLockWaits)
+}
+
+// SessionUnlock releases the lock.
+func (migrationLock) SessionUnlock(ctx context.Context, conn *sql.Conn) error {
+	if _, err := conn.ExecContext(ctx, `DO RELEASE_LOCK(`+migrationLockName+`)`); err != nil {
+		return fmt.Errorf("release migration lock: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,138 @@
+package mysql
+
+// The SQL text of the MySQL/MariaDB dialect, in the subset MySQL 8 and
+// MariaDB 10.5+ share (no RETURNING, no sequences, no row alias in ON
+// DUPLICATE KEY UPDATE). Every argument is bound; times come back as integer
+// microseconds since the Unix epoch.
+
+const (
+	// now is the database's clock: the statement's start, in UTC, to the
+	// microsecond. It is the same value everywhere in one statement.
+	now = `UTC_TIMESTAMP(6)`
+	// epoch turns a DATETIME(6) into microseconds since the Unix epoch,
+	// without the session's time zone.
+	epoch = `TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `
+
+	leaseCols = `resource, holder, fence, request_id, ` + epoch + `granted_at), ` + epoch + `expires_at), released`
+	floorCols = `resource, floor, holder, ` + epoch + `updated_at)`
+)
+
+// The floor upsert. ON DUPLICATE KEY UPDATE takes an exclusive lock on the
+// existing record whether or not it changes anything, so an equal fence
+// (every write of a lease after its first) holds the same lock a raise
+// needs: the floor cannot rise while such a writer is in flight, and writers
+// of a resource queue on that record. InnoDB reads the newest committed row
+// for the update at any isolation level, so a writer that waited on a raise
+// sees the raised floor.
+//
+// Assignments run left to right and see the columns already assigned, so
+// floor goes last. LAST_INSERT_ID(expr) hands the floor back in the OK
+// packet; with clientFoundRows off (RowsAffected, LastInsertId) is (1, 0)
+// inserted, (2, fence) raised or taken over by another holder at the same
+// fence, (0, fence) equal, (0, floor) refused with floor > fence. Arguments:
+// resource, fence, holder, then fence, holder, fence, fence.
+const (
+	floorUpdate = `
+ON DUPLICATE KEY UPDATE
+  holder     = IF(? >= fencegate_floor.floor, ?, fencegate_floor.holder),
+  updated_at = IF(? > fencegate_floor.floor, ` + now + `, fencegate_floor.updated_at),
+  floor      = LAST_INSERT_ID(GREATEST(fencegate_floor.floor, ?))`
+
+	floorRaise = `
+INSERT INTO fencegate_floor (resource, floor, holder, updated_at)
+VALUES (?, ?, ?, ` + now + `)` + floorUpdate
+
+	// The same, only for the issued lease (resource, fence, holder): with no
+	// such lease nothing is selected, nothing written, and the result is
+	// (0, 0).
+	floorRaiseVerified = `
+INSERT INTO fencegate_floor (resource, floor, holder, updated_at)
+SELECT l.resource, l.fence, l.holder, ` + now + `
+  FROM fencegate_lease l
+ WHERE l.resource = ? AND l.fence = ? AND l.holder = ?` + floorUpdate
+
+	// floorHolder names who raised the floor, after a refusal. The upsert
+	// holds the row's lock, so this never waits; FOR UPDATE reads the newest
+	// row rather than the REPEATABLE READ snapshot.
+	floorHolder = `SELECT holder FROM fencegate_floor WHERE resource = ? FOR UPDATE`
+
+	floorGet  = `SELECT ` + floorCols + ` FROM fencegate_floor WHERE resource = ?`
+	floorList = `SELECT ` + floorCols + ` FROM fencegate_floor ORDER BY resource`
+)
+
+const (
+	rejectionInsert = `
+INSERT INTO fencegate_rejection (resource, fence, holder, floor, floor_holder, not_issued, at)
+VALUES (?, ?, ?, ?, ?, ?, ` + now + `)`
+	rejectionAt = `SELECT ` + epoch + `at) FROM fencegate_rejection WHERE seq = ?`
+
+	rejectionCols = `seq, resource, fence, holder, floor, floor_holder, not_issued, ` + epoch + `at)`
+	// Arguments: resource or '', the same, after seq, limit.
+	rejectionList = `
+SELECT ` + rejectionCols + ` FROM fencegate_rejection
+ WHERE (? = '' OR resource = ?) AND seq > ?
+ ORDER BY seq LIMIT ?`
+	rejectionListDesc = `
+SELECT ` + rejectionCols + ` FROM fencegate_rejection
+ WHERE (? = '' OR resource = ?) AND seq > ?
+ ORDER BY seq DESC LIMIT ?`
+)
+
+const (
+	// The session's lock wait timeout, in whole seconds, is saved in a user
+	// variable before it first changes and put back before the transaction
+	// ends, so a pooled connection goes back as it came. (An unset user
+	// variable is a string NULL, so COALESCE would make the saved value a
+	// string, which the server refuses to assign back: hence the CAST.)
+	lockTimeoutSet = `
+SET @fencegate_lock_wait = CAST(COALESCE(@fencegate_lock_wait, @@SESSION.innodb_lock_wait_timeout) AS UNSIGNED),
+    SESSION innodb_lock_wait_timeout = ?`
+	lockTimeoutRestore = `
+SET SESSION innodb_lock_wait_timeout = CAST(COALESCE(@fencegate_lock_wait, @@SESSION.innodb_lock_wait_timeout) AS UNSIGNED),
+    @fencegate_lock_wait = NULL`
+)
+
+const (
+	// The counter row's lock is held until the granting transaction ends, so
+	// grants take fences one at a time, in commit order.
+	fenceNext    = `UPDATE fencegate_fence_seq SET last = LAST_INSERT_ID(last + 1) WHERE id = 1`
+	fenceAtLeast = `UPDATE fencegate_fence_seq SET last = GREATEST(last, ?) WHERE id = 1`
+)
+
+const (
+	leaseGetForUpdate = `SELECT ` + leaseCols + ` FROM fencegate_lease WHERE resource = ? FOR UPDATE`
+	// clock is read after leaseGetForUpdate's lock wait: UTC_TIMESTAMP is
+	// fixed when a statement starts, and Now must not be older than the row.
+	clock     = `SELECT ` + epoch + now + `)`
+	leaseGet  = `SELECT ` + leaseCols + `, ` + epoch + now + `) FROM fencegate_lease WHERE resource = ?`
+	leaseList = `SELECT ` + leaseCols + `, ` + epoch + now + `) FROM fencegate_lease ORDER BY resource`
+	// leaseRead reads back a row the transaction just wrote (MySQL has no
+	// RETURNING); the caller knows the clock of the write.
+	leaseRead = `SELECT ` + leaseCols + ` FROM fencegate_lease WHERE resource = ?`
+
+	// Arguments: resource, holder, fence, request id, ttl µs. A row created
+	// first by a concurrent grant is left alone (0 rows affected).
+	leaseInsert = `
+INSERT INTO fencegate_lease (resource, holder, fence, request_id, granted_at, expires_at, released)
+VALUES (?, ?, ?, ?, ` + now + `, ` + now + ` + INTERVAL ? MICROSECOND, FALSE)
+ON DUPLICATE KEY UPDATE resource = resource`
+	// Arguments: holder, fence, request id, ttl µs, resource.
+	leaseReplace = `
+UPDATE fencegate_lease
+   SET holder = ?, fence = ?, request_id = ?, granted_at = ` + now + `,
+       expires_at = ` + now + ` + INTERVAL ? MICROSECOND, released = FALSE
+ WHERE resource = ?`
+	// Arguments: ttl µs, resource, holder, fence.
+	leaseRenew = `
+UPDATE fencegate_lease SET expires_at = ` + now + ` + INTERVAL ? MICROSECOND
+ WHERE resource = ? AND holder = ? AND fence = ? AND NOT released AND expires_at > ` + now
+	// Arguments: resource, request id, fence.
+	requestInsert = `
+INSERT INTO fencegate_request (resource, request_id, fence) VALUES (?, ?, ?)
+ON DUPLICATE KEY UPDATE resource = resource`
+	requestFence = `SELECT fence FROM fencegate_request WHERE resource = ? AND request_id = ?`
+
+	leaseRelease = `
+UPDATE fencegate_lease SET released = TRUE, expires_at = LEAST(expires_at, ` + now + `)
+ WHERE resource = ? AND holder = ? AND fence = ? AND NOT released AND expires_at > ` + now
+)
