@@ -58,8 +58,11 @@ func testSeedTimeline[TTx any](t *testing.T, h harness[TTx]) {
 	}
 	// deploy writes one deploy in tx: the slot's state and a log line.
 	deploy := func(tx TTx, holder, version string) error {
-		if err := h.Exec(ctx, tx, `INSERT INTO deploy_slot (id, holder, version) VALUES (1, $1, $2)
-			ON CONFLICT (id) DO UPDATE SET holder = excluded.holder, version = excluded.version`, holder, version); err != nil {
+		// Replace the slot's row in SQL every dialect shares.
+		if err := h.Exec(ctx, tx, `DELETE FROM deploy_slot WHERE id = 1`); err != nil {
+			return err
+		}
+		if err := h.Exec(ctx, tx, `INSERT INTO deploy_slot (id, holder, version) VALUES (1, $1, $2)`, holder, version); err != nil {
 			return err
 		}
 		return h.Exec(ctx, tx, `INSERT INTO deploy_log (holder, version) VALUES ($1, $2)`, holder, version)
