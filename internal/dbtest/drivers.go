@@ -8,6 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/mysql"
+	"github.com/fencegate/fencegate/sqlstore/mysql/mysqltest"
 	"github.com/fencegate/fencegate/sqlstore/pgsql"
 	"github.com/fencegate/fencegate/sqlstore/pgxv5"
 	"github.com/fencegate/fencegate/sqlstore/sqlite"
@@ -20,6 +22,7 @@ func Drivers() []Driver {
 	return []Driver{
 		sqlDriver("sqlite", SQLitePath, true, sqlite.Open),
 		sqlDriver("postgres-sql", PostgresSchemaURL, true, pgsql.Open),
+		sqlDriver("mysql", mysqltest.DatabaseURL, true, mysql.Open).rebinding(mysqltest.Rebind),
 		pgxDriver("pgx-cache-statement", pgx.QueryExecModeCacheStatement),
 		pgxDriver("pgx-cache-describe", pgx.QueryExecModeCacheDescribe),
 		pgxDriver("pgx-describe-exec", pgx.QueryExecModeDescribeExec),
@@ -49,7 +52,8 @@ type Driver struct {
 // Harness is one driver on one migrated database, in its native transaction
 // type, with the raw statements a test needs for its own tables, which the
 // Executor (fencegate's statements only) does not offer. Queries use $1
-// placeholders, which Postgres and SQLite both accept.
+// placeholders, which Postgres and SQLite both accept (and a driver's entry
+// rewrites for a database that does not, see rebinding).
 type Harness[TTx any] struct {
 	Name   string
 	Driver sqlstore.Driver[TTx]
@@ -141,6 +145,31 @@ func sqlDriver[D sqlDB](name string, dsn func(testing.TB) string, cli bool, open
 			QueryRow: func(ctx context.Context, q string, args ...any) Row { return db.QueryRowContext(ctx, q, args...) },
 		}
 	}}
+}
+
+// rebinding makes a database/sql driver's harness run queries written with
+// $1 placeholders on a database that takes others: rebind rewrites each
+// query and orders its arguments.
+func (d Driver) rebinding(rebind func(query string, args []any) (string, []any)) Driver {
+	open := d.SQL
+	d.SQL = func(t testing.TB, dsn string) Harness[*sql.Tx] {
+		h := open(t, dsn)
+		exec, dbExec, queryRow := h.Exec, h.DBExec, h.QueryRow
+		h.Exec = func(ctx context.Context, tx *sql.Tx, q string, args ...any) error {
+			q, args = rebind(q, args)
+			return exec(ctx, tx, q, args...)
+		}
+		h.DBExec = func(ctx context.Context, q string, args ...any) error {
+			q, args = rebind(q, args)
+			return dbExec(ctx, q, args...)
+		}
+		h.QueryRow = func(ctx context.Context, q string, args ...any) Row {
+			q, args = rebind(q, args)
+			return queryRow(ctx, q, args...)
+		}
+		return h
+	}
+	return d
 }
 
 // pgxDriver is the pgx driver's entry with its pools in exec mode.
