@@ -102,7 +102,7 @@ func TestUsage(t *testing.T) {
 	}
 
 	// A DSN that cannot work is a usage error too.
-	for _, dsn := range []string{"mysql://localhost/x", ":memory:", "postgres://localhost:99999/x"} {
+	for _, dsn := range []string{"redis://localhost/x", "mysql://localhost", ":memory:", "postgres://localhost:99999/x"} {
 		r := fg(t, nil, "--dsn", dsn, "status")
 		if r.code != exitUsage {
 			t.Errorf("--dsn %s: want exit %d, got %v", dsn, exitUsage, r)

@@ -11,7 +11,7 @@ import (
 )
 
 // Open chooses the driver by the DSN's form: a path is a SQLite file, a
-// postgres:// URL is Postgres.
+// postgres:// URL is Postgres, a mysql:// URL MySQL or MariaDB.
 func ExampleOpen() {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "fencegate-example")
@@ -30,9 +30,9 @@ func ExampleOpen() {
 	}
 	fmt.Println(d.Dialect(), d.ClockPrecision())
 
-	_, err = sqlopen.Open(ctx, "mysql://root@localhost/app")
+	_, err = sqlopen.Open(ctx, "redis://root:secret@localhost/0")
 	fmt.Println(err)
 	// Output:
 	// sqlite 1ms
-	// fencegate: invalid DSN: "mysql://root@localhost/app": unsupported scheme "mysql" (want postgres://, file: or a path)
+	// fencegate: invalid DSN: "redis://root:xxxxx@localhost/0": unsupported scheme "redis" (want postgres://, mysql://, file: or a path)
 }

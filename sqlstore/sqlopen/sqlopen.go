@@ -1,8 +1,8 @@
 // Package sqlopen opens a fencegate driver from a DSN, choosing the dialect
 // by its form. It imports every database/sql driver fencegate has, so a
-// program that links it links SQLite and pgx both; a library user who knows
-// the database calls that driver's Open (sqlite.Open, pgsql.Open) or New
-// instead and links only it. The fencegate command uses this package.
+// program that links it links SQLite, pgx and go-sql-driver/mysql; a
+// library user who knows the database calls that driver's Open
+// (sqlite.Open, pgsql.Open, mysql.Open) or New instead and links only it. The fencegate command uses this package.
 package sqlopen
 
 import (
@@ -15,6 +15,7 @@ import (
 
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/internal/sqlexec"
+	"github.com/fencegate/fencegate/sqlstore/mysql"
 	"github.com/fencegate/fencegate/sqlstore/pgsql"
 	"github.com/fencegate/fencegate/sqlstore/sqlite"
 )
@@ -35,6 +36,7 @@ type Driver interface {
 var (
 	_ Driver = (*pgsql.Driver)(nil)
 	_ Driver = (*sqlite.Driver)(nil)
+	_ Driver = (*mysql.Driver)(nil)
 )
 
 // Open connects to the database dsn names and returns a driver that owns
@@ -42,6 +44,7 @@ var (
 //
 //   - "postgres://…" or "postgresql://…": Postgres (pgsql.Open), through a
 //     pgx pool and database/sql on top of it;
+//   - "mysql://…": MySQL or MariaDB (mysql.Open);
 //   - "file:…" URIs and plain paths: a SQLite file, created if missing
 //     (sqlite.Open).
 //
@@ -51,8 +54,11 @@ func Open(ctx context.Context, dsn string) (Driver, error) {
 	if err := checkScheme(dsn); err != nil {
 		return nil, err
 	}
-	if isPostgres(dsn) {
+	switch {
+	case isPostgres(dsn):
 		return driver(pgsql.Open(ctx, dsn))
+	case isMySQL(dsn):
+		return driver(mysql.Open(ctx, dsn))
 	}
 	return driver(sqlite.Open(ctx, dsn))
 }
@@ -72,7 +78,13 @@ func Resolve(dsn string) (string, error) {
 	if err := checkScheme(dsn); err != nil {
 		return "", err
 	}
-	if isPostgres(dsn) {
+	switch {
+	case isPostgres(dsn):
+		return dsn, nil
+	case isMySQL(dsn):
+		if _, err := mysql.Config(dsn); err != nil {
+			return "", err
+		}
 		return dsn, nil
 	}
 	sqliteDSN, err := sqlite.DSN(dsn)
@@ -103,8 +115,8 @@ func SQLiteFile(dsn string) string {
 
 // checkScheme refuses a URL of a scheme no driver here takes.
 func checkScheme(dsn string) error {
-	if i := strings.Index(dsn, "://"); i > 0 && !isPostgres(dsn) && !strings.HasPrefix(dsn, "file:") {
-		return fmt.Errorf("%w: %q: unsupported scheme %q (want postgres://, file: or a path)",
+	if i := strings.Index(dsn, "://"); i > 0 && !isPostgres(dsn) && !isMySQL(dsn) && !strings.HasPrefix(dsn, "file:") {
+		return fmt.Errorf("%w: %q: unsupported scheme %q (want postgres://, mysql://, file: or a path)",
 			sqlstore.ErrInvalidDSN, sqlexec.Redact(dsn), dsn[:i])
 	}
 	return nil
@@ -113,3 +125,5 @@ func checkScheme(dsn string) error {
 func isPostgres(dsn string) bool {
 	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
 }
+
+func isMySQL(dsn string) bool { return strings.HasPrefix(dsn, "mysql://") }

@@ -16,7 +16,8 @@ func TestOpenRejectsBadDSN(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	for _, dsn := range []string{
-		"", ":memory:", "file::memory:", "file:x.db?mode=memory", "mysql://root@localhost/db",
+		"", ":memory:", "file::memory:", "file:x.db?mode=memory", "redis://root@localhost/0",
+		"mysql://root@localhost/db?clientFoundRows=true", "mysql://root@localhost",
 		"file:" + filepath.Join(dir, "x.db") + "?_pragma=%zz", "a\x00b",
 		"postgres://user@host:notaport/db",
 	} {
