@@ -22,16 +22,19 @@ func goTool(t *testing.T, args ...string) string {
 }
 
 // A program links only the drivers it imports: gate and lease import none,
-// a pgx program links no SQLite, a SQLite program no pgx.
+// a pgx program links no SQLite, a SQLite program no pgx, and neither links
+// MySQL's driver, nor a MySQL program either of theirs.
 func TestProgramsLinkOnlyTheirDriver(t *testing.T) {
 	const fg = "github.com/fencegate/fencegate/sqlstore/"
+	const mysqlDriver = "github.com/go-sql-driver/"
 	for _, c := range []struct {
 		pkgs   []string
 		banned []string // import path prefixes
 	}{
-		{[]string{"../gate", "../lease"}, []string{"github.com/jackc/", "modernc.org/", fg + "pgxv5", fg + "pgsql", fg + "sqlite"}},
-		{[]string{"./testdata/pgxonly"}, []string{"modernc.org/", fg + "sqlite", fg + "pgsql"}},
-		{[]string{"./testdata/sqliteonly"}, []string{"github.com/jackc/", fg + "internal/pg"}},
+		{[]string{"../gate", "../lease"}, []string{"github.com/jackc/", "modernc.org/", mysqlDriver, fg + "pgxv5", fg + "pgsql", fg + "sqlite", fg + "mysql"}},
+		{[]string{"./testdata/pgxonly"}, []string{"modernc.org/", mysqlDriver, fg + "sqlite", fg + "pgsql", fg + "mysql"}},
+		{[]string{"./testdata/sqliteonly"}, []string{"github.com/jackc/", mysqlDriver, fg + "internal/pg", fg + "mysql"}},
+		{[]string{"./testdata/mysqlonly"}, []string{"github.com/jackc/", "modernc.org/", fg + "internal/pg", fg + "sqlite"}},
 	} {
 		for _, dep := range strings.Fields(goTool(t, append([]string{"list", "-deps"}, c.pkgs...)...)) {
 			for _, b := range c.banned {
@@ -48,6 +51,7 @@ func TestProgramsRegisterOnlyTheirDriver(t *testing.T) {
 	for pkg, want := range map[string][]string{
 		"./testdata/pgxonly":    {"pgx", "pgx/v5"}, // pgx's stdlib, for goose
 		"./testdata/sqliteonly": {"sqlite"},
+		"./testdata/mysqlonly":  {"mysql"},
 	} {
 		got := strings.Fields(strings.Trim(strings.TrimSpace(goTool(t, "run", pkg)), "[]"))
 		if !slices.Equal(got, want) {
