@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"strings"
 
+	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/stdlib"
 	"modernc.org/sqlite"
 
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/mysql"
 	"github.com/fencegate/fencegate/sqlstore/pgsql"
 	fgsqlite "github.com/fencegate/fencegate/sqlstore/sqlite"
 )
@@ -36,8 +38,8 @@ var (
 const maxAttempts = 3
 
 // Statement is one SQL statement and the values bound to its parameters
-// ($1, $2 on Postgres; ? or ?NNN on SQLite), in order. Values are never
-// formatted into the SQL.
+// ($1, $2 on Postgres; ? or ?NNN on SQLite; ? on MySQL), in order. Values
+// are never formatted into the SQL.
 type Statement struct {
 	SQL  string
 	Args []any
@@ -92,8 +94,8 @@ func (e *StatementError) Unwrap() error { return e.Err }
 
 // Write runs stmts, in order, in one transaction on db after g.Commit admitted
 // token in it, and commits them only together with that admission. g must be
-// a gate over db (pgsql.Driver, Postgres through pgx's stdlib, or
-// sqlite.Driver). db's Postgres migrations must include 00004.
+// a gate over db (pgsql.Driver, Postgres through pgx's stdlib; sqlite.Driver;
+// or mysql.Driver). db's Postgres migrations must include 00004.
 //
 // A refused token returns the gate's *gate.StaleFenceError (logged in the
 // rejection log) and runs no statement. A failing statement returns a
@@ -123,7 +125,7 @@ func Write(ctx context.Context, db *sql.DB, g *gate.Gate[*sql.Tx], token gate.To
 // retryable reads err by both dialects' drivers: the statements' own errors
 // come from the database unmarked (sqlstore.WithClass).
 func retryable(err error) bool {
-	return sqlstore.IsRetryable(err) || pgsql.Classify(err).Retryable || fgsqlite.Classify(err).Retryable
+	return sqlstore.IsRetryable(err) || pgsql.Classify(err).Retryable || fgsqlite.Classify(err).Retryable || mysql.Classify(err).Retryable
 }
 
 // validate refuses what no dialect can run faithfully: an empty statement,
@@ -155,7 +157,10 @@ type session interface {
 }
 
 // newSession picks the dialect from the driver connection.
-func newSession(conn *sql.Conn) (session, error) {
+func newSession(db *sql.DB, conn *sql.Conn) (session, error) {
+	if _, ok := db.Driver().(*gomysql.MySQLDriver); ok {
+		return &mysqlSession{}, nil
+	}
 	var s session
 	err := conn.Raw(func(dc any) error {
 		switch dc := dc.(type) {
@@ -167,7 +172,7 @@ func newSession(conn *sql.Conn) (session, error) {
 			}
 		}
 		if s == nil {
-			return fmt.Errorf("fencegate: confined writes need pgx's stdlib or modernc.org/sqlite, not %T", dc)
+			return fmt.Errorf("fencegate: confined writes need pgx's stdlib, modernc.org/sqlite or go-sql-driver/mysql, not %T", dc)
 		}
 		return nil
 	})
@@ -186,10 +191,29 @@ func writeOnce(ctx context.Context, db *sql.DB, g *gate.Gate[*sql.Tx], token gat
 		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 		_ = conn.Close()
 	}()
-	s, err := newSession(conn)
+	s, err := newSession(db, conn)
 	if err != nil {
 		return Result{}, err
 	}
+	if ms, ok := s.(*mysqlSession); ok {
+		// The whole write on conn's own driver connection, in an XA
+		// transaction (see mysqlSession).
+		err = conn.Raw(func(dc any) error {
+			xconn, closeX, err := ms.open(ctx, dc)
+			if err != nil {
+				return fmt.Errorf("fencegate: connect: %w", err)
+			}
+			defer closeX()
+			res, err = run(ctx, xconn, s, g, token, stmts)
+			return err
+		})
+		return res, err
+	}
+	return run(ctx, conn, s, g, token, stmts)
+}
+
+// run is one attempt of Write on conn, confined by s.
+func run(ctx context.Context, conn *sql.Conn, s session, g *gate.Gate[*sql.Tx], token gate.Token, stmts []Statement) (res Result, err error) {
 	txCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	tx, err := conn.BeginTx(txCtx, nil)
@@ -235,7 +259,8 @@ func writeOnce(ctx context.Context, db *sql.DB, g *gate.Gate[*sql.Tx], token gat
 	if err := tx.Commit(); err != nil {
 		var pgErr interface{ SQLState() string }
 		var liteErr *sqlite.Error
-		if !errors.As(err, &pgErr) && !errors.As(err, &liteErr) && !errors.Is(err, sql.ErrTxDone) {
+		var myErr *gomysql.MySQLError
+		if !errors.As(err, &pgErr) && !errors.As(err, &liteErr) && !errors.As(err, &myErr) && !errors.Is(err, sql.ErrTxDone) {
 			res.Outcome = Unknown // sent, and no answer from the database
 		}
 		return res, fmt.Errorf("fencegate: commit: %w", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -101,6 +102,19 @@ func stmts(sqls ...string) []confined.Statement {
 
 const insertA = `INSERT INTO t VALUES ('a')`
 
+var dollarParam = regexp.MustCompile(`\$[0-9]+`)
+
+// sqlFor adapts a statement written for Postgres and SQLite to the driver
+// called name. MySQL's parameters are ? in order (the tests' $n come in
+// order), it concatenates with CONCAT and casts to CHAR.
+func sqlFor(name, q string) string {
+	if name != "mysql" {
+		return q
+	}
+	q = strings.NewReplacer("v || $1", "CONCAT(v, $1)", " AS text)", " AS CHAR)").Replace(q)
+	return dollarParam.ReplaceAllString(q, "?")
+}
+
 // TestTransactionControlRefused runs, on every dialect, SQL that tries to
 // end, restart or nest the fenced transaction, in every spelling: each
 // write fails, commits nothing, and says so.
@@ -191,7 +205,7 @@ func TestWrite(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, open)
 			token := e.claim(t, "alice", "r")
-			res, err := confined.Write(context.Background(), e.d.DB(), e.g, token, []confined.Statement{
+			sts := []confined.Statement{
 				{SQL: `INSERT INTO t VALUES ($1), ($2)`, Args: []any{"a", "b"}},
 				{SQL: `UPDATE t SET v = v || $1 WHERE v = $2`, Args: []any{"!", "b"}},
 				{SQL: `SELECT v FROM t`},
@@ -199,7 +213,11 @@ func TestWrite(t *testing.T) {
 				{SQL: `DELETE FROM t WHERE length(v) = $1`, Args: []any{"5"}}, // text for an integer parameter
 				// JSON's values, as the MCP server passes them:
 				{SQL: `DELETE FROM t WHERE length(v) = $1 OR $2 OR CAST($3 AS text) IS NOT NULL`, Args: []any{float64(7), false, nil}},
-			})
+			}
+			for i := range sts {
+				sts[i].SQL = sqlFor(name, sts[i].SQL)
+			}
+			res, err := confined.Write(context.Background(), e.d.DB(), e.g, token, sts)
 			if err != nil || res.Outcome != confined.Committed {
 				t.Fatalf("Write: %+v, %v", res, err)
 			}
@@ -236,7 +254,8 @@ func TestInvalidStatements(t *testing.T) {
 			for _, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
 					token := e.claim(t, "alice", "r-"+c.name)
-					res, err := confined.Write(context.Background(), e.d.DB(), e.g, token, []confined.Statement{c.st})
+					st := confined.Statement{SQL: sqlFor(name, c.st.SQL), Args: c.st.Args}
+					res, err := confined.Write(context.Background(), e.d.DB(), e.g, token, []confined.Statement{st})
 					if !errors.Is(err, confined.ErrInvalidStatement) {
 						t.Errorf("err = %v, want ErrInvalidStatement", err)
 					}
@@ -421,5 +440,45 @@ func TestUnmigratedGuard(t *testing.T) {
 	}
 	if got := e.rows(t); len(got) != 0 {
 		t.Errorf("rows %q committed", got)
+	}
+}
+
+// TestMySQLImplicitCommitsRefused: MySQL commits implicitly before DDL, LOCK
+// TABLES and more, and lets procedures and prepared statements COMMIT. In
+// the XA transaction a confined write runs in, the server refuses them all,
+// and nothing commits.
+func TestMySQLImplicitCommitsRefused(t *testing.T) {
+	e := newEnv(t, sqlDrivers()["mysql"])
+	if _, err := e.d.DB().Exec(`CREATE PROCEDURE fg_commit() BEGIN INSERT INTO t VALUES ('proc'); COMMIT; END`); err != nil {
+		t.Fatal(err)
+	}
+	for name, sqls := range map[string][]string{
+		"CREATE TABLE":              {insertA, `CREATE TABLE u (k INT)`},
+		"CREATE TABLE AS SELECT":    {insertA, `CREATE TABLE u AS SELECT * FROM t`},
+		"ALTER TABLE":               {insertA, `ALTER TABLE t ADD COLUMN w INT`},
+		"DROP TABLE":                {insertA, `DROP TABLE t`},
+		"TRUNCATE":                  {insertA, `TRUNCATE t`},
+		"LOCK TABLES":               {insertA, `LOCK TABLES t WRITE`},
+		"CREATE USER":               {insertA, `CREATE USER fg_nobody`},
+		"procedure that commits":    {insertA, `CALL fg_commit()`},
+		"prepared COMMIT":           {insertA, `PREPARE s FROM 'COMMIT'`, `EXECUTE s`},
+		"executable comment COMMIT": {insertA, `/*!COMMIT*/`},
+		"XA END":                    {insertA, `XA END 'fencegate-x'`},
+		"autocommit on, then fail":  {`SET autocommit = 1`, insertA, `SELECT * FROM no_such_table`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			token := e.claim(t, "alice", "r-"+name)
+			res, err := confined.Write(context.Background(), e.d.DB(), e.g, token, stmts(sqls...))
+			if err == nil || res.Outcome != confined.NotCommitted {
+				t.Fatalf("Write: %+v, %v", res, err)
+			}
+			if got := e.rows(t); len(got) != 0 {
+				t.Errorf("rows %q committed (err %v)", got, err)
+			}
+		})
+	}
+	var tables int
+	if err := e.d.DB().QueryRow(`SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN ('t', 'u')`).Scan(&tables); err != nil || tables != 1 {
+		t.Fatalf("tables t and u: %d of them, %v; want t alone", tables, err)
 	}
 }

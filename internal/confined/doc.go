@@ -22,6 +22,15 @@
 //     driver runs every statement of a multi-statement string and ignores
 //     extra arguments, so Write also counts statements and parameters; that
 //     count is for honest errors, the authorizer is what confines.
+//   - MySQL and MariaDB: the transaction is an XA transaction under a random
+//     id. While it is active the server refuses, with XAER_RMFAIL, every
+//     statement that would end it or commit implicitly: COMMIT, ROLLBACK,
+//     BEGIN, DDL, LOCK TABLES, also inside a procedure or a prepared
+//     statement. Write's own COMMIT is XA END then XA COMMIT … ONE PHASE:
+//     never prepared, the transaction never outlives its connection.
+//     Statements run as server-side prepared statements, one each (its
+//     parameters are ?); SAVEPOINT and RELEASE, which XA allows, are refused
+//     by their first word, as is a string of several statements.
 //
 // The connection a write used is closed afterwards, never returned to the
 // pool, so session state the SQL left behind (SET, temporary tables, session

@@ -1,0 +1,270 @@
+package confined
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"strings"
+
+	gomysql "github.com/go-sql-driver/mysql"
+)
+
+// MySQL's XA errors: XAER_RMFAIL is the refusal of a statement that would end
+// or implicitly commit an active XA transaction; the others answer XA
+// statements aimed at it.
+const (
+	myXAERNota    = 1397
+	myXAERInval   = 1398
+	myXAERRmfail  = 1399
+	myXAEROutside = 1400
+	myEmptyQuery  = 1065
+	myNotPrepared = 1295 // the statement cannot be prepared
+)
+
+// mysqlTxWords are the first words of statements that end, restart or nest a
+// transaction in MySQL or another dialect. The server refuses those that
+// would end the XA transaction anyway; SAVEPOINT and RELEASE it would run,
+// and END is a syntax error: the early answer keeps the errors honest.
+var mysqlTxWords = []string{"BEGIN", "COMMIT", "END", "RELEASE", "ROLLBACK", "SAVEPOINT", "START", "XA"}
+
+// mysqlSession confines a transaction on MySQL or MariaDB
+// (go-sql-driver/mysql). The transaction is an XA transaction: while one is
+// active the server refuses, with XAER_RMFAIL, every statement that would
+// end it or commit implicitly (COMMIT, ROLLBACK, BEGIN, DDL, LOCK TABLES,
+// also inside procedures and prepared statements). Its id is random, so the
+// SQL cannot end it with XA END either.
+type mysqlSession struct{}
+
+// open returns a connection over dc, the driver connection of an *sql.Conn
+// held for this write, whose transactions are XA transactions; close
+// releases it (dc stays open: its *sql.Conn is closed afterwards).
+func (s *mysqlSession) open(ctx context.Context, dc any) (*sql.Conn, func(), error) {
+	db := sql.OpenDB(xaConnector{dc.(driver.Conn)})
+	db.SetMaxOpenConns(1)
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	return conn, func() {
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // never pooled
+		_ = conn.Close()
+		_ = db.Close()
+	}, nil
+}
+
+func (s *mysqlSession) arm(context.Context, *sql.Tx) error    { return nil }
+func (s *mysqlSession) disarm(context.Context, *sql.Tx) error { return nil }
+
+func (s *mysqlSession) exec(ctx context.Context, dc any, st Statement) (int64, bool, error) {
+	first, err := mysqlScan(st.SQL)
+	if err != nil {
+		return 0, false, err
+	}
+	for _, w := range mysqlTxWords {
+		if first == w {
+			return 0, false, fmt.Errorf("%w: it runs %s", ErrTransactionControl, w)
+		}
+	}
+	base := dc.(*xaConn).base
+	args, err := namedValues(st.Args)
+	if err != nil {
+		return 0, false, err
+	}
+	var res driver.Result
+	stmt, err := base.(driver.ConnPrepareContext).PrepareContext(ctx, st.SQL)
+	switch {
+	case mysqlErrno(err) == myNotPrepared && len(args) == 0:
+		res, err = base.(driver.ExecerContext).ExecContext(ctx, st.SQL, nil)
+	case err == nil:
+		defer stmt.Close()
+		if n := stmt.NumInput(); n != len(args) {
+			return 0, false, fmt.Errorf("%w: it takes %d argument%s, got %d", ErrInvalidStatement, n, plural(n), len(args))
+		}
+		res, err = stmt.(driver.StmtExecContext).ExecContext(ctx, args)
+	}
+	if err != nil {
+		return 0, false, mysqlFailed(err)
+	}
+	rows, err := res.RowsAffected()
+	return rows, false, err
+}
+
+func mysqlErrno(err error) uint16 {
+	if me, ok := errors.AsType[*gomysql.MySQLError](err); ok {
+		return me.Number
+	}
+	return 0
+}
+
+// mysqlFailed labels the server's refusals of transaction control.
+func mysqlFailed(err error) error {
+	switch mysqlErrno(err) {
+	case myXAERRmfail:
+		return fmt.Errorf("%w: it would end or commit the transaction (%v)", ErrTransactionControl, err)
+	case myXAERNota, myXAERInval, myXAEROutside:
+		return fmt.Errorf("%w: %v", ErrTransactionControl, err)
+	case myEmptyQuery:
+		return fmt.Errorf("%w: no statement, only comments", ErrInvalidStatement)
+	}
+	return err
+}
+
+// mysqlScan returns the first word of the MySQL statement q, upper-cased,
+// and an error matching ErrInvalidStatement when q holds no statement or
+// more than one. It skips comments and quoted text the way MySQL's lexer
+// does; it keeps Write's answers honest and is not what confines the
+// transaction (the XA transaction is).
+func mysqlScan(q string) (string, error) {
+	var first string
+	statements, inStmt := 0, false
+	for i := 0; i < len(q); {
+		c := q[i]
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f':
+			i++
+			continue
+		case c == '#' || strings.HasPrefix(q[i:], "-- ") || strings.HasPrefix(q[i:], "--\t") || strings.HasPrefix(q[i:], "--\n") || q[i:] == "--":
+			if j := strings.IndexByte(q[i:], '\n'); j >= 0 {
+				i += j + 1
+			} else {
+				i = len(q)
+			}
+			continue
+		case strings.HasPrefix(q[i:], "/*"):
+			if j := strings.Index(q[i+2:], "*/"); j >= 0 {
+				i += j + 4
+			} else {
+				i = len(q)
+			}
+			continue
+		case c == ';':
+			inStmt = false
+			i++
+			continue
+		}
+		if !inStmt {
+			if statements == 1 {
+				return "", fmt.Errorf("%w: more than one statement (pass each as its own)", ErrInvalidStatement)
+			}
+			statements, inStmt = statements+1, true
+			j := i
+			for j < len(q) && (q[j] >= 'a' && q[j] <= 'z' || q[j] >= 'A' && q[j] <= 'Z') {
+				j++
+			}
+			first = strings.ToUpper(q[i:j])
+		}
+		switch c {
+		case '\'', '"', '`':
+			i++
+			for i < len(q) && q[i] != c {
+				if q[i] == '\\' && c != '`' {
+					i++
+				}
+				i++
+			}
+			i++ // the closing quote (a doubled one reopens the string at once)
+		default:
+			i++
+		}
+	}
+	if statements == 0 {
+		return "", fmt.Errorf("%w: no statement, only comments", ErrInvalidStatement)
+	}
+	return first, nil
+}
+
+// xaConnector hands a database/sql pool the one driver connection it wraps.
+type xaConnector struct{ base driver.Conn }
+
+func (c xaConnector) Connect(context.Context) (driver.Conn, error) { return &xaConn{base: c.base}, nil }
+func (c xaConnector) Driver() driver.Driver                        { return xaDriver{} }
+
+type xaDriver struct{}
+
+func (xaDriver) Open(string) (driver.Conn, error) {
+	return nil, errors.New("fencegate: the XA connection is opened by its connector only")
+}
+
+// xaConn is a go-sql-driver/mysql connection whose transactions are XA
+// transactions under a random id.
+type xaConn struct{ base driver.Conn }
+
+var (
+	_ driver.ConnBeginTx        = (*xaConn)(nil)
+	_ driver.ExecerContext      = (*xaConn)(nil)
+	_ driver.QueryerContext     = (*xaConn)(nil)
+	_ driver.ConnPrepareContext = (*xaConn)(nil)
+	_ driver.NamedValueChecker  = (*xaConn)(nil)
+)
+
+func (c *xaConn) Prepare(q string) (driver.Stmt, error) { return c.base.Prepare(q) }
+func (c *xaConn) Close() error                          { return nil } // the *sql.Conn that owns base closes it
+func (c *xaConn) Begin() (driver.Tx, error) {
+	return c.BeginTx(context.Background(), driver.TxOptions{})
+}
+
+func (c *xaConn) PrepareContext(ctx context.Context, q string) (driver.Stmt, error) {
+	return c.base.(driver.ConnPrepareContext).PrepareContext(ctx, q)
+}
+
+func (c *xaConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
+	return c.base.(driver.ExecerContext).ExecContext(ctx, q, args)
+}
+
+func (c *xaConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
+	return c.base.(driver.QueryerContext).QueryContext(ctx, q, args)
+}
+
+func (c *xaConn) CheckNamedValue(nv *driver.NamedValue) error {
+	if ch, ok := c.base.(driver.NamedValueChecker); ok {
+		return ch.CheckNamedValue(nv)
+	}
+	return driver.ErrSkip
+}
+
+// BeginTx starts an XA transaction. Its id is random base32 text, written
+// into the statement because XA statements take no parameters; it never
+// comes from the user's SQL.
+func (c *xaConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	if opts.ReadOnly || opts.Isolation != driver.IsolationLevel(sql.LevelDefault) {
+		return nil, errors.New("fencegate: a confined write's transaction takes no options")
+	}
+	tx := &xaTx{c: c, ctx: ctx, xid: "'fencegate-" + rand.Text() + "'"}
+	if err := tx.run(ctx, "XA START "+tx.xid); err != nil {
+		return nil, err
+	}
+	return tx, nil
+}
+
+// xaTx ends its XA transaction within the context it began under: Write
+// cancels that before it rolls back, so a rollback never waits on a server
+// that stopped answering (the connection is closed then, and the server
+// rolls back an XA transaction that was never prepared).
+type xaTx struct {
+	c   *xaConn
+	ctx context.Context
+	xid string // quoted
+}
+
+func (t *xaTx) run(ctx context.Context, q string) error {
+	_, err := t.c.ExecContext(ctx, q, nil)
+	return err
+}
+
+// Commit ends the XA transaction and commits it in one phase: it is never
+// prepared, so it never outlives the connection.
+func (t *xaTx) Commit() error {
+	if err := t.run(t.ctx, "XA END "+t.xid); err != nil {
+		return err
+	}
+	return t.run(t.ctx, "XA COMMIT "+t.xid+" ONE PHASE")
+}
+
+func (t *xaTx) Rollback() error {
+	_ = t.run(t.ctx, "XA END "+t.xid) // fails if an error already ended it
+	return t.run(t.ctx, "XA ROLLBACK "+t.xid)
+}
