@@ -47,7 +47,11 @@ func TestGateConfined(t *testing.T) {
 				lock := "l-" + strings.ReplaceAll(c.name, " ", "-")
 				token := strings.TrimSpace(fg(t, env, "claim", "--lock", lock, "--holder", "a").want(t, exitOK).stdout)
 				var stdout, stderr bytes.Buffer
-				code := run(t.Context(), append([]string{"gate", token}, c.args...), strings.NewReader(c.stdin), &stdout, &stderr, func(k string) string { return env[k] })
+				args := []string{"gate", token}
+				for _, a := range c.args {
+					args = append(args, db.q(a))
+				}
+				code := run(t.Context(), args, strings.NewReader(c.stdin), &stdout, &stderr, func(k string) string { return env[k] })
 				r := result{code, stdout.String(), stderr.String()}
 				r.want(t, c.code)
 				if got := db.logRows(t); !slices.Equal(got, c.rows) {

@@ -167,6 +167,8 @@ type database struct {
 	dsn string
 	// insert is an INSERT of (fence, holder) into the log table.
 	insert string
+	// q rewrites SQL written with $1 placeholders for the database.
+	q func(string) string
 }
 
 // databases runs fn on a fresh database of every driver of the one list
@@ -177,7 +179,7 @@ func databases(t *testing.T, fn func(t *testing.T, db database)) {
 			continue
 		}
 		t.Run(d.Name, func(t *testing.T) {
-			fn(t, database{dsn: d.DSN(t), insert: `INSERT INTO log (fence, holder) VALUES ($1, $2)`})
+			fn(t, database{dsn: d.DSN(t), insert: d.Query(`INSERT INTO log (fence, holder) VALUES ($1, $2)`), q: d.Query})
 		})
 	}
 }

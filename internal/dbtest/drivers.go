@@ -47,6 +47,19 @@ type Driver struct {
 	// Unmigrated opens the driver on the database dsn names, as it is;
 	// closed when t ends.
 	Unmigrated func(t testing.TB, dsn string) sqlstore.Store
+	// Rebind, when set, rewrites a query written with $1 placeholders for
+	// this database and orders its arguments (see rebinding).
+	Rebind func(query string, args []any) (string, []any)
+}
+
+// Query returns q, written with $1 placeholders, as this driver's database
+// takes it: for SQL a test hands to the fencegate command.
+func (d Driver) Query(q string) string {
+	if d.Rebind == nil {
+		return q
+	}
+	q, _ = d.Rebind(q, nil)
+	return q
 }
 
 // Harness is one driver on one migrated database, in its native transaction
@@ -151,6 +164,7 @@ func sqlDriver[D sqlDB](name string, dsn func(testing.TB) string, cli bool, open
 // $1 placeholders on a database that takes others: rebind rewrites each
 // query and orders its arguments.
 func (d Driver) rebinding(rebind func(query string, args []any) (string, []any)) Driver {
+	d.Rebind = rebind
 	open := d.SQL
 	d.SQL = func(t testing.TB, dsn string) Harness[*sql.Tx] {
 		h := open(t, dsn)
