@@ -6,11 +6,12 @@
 //	pgxv5.New(pool)       // Driver[pgx.Tx]: Postgres through a pgx/v5 pool
 //	pgsql.New(db)         // Driver[*sql.Tx]: Postgres through database/sql (pgx stdlib)
 //	sqlite.New(db)        // Driver[*sql.Tx]: SQLite through modernc.org/sqlite
-//	sqlite.Open(ctx, path) / pgsql.Open(ctx, dsn)
+//	mysql.New(db)         // Driver[*sql.Tx]: MySQL, MariaDB through go-sql-driver/mysql
+//	sqlite.Open(ctx, path) / pgsql.Open(ctx, dsn) / mysql.Open(ctx, dsn)
 //	sqlopen.Open(ctx, dsn) // any of the database/sql ones, chosen by the DSN
 //
-// A program links only the drivers it imports: a pgx program links no SQLite,
-// a SQLite program no pgx. sqlopen imports them all, for the fencegate
+// A program links only the drivers it imports: a pgx program links no SQLite
+// and no MySQL driver, a SQLite program no pgx. sqlopen imports them all, for the fencegate
 // command.
 //
 // # Writing a driver
@@ -40,7 +41,11 @@
 //
 // To be opened from a DSN by sqlopen (and so by the fencegate command), a
 // database/sql driver also has DB, Migrations and Close (sqlopen.Driver),
-// and sqlopen.Open gets one case for its scheme.
+// and sqlopen.Open gets one case for its scheme. The shared tests write
+// their own SQL with $1 placeholders; a database that takes others says how
+// in its line (mysql's rebinds them to ?, mysqltest.Rebind). The fencegate
+// command's confined writes (internal/confined) hold one session type per
+// database: MySQL's runs in an XA transaction.
 //
 // The conformance suite, sqlstoretest.Exercise, states the contract method
 // by method on a real database; the gate's and the lease's rules run on top

@@ -19,13 +19,14 @@
 //
 // The database is --dsn (global, or a command's own), else $FENCEGATE_DSN,
 // else the SQLite file .fencegate.db in the working directory. A DSN is a
-// postgres:// or postgresql:// URL, a SQLite file path, or a SQLite file:
+// postgres:// or postgresql:// URL, a mysql://user:password@host:port/db URL
+// (MySQL or MariaDB, mysql.Open), a SQLite file path, or a SQLite file:
 // URI; SQLite is opened with WAL, synchronous=FULL, a busy timeout and
 // immediate write transactions (sqlite.Open). A password in a DSN is
 // never printed: help, errors and results show it as xxxxx.
 //
 // Every command that uses fencegate's tables first applies any pending
-// migrations, on Postgres as on SQLite, so a new database needs no set-up.
+// migrations, on every database, so a new database needs no set-up.
 // It is idempotent, and cheap once the database is up to date (goose looks
 // for pending migrations without taking its lock). Processes that meet on a
 // new database retry, and on Postgres may wait for goose's advisory lock,

@@ -133,7 +133,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	return exitUsage
 }
 
-const dsnHelp = "the database, a `DSN`: a postgres:// URL, a SQLite file path or file: URI (default $" + envDSN + ", else " + defaultDB + ")"
+const dsnHelp = "the database, a `DSN`: a postgres:// or mysql:// URL, a SQLite file path or file: URI (default $" + envDSN + ", else " + defaultDB + ")"
 
 func (c *cli) mainUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprint(w, `fencegate: leases whose fences the database itself checks, so a holder that
