@@ -75,18 +75,39 @@ func (d *Driver) Commit(ctx context.Context, tx *sql.Tx) error {
 
 // Rollback rolls tx back, first putting back a lock wait timeout that
 // SetLockTimeout changed; a transaction that already ended is not an error.
+// database/sql's Rollback takes no context, so Rollback waits for it at most
+// until ctx ends, then returns ctx's error and leaves the rollback running;
+// either way tx can no longer commit.
 func (d *Driver) Rollback(ctx context.Context, tx *sql.Tx) error {
-	restoreErr := d.restoreLockWait(ctx, tx)
-	if err := tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
-		return mark(err)
+	done := make(chan error, 1)
+	go func() {
+		restoreErr := d.restoreLockWait(ctx, tx)
+		if err := tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+			done <- mark(err)
+			return
+		}
+		if restoreErr != nil && !errors.Is(restoreErr, sql.ErrTxDone) {
+			// The connection went back to the pool with the timeout
+			// changed, or (far likelier) it broke and was dropped.
+			done <- restoreErr
+			return
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("fencegate: rollback: %w", err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("fencegate: rollback: the database did not answer: %w", ctx.Err())
 	}
-	if restoreErr != nil && !errors.Is(restoreErr, sql.ErrTxDone) {
-		// The connection went back to the pool with the timeout changed,
-		// or (far likelier) it broke and was dropped.
-		return fmt.Errorf("fencegate: rollback: %w", restoreErr)
-	}
-	return nil
 }
+
+// restoreTimeout bounds the statement that puts a session's lock wait
+// timeout back.
+const restoreTimeout = 5 * time.Second
 
 // restoreLockWait puts back the session's lock wait timeout if
 // SetLockTimeout changed it in tx.
@@ -94,6 +115,10 @@ func (d *Driver) restoreLockWait(ctx context.Context, tx *sql.Tx) error {
 	if _, changed := d.lockWait.LoadAndDelete(tx); !changed {
 		return nil
 	}
+	// Even when ctx has ended: else the connection would go back to the
+	// pool changed. Bounded, for a server that stopped answering.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), restoreTimeout)
+	defer cancel()
 	if _, err := tx.ExecContext(ctx, lockTimeoutRestore); err != nil {
 		return fmt.Errorf("restore lock wait timeout: %w", mark(err))
 	}

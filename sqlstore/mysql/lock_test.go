@@ -177,3 +177,24 @@ func TestSetLockTimeoutRestored(t *testing.T) {
 		t.Errorf("after InTx: %d s, want 7", got)
 	}
 }
+
+// A transaction rolled back after its context ended still puts the session
+// back: the connection returns to the pool as it came.
+func TestSetLockTimeoutRestoredAfterCancel(t *testing.T) {
+	d := openURL(t, databaseURL(t, url.Values{"innodb_lock_wait_timeout": {"7"}}))
+	d.DB().SetMaxOpenConns(1)
+	ctx, cancel := context.WithCancel(context.Background())
+	tx, err := d.DB().BeginTx(context.Background(), nil) // lives past ctx
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.UnwrapExecutor(tx).SetLockTimeout(ctx, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	_ = d.Rollback(ctx, tx)
+	var s int
+	if err := d.DB().QueryRow(`SELECT @@SESSION.innodb_lock_wait_timeout`).Scan(&s); err != nil || s != 7 {
+		t.Fatalf("after a cancelled rollback: %d s, %v; want 7", s, err)
+	}
+}
