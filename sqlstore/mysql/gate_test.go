@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/sqlstore/mysql"
@@ -172,5 +173,74 @@ func TestRefusalLoggedAfterRollback(t *testing.T) {
 	rej, err := g.Rejections(ctx, gate.RejectionQuery{})
 	if err != nil || len(rej) != 1 || rej[0].Seq != stale.Seq || rej[0].Holder != "old" || rej[0].FloorHolder != "new" {
 		t.Fatalf("rejections = %+v, %v", rej, err)
+	}
+}
+
+// A deadlock in the caller's own statements inside gate.Do comes back as
+// MySQL's error 1213, which the driver classifies retryable: Do runs the
+// transaction again and it commits.
+func TestDoRetriesDeadlockOfCallersSQL(t *testing.T) {
+	d := open(t)
+	ctx := context.Background()
+	for _, q := range []string{
+		`CREATE TABLE app (id INT PRIMARY KEY, v INT NOT NULL)`,
+		`INSERT INTO app VALUES (1, 0), (2, 0)`,
+		`CREATE TABLE ballast (id INT PRIMARY KEY)`,
+	} {
+		if _, err := d.DB().ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The other transaction holds row 2 and has written much more, so
+	// InnoDB picks Do's transaction as the deadlock's victim.
+	other, err := d.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Rollback()
+	for i := range 200 {
+		if _, err := other.ExecContext(ctx, `INSERT INTO ballast VALUES (?)`, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := other.ExecContext(ctx, `UPDATE app SET v = v + 1 WHERE id = 2`); err != nil {
+		t.Fatal(err)
+	}
+
+	g := gate.New(d, &gate.Options{RetryBackoff: time.Millisecond})
+	attempts := 0
+	locked := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- g.Do(ctx, gate.Token{Resource: "r", Holder: "h", Fence: 1}, func(ctx context.Context, tx *sql.Tx) error {
+			attempts++
+			if _, err := tx.ExecContext(ctx, `UPDATE app SET v = v + 1 WHERE id = 1`); err != nil {
+				return err
+			}
+			if attempts == 1 {
+				close(locked)
+			}
+			_, err := tx.ExecContext(ctx, `UPDATE app SET v = v + 1 WHERE id = 2`) // waits for other
+			return err
+		})
+	}()
+	<-locked
+	waitForLockWait(t, d, nil)
+	// Close the cycle: other waits for row 1, which Do's transaction holds.
+	if _, err := other.ExecContext(ctx, `UPDATE app SET v = v + 1 WHERE id = 1`); err != nil {
+		t.Fatalf("the other transaction was the deadlock's victim: %v", err)
+	}
+	if err := other.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Do = %v, want the retry to commit", err)
+	}
+	if attempts != 2 {
+		t.Fatalf("%d attempts, want 2 (the deadlock, then the retry)", attempts)
+	}
+	var v1, v2 int
+	if err := d.DB().QueryRow(`SELECT (SELECT v FROM app WHERE id = 1), (SELECT v FROM app WHERE id = 2)`).Scan(&v1, &v2); err != nil || v1 != 2 || v2 != 2 {
+		t.Fatalf("app = %d, %d, %v; want 2, 2 (other's and the retry's)", v1, v2, err)
 	}
 }
