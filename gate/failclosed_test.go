@@ -19,6 +19,8 @@ import (
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/mysql"
+	"github.com/fencegate/fencegate/sqlstore/mysql/mysqltest"
 	"github.com/fencegate/fencegate/sqlstore/pgsql"
 	"github.com/fencegate/fencegate/sqlstore/pgxv5"
 	"github.com/fencegate/fencegate/sqlstore/sqlite"
@@ -35,10 +37,10 @@ type fixture[TTx any] struct {
 	commit  func(tx TTx) error
 	exec    func(t *testing.T, query string) // on the pool, $n placeholders
 	count   func(t *testing.T, query string) int
-	// lock runs query (Postgres only) in a transaction on a connection of
-	// its own, which holds its locks until unlock. On SQLite the
-	// transaction holds the write lock from BEGIN.
-	lock func(t *testing.T, query string) (unlock func())
+	// lock locks table exclusively from a connection of its own until
+	// unlock: LOCK TABLE in a transaction on Postgres, LOCK TABLES on
+	// MySQL; on SQLite the transaction holds the write lock from BEGIN.
+	lock func(t *testing.T, table string) (unlock func())
 }
 
 // sqlDriver is a database/sql driver with its *sql.DB.
@@ -49,8 +51,11 @@ type sqlDriver interface {
 
 func sqlFixture(t *testing.T, d sqlDriver) fixture[*sql.Tx] {
 	q := func(query string) string {
-		if d.Dialect() == sqlite.Dialect {
+		switch d.Dialect() {
+		case sqlite.Dialect:
 			return strings.ReplaceAll(query, "$", "?")
+		case mysql.Dialect:
+			query, _ = mysqltest.Rebind(query, nil)
 		}
 		return query
 	}
@@ -82,18 +87,24 @@ func sqlFixture(t *testing.T, d sqlDriver) fixture[*sql.Tx] {
 			return n
 		},
 	}
-	f.lock = func(t *testing.T, query string) func() {
+	f.lock = func(t *testing.T, table string) func() {
 		ctx := context.Background()
 		conn, err := d.DB().Conn(ctx)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if d.Dialect() == mysql.Dialect { // LOCK TABLES ends a transaction
+			if _, err := conn.ExecContext(ctx, `LOCK TABLES `+table+` WRITE`); err != nil {
+				t.Fatal(err)
+			}
+			return func() { _, _ = conn.ExecContext(ctx, `UNLOCK TABLES`); conn.Close() }
 		}
 		tx, err := conn.BeginTx(ctx, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if d.Dialect() == pgsql.Dialect {
-			if _, err := tx.Exec(query); err != nil {
+			if _, err := tx.Exec(pgLockTable(table)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -133,7 +144,7 @@ func pgxFixture(t *testing.T, d *pgxv5.Driver) fixture[pgx.Tx] {
 			return n
 		},
 	}
-	f.lock = func(t *testing.T, query string) func() {
+	f.lock = func(t *testing.T, table string) func() {
 		ctx := context.Background()
 		conn, err := pool.Acquire(ctx)
 		if err != nil {
@@ -143,7 +154,7 @@ func pgxFixture(t *testing.T, d *pgxv5.Driver) fixture[pgx.Tx] {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := tx.Exec(ctx, query); err != nil {
+		if _, err := tx.Exec(ctx, pgLockTable(table)); err != nil {
 			t.Fatal(err)
 		}
 		return func() { _ = tx.Rollback(ctx); conn.Release() }
@@ -151,6 +162,9 @@ func pgxFixture(t *testing.T, d *pgxv5.Driver) fixture[pgx.Tx] {
 	f.exec(t, `CREATE TABLE items (id INTEGER PRIMARY KEY)`)
 	return f
 }
+
+// pgLockTable is Postgres's statement that locks table exclusively.
+func pgLockTable(table string) string { return `LOCK TABLE ` + table + ` IN ACCESS EXCLUSIVE MODE` }
 
 // forEachTxType runs the same generic body on every driver of the one list
 // (internal/dbtest.Drivers).
@@ -352,7 +366,7 @@ func testRefusalLogIsBounded[TTx any](t *testing.T, f fixture[TTx]) {
 	// Lock once Commit has rolled the caller's transaction back: on SQLite
 	// that transaction holds the write lock until then.
 	d := &lockAfterRollback[TTx]{Driver: f.driver, lock: func() {
-		unlock = f.lock(t, `LOCK TABLE fencegate_rejection IN ACCESS EXCLUSIVE MODE`)
+		unlock = f.lock(t, "fencegate_rejection")
 	}}
 	g := gate.New(d, &gate.Options{CleanupTimeout: 100 * time.Millisecond})
 	tx := f.begin(t)
@@ -431,7 +445,7 @@ func testDoFallbackRaiseIsBounded[TTx any](t *testing.T, f fixture[TTx]) {
 	unlock := func() {}
 	defer func() { unlock() }()
 	d := &lockAfterRollback[TTx]{Driver: f.driver, lock: func() {
-		unlock = f.lock(t, `LOCK TABLE fencegate_floor IN ACCESS EXCLUSIVE MODE`)
+		unlock = f.lock(t, "fencegate_floor")
 	}}
 	g := gate.New(d, &gate.Options{CleanupTimeout: 100 * time.Millisecond})
 	boom := errors.New("boom")
