@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/mysql"
 	"github.com/fencegate/fencegate/sqlstore/pgsql"
 	"github.com/fencegate/fencegate/sqlstore/pgxv5"
 )
@@ -213,10 +214,16 @@ func lockLeases(t *testing.T, store sqlstore.Store) (unlock func()) {
 	t.Helper()
 	ctx := context.Background()
 	switch d := store.(type) {
-	case interface{ DB() *sql.DB }: // pgsql.Driver, sqlite.Driver
+	case interface{ DB() *sql.DB }: // pgsql.Driver, sqlite.Driver, mysql.Driver
 		conn, err := d.DB().Conn(ctx)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if store.Dialect() == mysql.Dialect { // LOCK TABLES ends a transaction
+			if _, err := conn.ExecContext(ctx, `LOCK TABLES fencegate_lease WRITE`); err != nil {
+				t.Fatal(err)
+			}
+			return func() { _, _ = conn.ExecContext(ctx, `UNLOCK TABLES`); conn.Close() }
 		}
 		tx, err := conn.BeginTx(ctx, nil) // SQLite: BEGIN IMMEDIATE takes the write lock
 		if err != nil {
