@@ -10,6 +10,7 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/internal/sqlexec"
 )
 
 // sqlConn is what *sql.DB and *sql.Tx have in common.
@@ -18,8 +19,6 @@ type sqlConn interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
-
-type scanner interface{ Scan(dest ...any) error }
 
 // executor implements sqlstore.Executor on the pool (tx nil) or in a
 // transaction.
@@ -30,8 +29,6 @@ type executor struct {
 }
 
 var _ sqlstore.Executor = (*executor)(nil)
-
-func micros(us int64) time.Time { return time.UnixMicro(us).UTC() }
 
 // fail labels a failed statement's error and marks its class; a missing
 // table also matches sqlstore.ErrNotMigrated. nil stays nil.
@@ -98,18 +95,8 @@ func (e *executor) FloorRaise(ctx context.Context, p sqlstore.FloorRaiseParams) 
 		"for fence %d: is clientFoundRows set on the connection?", n, id, p.Fence)
 }
 
-func scanFloor(s scanner) (sqlstore.Floor, error) {
-	var f sqlstore.Floor
-	var us int64
-	if err := s.Scan(&f.Resource, &f.Floor, &f.Holder, &us); err != nil {
-		return sqlstore.Floor{}, err
-	}
-	f.UpdatedAt = micros(us)
-	return f, nil
-}
-
 func (e *executor) FloorGet(ctx context.Context, resource string) (sqlstore.Floor, error) {
-	f, err := scanFloor(e.c.QueryRowContext(ctx, floorGet, resource))
+	f, err := sqlexec.ScanFloor(e.c.QueryRowContext(ctx, floorGet, resource))
 	if errors.Is(err, sql.ErrNoRows) {
 		return sqlstore.Floor{}, fmt.Errorf("read floor: %w", sqlstore.ErrNotFound)
 	}
@@ -120,7 +107,7 @@ func (e *executor) FloorGet(ctx context.Context, resource string) (sqlstore.Floo
 }
 
 func (e *executor) FloorList(ctx context.Context) ([]sqlstore.Floor, error) {
-	return collect(ctx, e.c, "list floors", scanFloor, floorList)
+	return collect(ctx, e.c, "list floors", sqlexec.ScanFloor, floorList)
 }
 
 func (e *executor) RejectionInsert(ctx context.Context, r sqlstore.Rejection) (sqlstore.Rejection, error) {
@@ -135,16 +122,8 @@ func (e *executor) RejectionInsert(ctx context.Context, r sqlstore.Rejection) (s
 	if err := e.c.QueryRowContext(ctx, rejectionAt, seq).Scan(&us); err != nil {
 		return r, fail(fmt.Sprintf("read back rejection %d", seq), err)
 	}
-	r.At = micros(us)
+	r.At = sqlexec.Micros(us)
 	return r, nil
-}
-
-func scanRejection(s scanner) (sqlstore.Rejection, error) {
-	var r sqlstore.Rejection
-	var us int64
-	err := s.Scan(&r.Seq, &r.Resource, &r.Fence, &r.Holder, &r.Floor, &r.FloorHolder, &r.NotIssued, &us)
-	r.At = micros(us)
-	return r, err
 }
 
 func (e *executor) RejectionList(ctx context.Context, p sqlstore.RejectionListParams) ([]sqlstore.Rejection, error) {
@@ -155,7 +134,7 @@ func (e *executor) RejectionList(ctx context.Context, p sqlstore.RejectionListPa
 	if p.Limit <= 0 {
 		p.Limit = 100
 	}
-	return collect(ctx, e.c, "list rejections", scanRejection, query, p.Resource, p.Resource, p.AfterSeq, p.Limit)
+	return collect(ctx, e.c, "list rejections", sqlexec.ScanRejection, query, p.Resource, p.Resource, p.AfterSeq, p.Limit)
 }
 
 // SetLockTimeout sets innodb_lock_wait_timeout for the rest of the
@@ -195,7 +174,7 @@ func (e *executor) FenceAtLeast(ctx context.Context, min int64) error {
 }
 
 // scanLease reads leaseCols, and the clock after them when now is set.
-func scanLease(s scanner, now *int64) (sqlstore.LeaseRow, error) {
+func scanLease(s sqlexec.Scanner, now *int64) (sqlstore.LeaseRow, error) {
 	var r sqlstore.LeaseRow
 	var granted, expires int64
 	dest := []any{&r.Resource, &r.Holder, &r.Fence, &r.RequestID, &granted, &expires, &r.Released}
@@ -206,14 +185,14 @@ func scanLease(s scanner, now *int64) (sqlstore.LeaseRow, error) {
 		return sqlstore.LeaseRow{}, err
 	}
 	r.Found = true
-	r.GrantedAt, r.ExpiresAt = micros(granted), micros(expires)
+	r.GrantedAt, r.ExpiresAt = sqlexec.Micros(granted), sqlexec.Micros(expires)
 	if now != nil {
-		r.Now = micros(*now)
+		r.Now = sqlexec.Micros(*now)
 	}
 	return r, nil
 }
 
-func scanLeaseNow(s scanner) (sqlstore.LeaseRow, error) { return scanLease(s, new(int64)) }
+func scanLeaseNow(s sqlexec.Scanner) (sqlstore.LeaseRow, error) { return scanLease(s, new(int64)) }
 
 // leaseRow reads at most one lease row; a missing row is a LeaseRow with
 // Found false, not an error.
@@ -234,7 +213,7 @@ func (e *executor) LeaseGetForUpdate(ctx context.Context, resource string) (sqls
 	if err := e.c.QueryRowContext(ctx, clock).Scan(&us); err != nil {
 		return sqlstore.LeaseRow{}, fail("lock lease: read clock", err)
 	}
-	r.Now = micros(us)
+	r.Now = sqlexec.Micros(us)
 	return r, nil
 }
 
@@ -338,7 +317,7 @@ func (e *executor) LeaseRelease(ctx context.Context, resource, holder string, fe
 }
 
 // collect runs a query and scans every row with scan.
-func collect[T any](ctx context.Context, c sqlConn, what string, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
+func collect[T any](ctx context.Context, c sqlConn, what string, scan func(sqlexec.Scanner) (T, error), query string, args ...any) ([]T, error) {
 	rs, err := c.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fail(what, err)

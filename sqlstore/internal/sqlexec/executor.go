@@ -65,7 +65,9 @@ func (e *executor) fail(what string, err error) error {
 	return fmt.Errorf("%s: %w", what, e.classify.Classify(err))
 }
 
-func micros(us int64) time.Time { return time.UnixMicro(us).UTC() }
+// Micros is a time read as integer microseconds since the Unix epoch, the
+// form every dialect's SQL returns times in.
+func Micros(us int64) time.Time { return time.UnixMicro(us).UTC() }
 
 func (e *executor) FloorRaise(ctx context.Context, p sqlstore.FloorRaiseParams) (sqlstore.FloorRaiseResult, error) {
 	query, held := e.sql.FloorRaise, e.sql.FloorHeld
@@ -96,18 +98,19 @@ func (e *executor) FloorRaise(ctx context.Context, p sqlstore.FloorRaiseParams) 
 	return r, nil
 }
 
-func scanFloor(s Scanner) (sqlstore.Floor, error) {
+// ScanFloor reads a floor row: resource, floor, holder, updated_at (µs).
+func ScanFloor(s Scanner) (sqlstore.Floor, error) {
 	var f sqlstore.Floor
 	var us int64
 	if err := s.Scan(&f.Resource, &f.Floor, &f.Holder, &us); err != nil {
 		return sqlstore.Floor{}, err
 	}
-	f.UpdatedAt = micros(us)
+	f.UpdatedAt = Micros(us)
 	return f, nil
 }
 
 func (e *executor) FloorGet(ctx context.Context, resource string) (sqlstore.Floor, error) {
-	f, err := scanFloor(e.q.QueryRow(ctx, e.sql.FloorGet, resource))
+	f, err := ScanFloor(e.q.QueryRow(ctx, e.sql.FloorGet, resource))
 	if err != nil {
 		return sqlstore.Floor{}, e.notFound("read floor", err)
 	}
@@ -115,7 +118,7 @@ func (e *executor) FloorGet(ctx context.Context, resource string) (sqlstore.Floo
 }
 
 func (e *executor) FloorList(ctx context.Context) ([]sqlstore.Floor, error) {
-	return collect(ctx, e, "list floors", scanFloor, e.sql.FloorList)
+	return collect(ctx, e, "list floors", ScanFloor, e.sql.FloorList)
 }
 
 func (e *executor) RejectionInsert(ctx context.Context, r sqlstore.Rejection) (sqlstore.Rejection, error) {
@@ -125,15 +128,17 @@ func (e *executor) RejectionInsert(ctx context.Context, r sqlstore.Rejection) (s
 	if err != nil {
 		return sqlstore.Rejection{}, e.fail("log rejection", err)
 	}
-	r.At = micros(us)
+	r.At = Micros(us)
 	return r, nil
 }
 
-func scanRejection(s Scanner) (sqlstore.Rejection, error) {
+// ScanRejection reads a rejection row: seq, resource, fence, holder, floor,
+// floor_holder, not_issued, at (µs).
+func ScanRejection(s Scanner) (sqlstore.Rejection, error) {
 	var r sqlstore.Rejection
 	var us int64
 	err := s.Scan(&r.Seq, &r.Resource, &r.Fence, &r.Holder, &r.Floor, &r.FloorHolder, &r.NotIssued, &us)
-	r.At = micros(us)
+	r.At = Micros(us)
 	return r, err
 }
 
@@ -145,7 +150,7 @@ func (e *executor) RejectionList(ctx context.Context, p sqlstore.RejectionListPa
 	if p.Limit <= 0 {
 		p.Limit = 100
 	}
-	return collect(ctx, e, "list rejections", scanRejection, query, p.Resource, p.AfterSeq, p.Limit)
+	return collect(ctx, e, "list rejections", ScanRejection, query, p.Resource, p.AfterSeq, p.Limit)
 }
 
 func (e *executor) SetLockTimeout(ctx context.Context, d time.Duration) error {
@@ -189,7 +194,7 @@ func scanLease(s Scanner) (sqlstore.LeaseRow, error) {
 		return sqlstore.LeaseRow{}, err
 	}
 	r.Found = true
-	r.GrantedAt, r.ExpiresAt, r.Now = micros(granted), micros(expires), micros(now)
+	r.GrantedAt, r.ExpiresAt, r.Now = Micros(granted), Micros(expires), Micros(now)
 	return r, nil
 }
 
