@@ -10,7 +10,7 @@ import (
 
 	gomysql "github.com/go-sql-driver/mysql"
 
-	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/internal/sqlexec"
 )
 
 // Open connects to the MySQL or MariaDB database a URL names and returns a
@@ -34,12 +34,12 @@ func Open(ctx context.Context, dsn string) (*Driver, error) {
 	}
 	conn, err := gomysql.NewConnector(cfg)
 	if err != nil {
-		return nil, invalidDSN(dsn, err)
+		return nil, sqlexec.InvalidDSN(dsn, err)
 	}
 	db := sql.OpenDB(conn)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("fencegate: open %s: %w", redact(dsn), mark(err))
+		return nil, fmt.Errorf("fencegate: open %s: %w", sqlexec.Redact(dsn), mark(err))
 	}
 	return &Driver{db: db, opened: true}, nil
 }
@@ -50,17 +50,17 @@ func Open(ctx context.Context, dsn string) (*Driver, error) {
 func Config(dsn string) (*gomysql.Config, error) {
 	u, err := url.Parse(dsn)
 	if err != nil {
-		return nil, invalidDSN(dsn, errorWithoutURL(err))
+		return nil, sqlexec.InvalidDSN(dsn, errorWithoutURL(err))
 	}
 	if u.Scheme != "mysql" {
-		return nil, invalidDSN(dsn, fmt.Errorf("scheme %q, want mysql://", u.Scheme))
+		return nil, sqlexec.InvalidDSN(dsn, fmt.Errorf("scheme %q, want mysql://", u.Scheme))
 	}
 	if u.Opaque != "" || u.Host == "" {
-		return nil, invalidDSN(dsn, fmt.Errorf("want mysql://user:password@host:port/database"))
+		return nil, sqlexec.InvalidDSN(dsn, fmt.Errorf("want mysql://user:password@host:port/database"))
 	}
 	db := strings.TrimPrefix(u.Path, "/")
 	if db == "" || strings.Contains(db, "/") {
-		return nil, invalidDSN(dsn, fmt.Errorf("database name %q: want exactly one path segment", db))
+		return nil, sqlexec.InvalidDSN(dsn, fmt.Errorf("database name %q: want exactly one path segment", db))
 	}
 	addr := u.Host
 	if u.Port() == "" {
@@ -71,17 +71,17 @@ func Config(dsn string) (*gomysql.Config, error) {
 	// its error messages.
 	query, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
-		return nil, invalidDSN(dsn, err)
+		return nil, sqlexec.InvalidDSN(dsn, err)
 	}
 	cfg, err := gomysql.ParseDSN("tcp(" + addr + ")/" + db + "?" + query.Encode())
 	if err != nil {
-		return nil, invalidDSN(dsn, err)
+		return nil, sqlexec.InvalidDSN(dsn, err)
 	}
 	switch {
 	case cfg.ClientFoundRows:
-		return nil, invalidDSN(dsn, fmt.Errorf("clientFoundRows=true would hide the floor upsert's outcome"))
+		return nil, sqlexec.InvalidDSN(dsn, fmt.Errorf("clientFoundRows=true would hide the floor upsert's outcome"))
 	case cfg.InterpolateParams:
-		return nil, invalidDSN(dsn, fmt.Errorf("interpolateParams=true: fencegate binds every argument on the server"))
+		return nil, sqlexec.InvalidDSN(dsn, fmt.Errorf("interpolateParams=true: fencegate binds every argument on the server"))
 	}
 	if !query.Has("parseTime") {
 		cfg.ParseTime = true
@@ -103,17 +103,4 @@ func errorWithoutURL(err error) error {
 		return ue.Err
 	}
 	return err
-}
-
-// redact hides the password in a URL-shaped DSN.
-func redact(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return "mysql://…" // unparsable: say nothing that could be a secret
-	}
-	return u.Redacted()
-}
-
-func invalidDSN(dsn string, err error) error {
-	return fmt.Errorf("%w: %s: %v", sqlstore.ErrInvalidDSN, redact(dsn), err)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/fencegate/fencegate/internal/dbtest"
@@ -86,6 +87,16 @@ func TestSQLiteFile(t *testing.T) {
 	} {
 		if got := sqlopen.SQLiteFile(dsn); got != filepath.FromSlash(want) {
 			t.Errorf("SQLiteFile(%q) = %q, want %q", dsn, got, want)
+		}
+	}
+}
+
+// A DSN that url.Parse refuses still has its password hidden in the error.
+func TestBadDSNHidesPassword(t *testing.T) {
+	for _, dsn := range []string{"postgres://u:hunter2@host:notaport/db", "mysql://u:hunter2@host:notaport/db"} {
+		_, err := sqlopen.Open(context.Background(), dsn)
+		if !errors.Is(err, sqlstore.ErrInvalidDSN) || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("Open(%q) = %v; want ErrInvalidDSN without the password", dsn, err)
 		}
 	}
 }
