@@ -128,18 +128,10 @@ func mysqlScan(q string) (string, error) {
 			i++
 			continue
 		case c == '#' || strings.HasPrefix(q[i:], "-- ") || strings.HasPrefix(q[i:], "--\t") || strings.HasPrefix(q[i:], "--\n") || q[i:] == "--":
-			if j := strings.IndexByte(q[i:], '\n'); j >= 0 {
-				i += j + 1
-			} else {
-				i = len(q)
-			}
+			i = lineCommentEnd(q, i)
 			continue
 		case strings.HasPrefix(q[i:], "/*"):
-			if j := strings.Index(q[i+2:], "*/"); j >= 0 {
-				i += j + 4
-			} else {
-				i = len(q)
-			}
+			i = blockCommentEnd(q, i)
 			continue
 		case c == ';':
 			inStmt = false

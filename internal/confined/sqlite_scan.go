@@ -31,18 +31,10 @@ func sqliteParams(q string) (int, error) {
 			i++
 			continue
 		case strings.HasPrefix(q[i:], "--"):
-			if j := strings.IndexByte(q[i:], '\n'); j >= 0 {
-				i += j + 1
-			} else {
-				i = len(q)
-			}
+			i = lineCommentEnd(q, i)
 			continue
 		case strings.HasPrefix(q[i:], "/*"):
-			if j := strings.Index(q[i+2:], "*/"); j >= 0 {
-				i += j + 4
-			} else {
-				i = len(q)
-			}
+			i = blockCommentEnd(q, i)
 			continue
 		case c == ';':
 			if inStmt && (!trigger || last == "END") {
@@ -146,6 +138,24 @@ func isCreateTrigger(words []string) bool {
 		words = append([]string{"CREATE"}, words[2:]...)
 	}
 	return len(words) > 1 && words[0] == "CREATE" && words[1] == "TRIGGER"
+}
+
+// lineCommentEnd returns where the line comment that starts at q[i] ends:
+// after its newline, or at the end of q.
+func lineCommentEnd(q string, i int) int {
+	if j := strings.IndexByte(q[i:], '\n'); j >= 0 {
+		return i + j + 1
+	}
+	return len(q)
+}
+
+// blockCommentEnd returns where the /* comment that starts at q[i] ends:
+// after its */, or at the end of q.
+func blockCommentEnd(q string, i int) int {
+	if j := strings.Index(q[i+2:], "*/"); j >= 0 {
+		return i + j + 4
+	}
+	return len(q)
 }
 
 // namedValues converts args as database/sql would for a driver without a
