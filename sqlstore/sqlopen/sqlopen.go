@@ -98,9 +98,10 @@ func Resolve(dsn string) (string, error) {
 }
 
 // SQLiteFile returns the file a SQLite DSN names (absolute when dsn came
-// from Resolve), or "" for a Postgres DSN or a "file:" URI it cannot parse.
+// from Resolve), or "" for a Postgres or MySQL DSN or a "file:" URI it
+// cannot parse.
 func SQLiteFile(dsn string) string {
-	if isPostgres(dsn) {
+	if isPostgres(dsn) || isMySQL(dsn) {
 		return ""
 	}
 	if strings.HasPrefix(dsn, "file:") {

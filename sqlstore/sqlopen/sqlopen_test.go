@@ -84,6 +84,7 @@ func TestSQLiteFile(t *testing.T) {
 		"file:/var/app.db?_txlock=immediate": "/var/app.db",
 		"postgres://u:p@host/db":             "",
 		"postgresql://host/db":               "",
+		"mysql://u:p@host/db":                "",
 	} {
 		if got := sqlopen.SQLiteFile(dsn); got != filepath.FromSlash(want) {
 			t.Errorf("SQLiteFile(%q) = %q, want %q", dsn, got, want)
