@@ -24,7 +24,7 @@ const (
 )
 
 func demoCommand() *command {
-	return &command{
+	cmd := &command{
 		name:     "demo",
 		synopsis: "the two-agent story, in a temporary SQLite database",
 		usage:    "demo",
@@ -35,26 +35,19 @@ the lock and writes; A wakes up and writes.
 
 First with a naive expiry check: both writes land and nothing complains.
 Then through the gate: A's write is refused, and the rejection is logged.`,
-		run: cmdDemo,
 	}
+	cmd.exec = func(ctx context.Context, c *cli, _ []string) error { return playDemo(ctx, c.stdout) }
+	return cmd
 }
 
-func cmdDemo(ctx context.Context, c *cli, cmd *command, args []string) int {
-	fs := c.flags(cmd)
-	args, code, ok := c.parse(cmd, fs, args)
-	if !ok {
-		return code
-	}
-	if len(args) > 0 {
-		return c.usageError(cmd, fs, "unexpected arguments %q", args)
-	}
+// playDemo plays both rounds of the story to w.
+func playDemo(ctx context.Context, w io.Writer) error {
 	dir, err := os.MkdirTemp("", "fencegate-demo-")
 	if err != nil {
-		return c.fail(cmd, err)
+		return err
 	}
 	defer os.RemoveAll(dir)
 
-	w := c.stdout
 	fmt.Fprintf(w, "fencegate demo: agents A and B share the lock %s (ttl %s); A stalls mid-write.\n", demoLock, demoTTL)
 	for i, gated := range []bool{false, true} {
 		fmt.Fprintln(w)
@@ -64,7 +57,7 @@ func cmdDemo(ctx context.Context, c *cli, cmd *command, args []string) int {
 			err = errors.Join(err, d.store.Close())
 		}
 		if err != nil {
-			return c.fail(cmd, err)
+			return err
 		}
 	}
 	fmt.Fprint(w, `
@@ -73,7 +66,7 @@ Try it with processes (on the SQLite file .fencegate.db here, or --dsn):
    fencegate gate "$TOKEN" -- "UPDATE ..."        a fenced write; exit 3 if stale
    fencegate status                               locks, fences, floors, refusals
 `)
-	return exitOK
+	return nil
 }
 
 // demo is one round of the story, on its own database.

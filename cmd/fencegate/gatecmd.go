@@ -16,7 +16,7 @@ import (
 const maxStdinSQL = 16 << 20
 
 func gateCommand() *command {
-	return &command{
+	cmd := &command{
 		name:     "gate",
 		synopsis: "run SQL in one transaction, only if the token's fence is admitted",
 		usage:    "gate [--lock NAME] [--arg VALUE]... [TOKEN] -- SQL [SQL...]",
@@ -49,77 +49,72 @@ once.
 
     fencegate gate "$TOKEN" -- "UPDATE deploys SET version = 'v2' WHERE slot = 1"
     fencegate gate --arg v2 -- 'UPDATE deploys SET version = $1 WHERE slot = 1'`,
-		run: cmdGate,
+		db: true, args: true, dashes: true,
 	}
-}
-
-func cmdGate(ctx context.Context, c *cli, cmd *command, args []string) int {
-	before, stmts, found := splitDashes(args)
-	fs := c.flags(cmd)
+	fs := cmd.flagSet()
 	lock := fs.String("lock", "", "the lock the token must be for (default: the token's)")
 	var params []any
 	fs.Func("arg", "a value for the statement's next parameter (repeatable)", func(v string) error {
 		params = append(params, v)
 		return nil
 	})
-	c.dsnFlag(fs)
-	before, code, ok := c.parse(cmd, fs, before)
-	if !ok {
-		return code
-	}
-	if !found || len(stmts) == 0 {
-		return c.usageError(cmd, fs, "missing -- SQL")
-	}
-	token, code, ok := c.tokenArg(cmd, fs, before, *lock)
-	if !ok {
-		return code
-	}
-	if len(params) > 0 && len(stmts) > 1 {
-		return c.usageError(cmd, fs, "--arg binds the parameters of a single statement; got %d statements", len(stmts))
-	}
-	if i := slices.Index(stmts, "-"); i >= 0 && slices.Contains(stmts[i+1:], "-") {
-		return c.usageError(cmd, fs, `"-" (SQL from stdin) may appear once`)
-	}
-	for i, s := range stmts {
-		if s == "-" {
-			text, err := readAll(c.stdin)
-			if err != nil {
-				return c.fail(cmd, fmt.Errorf("read SQL from stdin: %w", err))
+	cmd.exec = func(ctx context.Context, c *cli, args []string) error {
+		before, stmts, found := splitDashes(args)
+		if !found || len(stmts) == 0 {
+			return usagef("missing -- SQL")
+		}
+		token, err := c.tokenArg(before, *lock)
+		if err != nil {
+			return err
+		}
+		if len(params) > 0 && len(stmts) > 1 {
+			return usagef("--arg binds the parameters of a single statement; got %d statements", len(stmts))
+		}
+		if i := slices.Index(stmts, "-"); i >= 0 && slices.Contains(stmts[i+1:], "-") {
+			return usagef(`"-" (SQL from stdin) may appear once`)
+		}
+		for i, s := range stmts {
+			if s == "-" {
+				text, err := readAll(c.stdin)
+				if err != nil {
+					return fmt.Errorf("read SQL from stdin: %w", err)
+				}
+				stmts[i] = text
 			}
-			stmts[i] = text
+			if strings.TrimSpace(stmts[i]) == "" {
+				return usagef("statement %d is empty", i+1)
+			}
+			if strings.ContainsRune(stmts[i], 0) {
+				return usagef("statement %d contains a NUL byte", i+1)
+			}
 		}
-		if strings.TrimSpace(stmts[i]) == "" {
-			return c.usageError(cmd, fs, "statement %d is empty", i+1)
+		b, err := c.database(ctx, true)
+		if err != nil {
+			return err
 		}
-		if strings.ContainsRune(stmts[i], 0) {
-			return c.usageError(cmd, fs, "statement %d contains a NUL byte", i+1)
-		}
-	}
-	b, err := c.open(ctx, true)
-	if err != nil {
-		return c.fail(cmd, err)
-	}
-	defer b.Close()
 
-	writes := make([]confined.Statement, len(stmts))
-	for i, q := range stmts {
-		writes[i] = confined.Statement{SQL: q}
-	}
-	writes[0].Args = params // at most one statement when there are any
-	res, err := confined.Write(ctx, b.driver.DB(), b.gate, token, writes)
-	if stale, ok := errors.AsType[*gate.StaleFenceError](err); ok {
-		c.logf(cmd, "refused: %s; nothing was committed", rejectionText(rejectionOf(stale)))
-		if err != error(stale) { // joined with the failure to log it
-			c.logf(cmd, "%v", err)
+		writes := make([]confined.Statement, len(stmts))
+		for i, q := range stmts {
+			writes[i] = confined.Statement{SQL: q}
 		}
-		return exitHeld
+		writes[0].Args = params // at most one statement when there are any
+		res, err := confined.Write(ctx, b.driver.DB(), b.gate, token, writes)
+		if stale, ok := errors.AsType[*gate.StaleFenceError](err); ok {
+			refused := fmt.Sprintf("refused: %s; nothing was committed", rejectionText(rejectionOf(stale)))
+			if err == error(stale) {
+				return heldf("%s", refused)
+			}
+			c.logf(cmd, "%s", refused)
+			return heldf("%v", err) // joined with the failure to log it
+		}
+		summary, _, err := sqlOutcome(token, len(stmts), res, err)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(c.stdout, summary)
+		return nil
 	}
-	summary, _, err := sqlOutcome(token, len(stmts), res, err)
-	if err != nil {
-		return c.fail(cmd, err)
-	}
-	fmt.Fprintln(c.stdout, summary)
-	return exitOK
+	return cmd
 }
 
 // sqlOutcome describes what a confined write of n statements under token

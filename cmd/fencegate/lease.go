@@ -4,7 +4,6 @@ import (
 	"context"
 	crand "crypto/rand"
 	"errors"
-	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -31,7 +30,7 @@ const (
 )
 
 func claimCommand() *command {
-	return &command{
+	cmd := &command{
 		name:     "claim",
 		synopsis: "claim a lock and print its token",
 		usage:    "claim --lock NAME [--ttl 30s] [--holder ID] [--wait D]",
@@ -45,60 +44,50 @@ when it is free at the latest; with --wait, keep asking until then. A lock
 that another transaction is using right now (the previous holder's write
 in flight, a concurrent claim: "busy") is held too: exit 3, nothing
 granted, and --wait keeps asking. --ttl is at least 100ms.`,
-		run: cmdClaim,
+		db: true,
 	}
-}
-
-func cmdClaim(ctx context.Context, c *cli, cmd *command, args []string) int {
-	fs := c.flags(cmd)
+	fs := cmd.flagSet()
 	lock := fs.String("lock", "", "the lock (resource) to claim (required)")
 	ttl := durationFlag(fs, "ttl", defaultTTL, "`duration` of the lease, unless renewed")
 	holderFlag := fs.String("holder", "", "who claims it (default $"+envHolder+", else host-pid)")
 	wait := durationFlag(fs, "wait", 0, "if the lock is held, keep trying for this `duration` before exiting 3")
-	c.dsnFlag(fs)
-	args, code, ok := c.parse(cmd, fs, args)
-	if !ok {
-		return code
-	}
-	if len(args) > 0 {
-		return c.usageError(cmd, fs, "unexpected arguments %q", args)
-	}
-	if code, ok := c.lockFlag(cmd, fs, *lock); !ok {
-		return code
-	}
-	if code, ok := c.checkTTL(cmd, fs, *ttl); !ok {
-		return code
-	}
-	if *wait < 0 {
-		return c.usageError(cmd, fs, "--wait must not be negative, got %v", *wait)
-	}
-	holder := c.holder(*holderFlag)
-	client, err := lease.NewClient(lease.ClientOptions{Holder: holder, TTL: *ttl})
-	if err != nil {
-		return c.usageError(cmd, fs, "%s", err)
-	}
-	b, err := c.open(ctx, true)
-	if err != nil {
-		return c.fail(cmd, err)
-	}
-	defer b.Close()
+	cmd.exec = func(ctx context.Context, c *cli, _ []string) error {
+		if err := checkLock(*lock); err != nil {
+			return err
+		}
+		if err := checkTTL(*ttl); err != nil {
+			return err
+		}
+		if *wait < 0 {
+			return usagef("--wait must not be negative, got %v", *wait)
+		}
+		holder := c.holder(*holderFlag)
+		client, err := lease.NewClient(lease.ClientOptions{Holder: holder, TTL: *ttl})
+		if err != nil {
+			return usagef("%s", err)
+		}
+		b, err := c.database(ctx, true)
+		if err != nil {
+			return err
+		}
 
-	l, err := claimLock(ctx, b, client, *lock, *wait)
-	if held, ok := errors.AsType[*lease.HeldError](err); ok {
-		c.reportHeld(cmd, held)
-		return exitHeld
+		l, err := claimLock(ctx, b, client, *lock, *wait)
+		if held, ok := errors.AsType[*lease.HeldError](err); ok {
+			return heldBy(held)
+		}
+		if errors.Is(err, lease.ErrBusy) {
+			return busy(*lock, err)
+		}
+		if err != nil {
+			return err
+		}
+		g := l.Grant()
+		fmt.Fprintln(c.stdout, l.Token())
+		c.logf(cmd, "%s: fence %d for %s, expires in %s (%s)",
+			g.Resource, g.Fence, g.Holder, dur(g.TTL), stamp(g.CoordinatorExpiresAt.Time()))
+		return nil
 	}
-	if errors.Is(err, lease.ErrBusy) {
-		return c.reportBusy(cmd, *lock, err)
-	}
-	if err != nil {
-		return c.fail(cmd, err)
-	}
-	g := l.Grant()
-	fmt.Fprintln(c.stdout, l.Token())
-	c.logf(cmd, "%s: fence %d for %s, expires in %s (%s)",
-		g.Resource, g.Fence, g.Holder, dur(g.TTL), stamp(g.CoordinatorExpiresAt.Time()))
-	return exitOK
+	return cmd
 }
 
 // claimLock acquires lock for client's holder, asking again while it is
@@ -124,28 +113,27 @@ func claimLock(ctx context.Context, b *backend, client *lease.Client, lock strin
 }
 
 // checkTTL checks a --ttl value.
-func (c *cli) checkTTL(cmd *command, fs *flag.FlagSet, ttl time.Duration) (int, bool) {
+func checkTTL(ttl time.Duration) error {
 	if ttl < minTTL {
-		return c.usageError(cmd, fs, "--ttl must be at least %v, got %v", minTTL, ttl), false
+		return usagef("--ttl must be at least %v, got %v", minTTL, ttl)
 	}
-	return exitOK, true
+	return nil
 }
 
-// reportHeld says who holds a lock, on stderr.
-func (c *cli) reportHeld(cmd *command, held *lease.HeldError) {
+// heldBy is the *heldError that says who holds a lock.
+func heldBy(held *lease.HeldError) error {
 	who := fmt.Sprintf("%q", held.HeldBy)
 	if held.AlreadyHeld {
 		who = fmt.Sprintf("this holder, %q, under another claim", held.HeldBy)
 	}
-	c.logf(cmd, "%s is held by %s (fence %d); retry after %s", held.Resource, who, held.Fence, dur(held.RetryAfter))
+	return heldf("%s is held by %s (fence %d); retry after %s", held.Resource, who, held.Fence, dur(held.RetryAfter))
 }
 
-// reportBusy says that an acquisition found the lock in use by another
-// transaction (the previous holder's write, a concurrent claim), and returns
-// exitHeld: for a claimer that is the lock being held, for now.
-func (c *cli) reportBusy(cmd *command, lock string, err error) int {
-	c.logf(cmd, "%s: busy, in use by another transaction; nothing was granted: retry, or use --wait (%v)", lock, err)
-	return exitHeld
+// busy is the *heldError that says an acquisition found the lock in use by
+// another transaction (the previous holder's write, a concurrent claim):
+// for a claimer that is the lock being held, for now.
+func busy(lock string, err error) error {
+	return heldf("%s: busy, in use by another transaction; nothing was granted: retry, or use --wait (%v)", lock, err)
 }
 
 // waitWhileHeld calls try, and calls it again while it fails with a
@@ -183,7 +171,7 @@ func waitWhileHeld(ctx context.Context, wait time.Duration, interrupt <-chan os.
 }
 
 func checkCommand() *command {
-	return &command{
+	cmd := &command{
 		name:     "check",
 		synopsis: "exit 0 if a token is current, 3 if it is stale or was never issued",
 		usage:    "check [--lock NAME] TOKEN",
@@ -195,31 +183,19 @@ neither expired nor released in the database's clock, and the gate's floor
 is not above the fence. The answer is advisory: it can be stale by the time
 you act on it. What is safe is a fenced write ('fencegate gate'), which the
 database refuses once the token is stale.`,
-		run: cmdCheck,
 	}
-}
-
-func cmdCheck(ctx context.Context, c *cli, cmd *command, args []string) int {
-	fs := c.flags(cmd)
-	lock := fs.String("lock", "", "the lock the token must be for (default: the token's)")
-	c.dsnFlag(fs)
-	token, b, code, ok := c.openForToken(ctx, cmd, fs, args, lock)
-	if !ok {
-		return code
-	}
-	defer b.Close()
-
-	st, _, why, err := checkToken(ctx, b, token)
-	if err != nil {
-		return c.fail(cmd, err)
-	}
-	if why != "" {
-		c.logf(cmd, "%s", why)
-		return exitHeld
-	}
-	fmt.Fprintf(c.stdout, "current: %s fence %d held by %s, expires in %s\n",
-		token.Resource, token.Fence, token.Holder, dur(st.Remaining))
-	return exitOK
+	return tokenCommand(cmd, nil, func(ctx context.Context, c *cli, b *backend, token gate.Token) error {
+		st, _, why, err := checkToken(ctx, b, token)
+		if err != nil {
+			return err
+		}
+		if why != "" {
+			return heldf("%s", why)
+		}
+		fmt.Fprintf(c.stdout, "current: %s fence %d held by %s, expires in %s\n",
+			token.Resource, token.Fence, token.Holder, dur(st.Remaining))
+		return nil
+	})
 }
 
 // checkToken reads token's lease and floor, and says why the token is not
@@ -272,7 +248,7 @@ func describe(st lease.Status) string {
 }
 
 func renewCommand() *command {
-	return &command{
+	cmd := &command{
 		name:     "renew",
 		synopsis: "extend the lease a token names",
 		usage:    "renew [--ttl 30s] [--lock NAME] TOKEN",
@@ -282,52 +258,29 @@ TOKEN defaults to $` + envToken + `.
 
 A lease that expired, was released or was superseded is never extended:
 exit 3, and claim the lock again.`,
-		run: cmdRenew,
 	}
-}
-
-func cmdRenew(ctx context.Context, c *cli, cmd *command, args []string) int {
-	fs := c.flags(cmd)
-	ttl := durationFlag(fs, "ttl", defaultTTL, "the new term: a `duration` from now")
-	lock := fs.String("lock", "", "the lock the token must be for (default: the token's)")
-	c.dsnFlag(fs)
-	args, code, ok := c.parse(cmd, fs, args)
-	if !ok {
-		return code
-	}
-	if code, ok := c.checkTTL(cmd, fs, *ttl); !ok {
-		return code
-	}
-	token, code, ok := c.tokenArg(cmd, fs, args, *lock)
-	if !ok {
-		return code
-	}
-	b, err := c.open(ctx, true)
-	if err != nil {
-		return c.fail(cmd, err)
-	}
-	defer b.Close()
-
-	out, err := renewToken(ctx, b, token, *ttl)
-	if errors.Is(err, lease.ErrUnknownResource) {
-		c.logf(cmd, "never issued: %s was never leased", token.Resource)
-		return exitHeld
-	}
-	if err != nil {
-		return c.fail(cmd, err)
-	}
-	if !out.OK {
-		now := "it is free"
-		if out.HeldBy != "" {
-			now = fmt.Sprintf("it is held by %q with fence %d", out.HeldBy, out.Fence)
+	ttl := durationFlag(cmd.flagSet(), "ttl", defaultTTL, "the new term: a `duration` from now")
+	check := func() error { return checkTTL(*ttl) }
+	return tokenCommand(cmd, check, func(ctx context.Context, c *cli, b *backend, token gate.Token) error {
+		out, err := renewToken(ctx, b, token, *ttl)
+		if errors.Is(err, lease.ErrUnknownResource) {
+			return heldf("never issued: %s was never leased", token.Resource)
 		}
-		c.logf(cmd, "stale: the lease on %s with fence %d for %q expired, was released or was superseded (%s); claim it again",
-			token.Resource, token.Fence, token.Holder, now)
-		return exitHeld
-	}
-	fmt.Fprintln(c.stdout, stamp(out.Grant.CoordinatorExpiresAt.Time()))
-	c.logf(cmd, "%s: fence %d, expires in %s", token.Resource, token.Fence, dur(out.Grant.TTL))
-	return exitOK
+		if err != nil {
+			return err
+		}
+		if !out.OK {
+			now := "it is free"
+			if out.HeldBy != "" {
+				now = fmt.Sprintf("it is held by %q with fence %d", out.HeldBy, out.Fence)
+			}
+			return heldf("stale: the lease on %s with fence %d for %q expired, was released or was superseded (%s); claim it again",
+				token.Resource, token.Fence, token.Holder, now)
+		}
+		fmt.Fprintln(c.stdout, stamp(out.Grant.CoordinatorExpiresAt.Time()))
+		c.logf(cmd, "%s: fence %d, expires in %s", token.Resource, token.Fence, dur(out.Grant.TTL))
+		return nil
+	})
 }
 
 // renewToken renews the lease token names. Each invocation is a fresh
@@ -344,7 +297,7 @@ func renewToken(ctx context.Context, b *backend, token gate.Token, ttl time.Dura
 }
 
 func releaseCommand() *command {
-	return &command{
+	cmd := &command{
 		name:     "release",
 		synopsis: "release the lease a token names",
 		usage:    "release [--lock NAME] TOKEN",
@@ -355,31 +308,19 @@ A stale token (expired, released, superseded) changes nothing and exits 3:
 a late release never frees a successor's lease. The gate's floor is left as
 it is, so the released token's fenced writes are still admitted until
 someone claims the lock again.`,
-		run: cmdRelease,
 	}
-}
-
-func cmdRelease(ctx context.Context, c *cli, cmd *command, args []string) int {
-	fs := c.flags(cmd)
-	lock := fs.String("lock", "", "the lock the token must be for (default: the token's)")
-	c.dsnFlag(fs)
-	token, b, code, ok := c.openForToken(ctx, cmd, fs, args, lock)
-	if !ok {
-		return code
-	}
-	defer b.Close()
-
-	released, err := b.coord.Release(ctx, token)
-	if err != nil {
-		return c.fail(cmd, err)
-	}
-	if !released {
-		c.logf(cmd, "stale: %s fence %d for %q is not the current lease (expired, released, superseded or never issued); nothing changed",
-			token.Resource, token.Fence, token.Holder)
-		return exitHeld
-	}
-	c.logf(cmd, "released %s (fence %d)", token.Resource, token.Fence)
-	return exitOK
+	return tokenCommand(cmd, nil, func(ctx context.Context, c *cli, b *backend, token gate.Token) error {
+		released, err := b.coord.Release(ctx, token)
+		if err != nil {
+			return err
+		}
+		if !released {
+			return heldf("stale: %s fence %d for %q is not the current lease (expired, released, superseded or never issued); nothing changed",
+				token.Resource, token.Fence, token.Holder)
+		}
+		c.logf(cmd, "released %s (fence %d)", token.Resource, token.Fence)
+		return nil
+	})
 }
 
 // newRequestID returns a random request id (128 bits of base32).

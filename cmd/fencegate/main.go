@@ -50,13 +50,33 @@ func main() {
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))
 }
 
-// command is one subcommand.
+// command is one subcommand: its help, its flags, and exec, which does its
+// work. execute is the prologue and epilogue every command shares.
 type command struct {
 	name     string
 	synopsis string // one line, for the command list
 	usage    string // the usage line after "fencegate "
 	help     string // what it does, shown by --help
-	run      func(ctx context.Context, c *cli, cmd *command, args []string) int
+	db       bool   // it uses the database, and so takes --dsn
+	args     bool   // it takes positional arguments; else any is a usage error
+	// dashes: it takes "--" and a command or SQL after it. exec then gets
+	// the positional arguments before "--", then "--" and all that follows
+	// it verbatim, for splitDashes.
+	dashes bool
+	flags  *flag.FlagSet // declared by the command's constructor: see flagSet
+	// exec does the work once the flags are parsed. The error it returns
+	// decides the exit status (exitCode) and is reported (report).
+	exec func(ctx context.Context, c *cli, args []string) error
+}
+
+// flagSet returns cmd's flag set, made on first use.
+func (cmd *command) flagSet() *flag.FlagSet {
+	if cmd.flags == nil {
+		cmd.flags = flag.NewFlagSet("fencegate "+cmd.name, flag.ContinueOnError)
+		cmd.flags.SetOutput(io.Discard)
+		cmd.flags.Usage = func() {}
+	}
+	return cmd.flags
 }
 
 // commands lists the subcommands in the order the usage shows them.
@@ -77,7 +97,8 @@ type cli struct {
 	// child: a file stays a file it inherits.
 	childStdout, childStderr io.Writer
 	env                      func(string) string
-	dsn                      string // --dsn, global or the subcommand's
+	dsn                      string   // --dsn, global or the subcommand's
+	db                       *backend // the command's database, once opened: see database
 }
 
 // run is the whole command line, callable in-process by tests: it parses
@@ -125,7 +146,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	for _, cmd := range commands() {
 		if cmd.name == name {
-			return cmd.run(ctx, c, cmd, args)
+			return c.execute(ctx, cmd, args)
 		}
 	}
 	fmt.Fprintf(c.stderr, "fencegate: unknown command %q\n\n", name)
@@ -161,58 +182,152 @@ flags:
 	fs.SetOutput(io.Discard)
 }
 
-// flags returns an empty flag set for cmd. Parse it with parse.
-func (c *cli) flags(cmd *command) *flag.FlagSet {
-	fs := flag.NewFlagSet("fencegate "+cmd.name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	return fs
+// execute runs cmd with args, reports how it ended and returns its exit
+// status.
+func (c *cli) execute(ctx context.Context, cmd *command, args []string) int {
+	err := c.exec(ctx, cmd, args)
+	c.report(cmd, err)
+	return exitCode(err)
 }
 
-// dsnFlag adds --dsn to fs; it overrides the global --dsn.
-func (c *cli) dsnFlag(fs *flag.FlagSet) {
-	fs.Var(dsnValue{&c.dsn}, "dsn", dsnHelp)
+// exec parses cmd's flags, checks that it got only the arguments it takes,
+// runs it and closes the database it opened.
+func (c *cli) exec(ctx context.Context, cmd *command, args []string) error {
+	fs := cmd.flagSet()
+	if cmd.db {
+		fs.Var(dsnValue{&c.dsn}, "dsn", dsnHelp) // overrides the global --dsn
+	}
+	var after []string
+	found := false
+	if cmd.dashes {
+		args, after, found = splitDashes(args)
+	}
+	args, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if !cmd.args && len(args) > 0 {
+		return usagef("unexpected arguments %q", args)
+	}
+	if found {
+		args = append(append(args, "--"), after...)
+	}
+	defer func() {
+		if c.db != nil {
+			c.db.Close()
+			c.db = nil
+		}
+	}()
+	return cmd.exec(ctx, c, args)
 }
 
 // parse parses args into fs and returns the positional arguments. Flags
 // may come before, between and after them; everything after a "--" is
-// positional. When ok is false the caller returns code: exitOK after --help
-// (usage on stdout), exitUsage after a bad flag (the error and the usage on
-// stderr).
-func (c *cli) parse(cmd *command, fs *flag.FlagSet, args []string) (positional []string, code int, ok bool) {
+// positional. The error is flag.ErrHelp after --help, else a *usageError.
+func parse(fs *flag.FlagSet, args []string) (positional []string, _ error) {
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				c.usage(c.stdout, cmd, fs)
-				return nil, exitOK, false
+				return nil, err
 			}
-			return nil, c.usageError(cmd, fs, "%v", err), false
+			return nil, usagef("%v", err)
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
-			return positional, exitOK, true
+			return positional, nil
 		}
 		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
-			return append(positional, rest...), exitOK, true
+			return append(positional, rest...), nil
 		}
 		positional, args = append(positional, rest[0]), rest[1:]
 	}
 }
 
-// usageError reports a usage error, with cmd's usage line and flags, and
-// returns exitUsage.
-func (c *cli) usageError(cmd *command, fs *flag.FlagSet, format string, args ...any) int {
-	fmt.Fprintf(c.stderr, "fencegate %s: %s\n", cmd.name, message(fmt.Sprintf(format, args...)))
-	fmt.Fprintf(c.stderr, "usage: fencegate %s\n", cmd.usage)
-	c.printFlags(c.stderr, fs)
-	fmt.Fprintf(c.stderr, "Run 'fencegate %s --help' for more.\n", cmd.name)
-	return exitUsage
+// usageError is bad flags or arguments, found before anything was done. It
+// exits exitUsage, reported with the command's usage.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+// usagef returns a *usageError.
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// heldError says that the lock is held by someone else, or that the token
+// is stale or was never issued. It exits exitHeld.
+type heldError struct{ msg string }
+
+func (e *heldError) Error() string { return e.msg }
+
+// heldf returns a *heldError.
+func heldf(format string, args ...any) error {
+	return &heldError{msg: fmt.Sprintf(format, args...)}
+}
+
+// statusError ends a command with its own exit status, and says nothing:
+// run's, when it is its child's.
+type statusError struct{ code int }
+
+func (e *statusError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// exitWith returns the error that ends a command with status code: nil for
+// exitOK.
+func exitWith(code int) error {
+	if code == exitOK {
+		return nil
+	}
+	return &statusError{code: code}
+}
+
+// exitCode maps how a command ended to its exit status: exitOK for nil and
+// after --help; a *statusError's own; exitUsage for a *usageError and for
+// input that fencegate refused before doing anything (a bad name, ttl, DSN
+// or statement); exitHeld for a *heldError; exitError otherwise.
+func exitCode(err error) int {
+	if status, ok := errors.AsType[*statusError](err); ok {
+		return status.code
+	}
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case isType[*usageError](err), errors.Is(err, gate.ErrInvalidInput),
+		errors.Is(err, sqlstore.ErrInvalidDSN), errors.Is(err, confined.ErrInvalidStatement):
+		return exitUsage
+	case isType[*heldError](err):
+		return exitHeld
+	}
+	return exitError
+}
+
+// isType reports whether err's chain has an error of type E.
+func isType[E error](err error) bool {
+	_, ok := errors.AsType[E](err)
+	return ok
+}
+
+// report tells how cmd ended: its usage on stdout after --help; a usage
+// error with cmd's usage line and flags on stderr; any other error as a
+// line on stderr, but for a *statusError, which says nothing.
+func (c *cli) report(cmd *command, err error) {
+	switch {
+	case err == nil, isType[*statusError](err):
+	case errors.Is(err, flag.ErrHelp):
+		c.usage(c.stdout, cmd)
+	case isType[*usageError](err):
+		c.logf(cmd, "%s", err)
+		fmt.Fprintf(c.stderr, "usage: fencegate %s\n", cmd.usage)
+		c.printFlags(c.stderr, cmd.flagSet())
+		fmt.Fprintf(c.stderr, "Run 'fencegate %s --help' for more.\n", cmd.name)
+	default:
+		c.logf(cmd, "%s", err)
+	}
 }
 
 // usage prints cmd's full usage: the usage line, its help and its flags.
-func (c *cli) usage(w io.Writer, cmd *command, fs *flag.FlagSet) {
+func (c *cli) usage(w io.Writer, cmd *command) {
 	fmt.Fprintf(w, "usage: fencegate %s\n\n%s\n", cmd.usage, strings.TrimSpace(cmd.help))
-	c.printFlags(w, fs)
+	c.printFlags(w, cmd.flagSet())
 }
 
 func (c *cli) printFlags(w io.Writer, fs *flag.FlagSet) {
@@ -224,17 +339,6 @@ func (c *cli) printFlags(w io.Writer, fs *flag.FlagSet) {
 		fs.PrintDefaults()
 		fs.SetOutput(io.Discard)
 	}
-}
-
-// fail reports err for cmd and returns its exit status: exitUsage for input
-// that fencegate refused before doing anything (a bad name, ttl, DSN or
-// statement), exitError otherwise.
-func (c *cli) fail(cmd *command, err error) int {
-	fmt.Fprintf(c.stderr, "fencegate %s: %s\n", cmd.name, message(err.Error()))
-	if errors.Is(err, gate.ErrInvalidInput) || errors.Is(err, sqlstore.ErrInvalidDSN) || errors.Is(err, confined.ErrInvalidStatement) {
-		return exitUsage
-	}
-	return exitError
 }
 
 // logf writes a line of commentary to stderr; stdout carries only results.
@@ -324,57 +428,78 @@ func (c *cli) open(ctx context.Context, migrate bool) (*backend, error) {
 	}, nil
 }
 
+// database opens the database for the command being executed, which
+// closes it when the command returns. A command calls it once, after
+// checking its arguments, so that a usage error touches no database.
+func (c *cli) database(ctx context.Context, migrate bool) (*backend, error) {
+	b, err := c.open(ctx, migrate)
+	if err != nil {
+		return nil, err
+	}
+	c.db = b
+	return b, nil
+}
+
 // tokenArg returns the token in args (at most one positional argument), or
 // $FENCEGATE_TOKEN when there is none, checked against --lock when that was
-// given. A problem is a usage error, already reported.
-func (c *cli) tokenArg(cmd *command, fs *flag.FlagSet, args []string, lock string) (gate.Token, int, bool) {
+// given. A problem is a *usageError.
+func (c *cli) tokenArg(args []string, lock string) (gate.Token, error) {
 	var text string
 	switch len(args) {
 	case 0:
 		text = c.env(envToken)
 		if text == "" {
-			return gate.Token{}, c.usageError(cmd, fs, "missing TOKEN (and $%s is not set)", envToken), false
+			return gate.Token{}, usagef("missing TOKEN (and $%s is not set)", envToken)
 		}
 	case 1:
 		text = args[0]
 	default:
-		return gate.Token{}, c.usageError(cmd, fs, "want one TOKEN, got %d arguments: %q", len(args), args), false
+		return gate.Token{}, usagef("want one TOKEN, got %d arguments: %q", len(args), args)
 	}
 	token, err := gate.Parse(strings.TrimSpace(text))
 	if err != nil {
-		return gate.Token{}, c.usageError(cmd, fs, "%s", err), false
+		return gate.Token{}, usagef("%s", err)
 	}
 	if lock != "" && lock != token.Resource {
-		return gate.Token{}, c.usageError(cmd, fs, "the token is for lock %q, not %q", token.Resource, lock), false
+		return gate.Token{}, usagef("the token is for lock %q, not %q", token.Resource, lock)
 	}
-	return token, exitOK, true
+	return token, nil
 }
 
-// openForToken parses a token command's flags and its TOKEN, and opens the
-// database. When ok is false, code is the exit status to return.
-func (c *cli) openForToken(ctx context.Context, cmd *command, fs *flag.FlagSet, args []string, lock *string) (token gate.Token, b *backend, code int, ok bool) {
-	if args, code, ok = c.parse(cmd, fs, args); !ok {
-		return gate.Token{}, nil, code, false
+// tokenCommand completes cmd, which acts on the lease its TOKEN names: it
+// takes --lock, and its exec runs check (if not nil) on the other flags,
+// reads TOKEN, opens the database and calls do.
+func tokenCommand(cmd *command, check func() error, do func(ctx context.Context, c *cli, b *backend, token gate.Token) error) *command {
+	cmd.db, cmd.args = true, true
+	lock := cmd.flagSet().String("lock", "", "the lock the token must be for (default: the token's)")
+	cmd.exec = func(ctx context.Context, c *cli, args []string) error {
+		if check != nil {
+			if err := check(); err != nil {
+				return err
+			}
+		}
+		token, err := c.tokenArg(args, *lock)
+		if err != nil {
+			return err
+		}
+		b, err := c.database(ctx, true)
+		if err != nil {
+			return err
+		}
+		return do(ctx, c, b, token)
 	}
-	if token, code, ok = c.tokenArg(cmd, fs, args, *lock); !ok {
-		return gate.Token{}, nil, code, false
-	}
-	b, err := c.open(ctx, true)
-	if err != nil {
-		return gate.Token{}, nil, c.fail(cmd, err), false
-	}
-	return token, b, exitOK, true
+	return cmd
 }
 
-// lockFlag checks the value of a required --lock.
-func (c *cli) lockFlag(cmd *command, fs *flag.FlagSet, lock string) (int, bool) {
+// checkLock checks the value of a required --lock.
+func checkLock(lock string) error {
 	if lock == "" {
-		return c.usageError(cmd, fs, "missing --lock NAME"), false
+		return usagef("missing --lock NAME")
 	}
 	if err := gate.ValidateResource(lock); err != nil {
-		return c.usageError(cmd, fs, "--lock: %s", err), false
+		return usagef("--lock: %s", err)
 	}
-	return exitOK, true
+	return nil
 }
 
 // durationValue is a flag.Value for a duration with a clearer error than

@@ -35,7 +35,7 @@ claim answering claimed=false is normal: someone else holds the lock; wait, or c
 assert is advisory: never decide to write on its answer, just call write.`
 
 func mcpCommand() *command {
-	return &command{
+	cmd := &command{
 		name:     "mcp",
 		synopsis: "serve the protocol to coding agents as MCP tools, on stdin/stdout",
 		usage:    "mcp [--dsn DSN] [--holder ID] [--root DIR] [--allow-sql] [--ttl 30s] [--max-file-bytes N]",
@@ -85,8 +85,31 @@ refused before anything is written.
 Client configuration:
 
   {"mcpServers": {"fencegate": {"command": "fencegate", "args": ["mcp", "--root", "."]}}}`,
-		run: cmdMCP,
+		db: true,
 	}
+	fs := cmd.flagSet()
+	holderFlag := fs.String("holder", "", "who this server's claims are for (default: host-pid-random, unique to the process)")
+	root := fs.String("root", "", "the `directory` file writes are confined to (default: none, no file writes)")
+	allowSQL := fs.Bool("allow-sql", false, "let write run SQL statements in the fenced transaction")
+	ttl := durationFlag(fs, "ttl", defaultTTL, "the lease `duration` claim asks for and renew extends to, unless the call names one")
+	maxFile := fs.Int64("max-file-bytes", defaultMaxFileBytes, "the largest content, in `bytes`, of one file write")
+	cmd.exec = func(ctx context.Context, c *cli, _ []string) error {
+		if err := checkTTL(*ttl); err != nil {
+			return err
+		}
+		if *maxFile <= 0 {
+			return usagef("--max-file-bytes must be positive, got %d", *maxFile)
+		}
+		cfg := mcpConfig{holder: *holderFlag, root: *root, allowSQL: *allowSQL, ttl: *ttl, maxFileBytes: *maxFile}
+		if cfg.holder == "" {
+			cfg.holder = processHolder()
+		}
+		if err := gate.ValidateHolder(cfg.holder); err != nil {
+			return usagef("--holder: %s", stripPrefix(err))
+		}
+		return c.serveMCP(ctx, cfg, &mcp.IOTransport{Reader: io.NopCloser(c.stdin), Writer: nopWriteCloser{c.stdout}})
+	}
+	return cmd
 }
 
 // mcpConfig is the server's configuration, from its flags.
@@ -101,40 +124,6 @@ type mcpConfig struct {
 	// file is synced and before it is renamed into place, with the
 	// request's context.
 	beforeRename func(ctx context.Context)
-}
-
-func cmdMCP(ctx context.Context, c *cli, cmd *command, args []string) int {
-	fs := c.flags(cmd)
-	holderFlag := fs.String("holder", "", "who this server's claims are for (default: host-pid-random, unique to the process)")
-	root := fs.String("root", "", "the `directory` file writes are confined to (default: none, no file writes)")
-	allowSQL := fs.Bool("allow-sql", false, "let write run SQL statements in the fenced transaction")
-	ttl := durationFlag(fs, "ttl", defaultTTL, "the lease `duration` claim asks for and renew extends to, unless the call names one")
-	maxFile := fs.Int64("max-file-bytes", defaultMaxFileBytes, "the largest content, in `bytes`, of one file write")
-	c.dsnFlag(fs)
-	args, code, ok := c.parse(cmd, fs, args)
-	if !ok {
-		return code
-	}
-	if len(args) > 0 {
-		return c.usageError(cmd, fs, "unexpected arguments %q", args)
-	}
-	if code, ok := c.checkTTL(cmd, fs, *ttl); !ok {
-		return code
-	}
-	if *maxFile <= 0 {
-		return c.usageError(cmd, fs, "--max-file-bytes must be positive, got %d", *maxFile)
-	}
-	cfg := mcpConfig{holder: *holderFlag, root: *root, allowSQL: *allowSQL, ttl: *ttl, maxFileBytes: *maxFile}
-	if cfg.holder == "" {
-		cfg.holder = processHolder()
-	}
-	if err := gate.ValidateHolder(cfg.holder); err != nil {
-		return c.usageError(cmd, fs, "--holder: %s", stripPrefix(err))
-	}
-	if err := c.serveMCP(ctx, cfg, &mcp.IOTransport{Reader: io.NopCloser(c.stdin), Writer: nopWriteCloser{c.stdout}}); err != nil {
-		return c.fail(cmd, err)
-	}
-	return exitOK
 }
 
 // serveMCP opens the database and serves cfg's tools on t until the client

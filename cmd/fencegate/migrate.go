@@ -6,10 +6,11 @@ import (
 	"text/tabwriter"
 
 	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/sqlopen"
 )
 
 func migrateCommand() *command {
-	return &command{
+	cmd := &command{
 		name:     "migrate",
 		synopsis: "apply, roll back or list fencegate's schema migrations",
 		usage:    "migrate [up | down --yes | status]",
@@ -22,55 +23,52 @@ fencegate_goose_version, apart from your own).
   down    drop fencegate's tables and everything in them. The fence sequence
           starts again at 1, so tokens issued before could be admitted
           again: only for a database no holder uses. Requires --yes.`,
-		run: cmdMigrate,
+		db: true, args: true,
 	}
+	yes := cmd.flagSet().Bool("yes", false, "confirm 'down'")
+	cmd.exec = func(ctx context.Context, c *cli, args []string) error {
+		action := "up"
+		switch len(args) {
+		case 0:
+		case 1:
+			action = args[0]
+		default:
+			return usagef("want one of up, down, status; got %q", args)
+		}
+		switch action {
+		case "up", "status":
+		case "down":
+			if !*yes {
+				return usagef("'down' drops every lease, floor and refusal, and restarts fences at 1; add --yes to confirm")
+			}
+		default:
+			return usagef("unknown action %q: want up, down or status", action)
+		}
+		b, err := c.database(ctx, false)
+		if err != nil {
+			return err
+		}
+		return c.migrate(ctx, cmd, b.driver, action)
+	}
+	return cmd
 }
 
-func cmdMigrate(ctx context.Context, c *cli, cmd *command, args []string) int {
-	fs := c.flags(cmd)
-	yes := fs.Bool("yes", false, "confirm 'down'")
-	c.dsnFlag(fs)
-	args, code, ok := c.parse(cmd, fs, args)
-	if !ok {
-		return code
-	}
-	action := "up"
-	switch len(args) {
-	case 0:
-	case 1:
-		action = args[0]
-	default:
-		return c.usageError(cmd, fs, "want one of up, down, status; got %q", args)
-	}
-	switch action {
-	case "up", "status":
-	case "down":
-		if !*yes {
-			return c.usageError(cmd, fs, "'down' drops every lease, floor and refusal, and restarts fences at 1; add --yes to confirm")
-		}
-	default:
-		return c.usageError(cmd, fs, "unknown action %q: want up, down or status", action)
-	}
-	b, err := c.open(ctx, false)
-	if err != nil {
-		return c.fail(cmd, err)
-	}
-	defer b.Close()
-	d := b.driver
-
+// migrate applies action (up, down or status) to d's migrations, and
+// reports the schema's state.
+func (c *cli) migrate(ctx context.Context, cmd *command, d sqlopen.Driver, action string) error {
 	switch action {
 	case "up":
 		if err := d.Migrate(ctx); err != nil {
-			return c.fail(cmd, err)
+			return err
 		}
 	case "down":
 		if err := sqlstore.MigrateDown(ctx, d.DB(), d.Migrations()); err != nil {
-			return c.fail(cmd, err)
+			return err
 		}
 	}
 	st, err := sqlstore.MigrateStatus(ctx, d.DB(), d.Migrations())
 	if err != nil {
-		return c.fail(cmd, err)
+		return err
 	}
 	if action != "status" {
 		var version int64
@@ -81,7 +79,7 @@ func cmdMigrate(ctx context.Context, c *cli, cmd *command, args []string) int {
 			}
 		}
 		c.logf(cmd, "%s: %d of %d migrations applied (schema version %d)", action, applied, len(st), version)
-		return exitOK
+		return nil
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "VERSION\tSTATE\tMIGRATION")
@@ -93,5 +91,5 @@ func cmdMigrate(ctx context.Context, c *cli, cmd *command, args []string) int {
 		fmt.Fprintf(tw, "%d\t%s\t%s\n", m.Version, state, m.Source)
 	}
 	tw.Flush()
-	return exitOK
+	return nil
 }

@@ -22,7 +22,7 @@ const defaultGrace = 5 * time.Second
 const childWaitDelay = time.Second
 
 func runCommand() *command {
-	return &command{
+	cmd := &command{
 		name:     "run",
 		synopsis: "hold a lock for the whole life of a command",
 		usage:    "run --lock NAME [--ttl 30s] [--holder ID] [--wait D] [--grace 5s] -- CMD [ARGS...]",
@@ -45,48 +45,48 @@ is lost while CMD runs (a renewal finds it expired, released or superseded,
 or renewals fail until its deadline), CMD's process group gets SIGTERM, then
 SIGKILL after --grace, and run exits 3. The lease is a signal, not a guard:
 CMD's writes are safe only behind 'fencegate gate' (or gate.Commit).`,
-		run: cmdRun,
+		db: true, args: true, dashes: true,
 	}
-}
-
-func cmdRun(ctx context.Context, c *cli, cmd *command, args []string) int {
-	before, argv, found := splitDashes(args)
-	fs := c.flags(cmd)
+	fs := cmd.flagSet()
 	lock := fs.String("lock", "", "the lock (resource) to hold (required)")
 	ttl := durationFlag(fs, "ttl", defaultTTL, "`duration` of the lease; renewed when a third of it has passed")
 	holderFlag := fs.String("holder", "", "who holds it (default $"+envHolder+", else host-pid)")
 	wait := durationFlag(fs, "wait", 0, "if the lock is held, keep trying for this `duration` before exiting 3")
 	grace := durationFlag(fs, "grace", defaultGrace, "after a lost lease, the `duration` CMD has between SIGTERM and SIGKILL")
-	c.dsnFlag(fs)
-	before, code, ok := c.parse(cmd, fs, before)
-	if !ok {
-		return code
+	cmd.exec = func(ctx context.Context, c *cli, args []string) error {
+		before, argv, found := splitDashes(args)
+		switch {
+		case len(before) > 0:
+			return usagef("unexpected %q before --; put the command after --", before)
+		case !found || len(argv) == 0:
+			return usagef("missing -- CMD [ARGS...]")
+		}
+		if err := checkLock(*lock); err != nil {
+			return err
+		}
+		if err := checkTTL(*ttl); err != nil {
+			return err
+		}
+		if *wait < 0 || *grace < 0 {
+			return usagef("--wait and --grace must not be negative")
+		}
+		client, err := lease.NewClient(lease.ClientOptions{Holder: c.holder(*holderFlag), TTL: *ttl})
+		if err != nil {
+			return usagef("%s", err)
+		}
+		b, err := c.database(ctx, true)
+		if err != nil {
+			return err
+		}
+		return c.runLocked(ctx, cmd, b, client, *lock, *wait, *grace, argv)
 	}
-	switch {
-	case len(before) > 0:
-		return c.usageError(cmd, fs, "unexpected %q before --; put the command after --", before)
-	case !found || len(argv) == 0:
-		return c.usageError(cmd, fs, "missing -- CMD [ARGS...]")
-	}
-	if code, ok := c.lockFlag(cmd, fs, *lock); !ok {
-		return code
-	}
-	if code, ok := c.checkTTL(cmd, fs, *ttl); !ok {
-		return code
-	}
-	if *wait < 0 || *grace < 0 {
-		return c.usageError(cmd, fs, "--wait and --grace must not be negative")
-	}
-	client, err := lease.NewClient(lease.ClientOptions{Holder: c.holder(*holderFlag), TTL: *ttl})
-	if err != nil {
-		return c.usageError(cmd, fs, "%s", err)
-	}
-	b, err := c.open(ctx, true)
-	if err != nil {
-		return c.fail(cmd, err)
-	}
-	defer b.Close()
+	return cmd
+}
 
+// runLocked runs argv while holding lock for client's holder, once it is
+// free or wait has passed, and returns how run ends: with argv's own exit
+// status if it ran to its end.
+func (c *cli) runLocked(ctx context.Context, cmd *command, b *backend, client *lease.Client, lock string, wait, grace time.Duration, argv []string) error {
 	// From here on, signals are ours to forward (or, before CMD starts, to
 	// stop waiting): run must live to release the lease.
 	sigs := make(chan os.Signal, 8)
@@ -98,11 +98,11 @@ func cmdRun(ctx context.Context, c *cli, cmd *command, args []string) int {
 		out     childOutcome
 		holdErr error
 	)
-	err = waitWhileHeld(ctx, *wait, sigs, func() error {
-		err := lease.Hold(ctx, client, b.coord, *lock, func(ctx context.Context, l *lease.Lease) error {
+	err := waitWhileHeld(ctx, wait, sigs, func() error {
+		err := lease.Hold(ctx, client, b.coord, lock, func(ctx context.Context, l *lease.Lease) error {
 			started = true
 			var err error
-			out, err = c.supervise(ctx, cmd, l, b.dsn, argv, *grace, sigs)
+			out, err = c.supervise(ctx, cmd, l, b.dsn, argv, grace, sigs)
 			return err
 		})
 		if started {
@@ -112,37 +112,33 @@ func cmdRun(ctx context.Context, c *cli, cmd *command, args []string) int {
 		return err
 	})
 	if held, ok := errors.AsType[*lease.HeldError](err); ok {
-		c.reportHeld(cmd, held)
-		return exitHeld
+		return heldBy(held)
 	}
 	if errors.Is(err, lease.ErrLeaseLost) { // granted with no time left: CMD never started
-		c.logf(cmd, "%v", err)
-		return exitHeld
+		return heldf("%v", err)
 	}
 	if errors.Is(err, lease.ErrBusy) { // CMD never started
-		return c.reportBusy(cmd, *lock, err)
+		return busy(lock, err)
 	}
 	if err != nil {
-		return c.fail(cmd, err)
+		return err
 	}
 	switch {
 	case out.lost:
 		if holdErr != nil && !errors.Is(holdErr, lease.ErrLeaseLost) {
 			c.logf(cmd, "%v", holdErr)
 		}
-		c.logf(cmd, "%s stopped after the lease on %s was lost; exit %d", argv[0], *lock, exitHeld)
-		return exitHeld
+		return heldf("%s stopped after the lease on %s was lost; exit %d", argv[0], lock, exitHeld)
 	case out.interrupted:
-		c.logf(cmd, "interrupted: %v", context.Cause(ctx))
-		return exitError
+		return fmt.Errorf("interrupted: %v", context.Cause(ctx))
 	case holdErr != nil && !out.ran:
-		return c.fail(cmd, holdErr)
+		return holdErr
 	case holdErr != nil:
 		// CMD ran to its end; only the release failed. The lease expires by
 		// itself at its ttl.
 		c.logf(cmd, "warning: %v", holdErr)
 	}
-	return out.status
+	return exitWith(out.status)
 }
 
 // childOutcome is how the child of run ended.

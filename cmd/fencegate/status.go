@@ -16,7 +16,7 @@ import (
 )
 
 func statusCommand() *command {
-	return &command{
+	cmd := &command{
 		name:     "status",
 		synopsis: "show every lock (holder, fence, floor, expiry) and recent refusals",
 		usage:    "status [--json] [--lock NAME] [--refusals 10]",
@@ -28,8 +28,38 @@ object: {"locks": [...], "refusals": [...]}.
 Lease states: held (live), expired, released, and none (a floor without a
 lease: fences from another coordinator). Like 'check', this is a snapshot:
 it can be stale by the time you read it.`,
-		run: cmdStatus,
+		db: true,
 	}
+	fs := cmd.flagSet()
+	asJSON := fs.Bool("json", false, "print JSON")
+	lock := fs.String("lock", "", "show only this lock")
+	refusals := fs.Int("refusals", 10, "how many recent refusals to show")
+	cmd.exec = func(ctx context.Context, c *cli, _ []string) error {
+		if *lock != "" {
+			if err := checkLock(*lock); err != nil {
+				return err
+			}
+		}
+		if *refusals < 0 {
+			return usagef("--refusals must not be negative, got %d", *refusals)
+		}
+		b, err := c.database(ctx, true)
+		if err != nil {
+			return err
+		}
+		report, err := readStatus(ctx, b, *lock, *refusals)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			enc := json.NewEncoder(c.stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(report)
+		}
+		printStatus(c.stdout, report)
+		return nil
+	}
+	return cmd
 }
 
 // statusReport is what status prints, and its JSON form.
@@ -63,49 +93,6 @@ type refusalReport struct {
 	FloorHolder string    `json:"floor_holder"`
 	NotIssued   bool      `json:"not_issued"`
 	At          time.Time `json:"at"`
-}
-
-func cmdStatus(ctx context.Context, c *cli, cmd *command, args []string) int {
-	fs := c.flags(cmd)
-	asJSON := fs.Bool("json", false, "print JSON")
-	lock := fs.String("lock", "", "show only this lock")
-	refusals := fs.Int("refusals", 10, "how many recent refusals to show")
-	c.dsnFlag(fs)
-	args, code, ok := c.parse(cmd, fs, args)
-	if !ok {
-		return code
-	}
-	if len(args) > 0 {
-		return c.usageError(cmd, fs, "unexpected arguments %q", args)
-	}
-	if *lock != "" {
-		if code, ok := c.lockFlag(cmd, fs, *lock); !ok {
-			return code
-		}
-	}
-	if *refusals < 0 {
-		return c.usageError(cmd, fs, "--refusals must not be negative, got %d", *refusals)
-	}
-	b, err := c.open(ctx, true)
-	if err != nil {
-		return c.fail(cmd, err)
-	}
-	defer b.Close()
-
-	report, err := readStatus(ctx, b, *lock, *refusals)
-	if err != nil {
-		return c.fail(cmd, err)
-	}
-	if *asJSON {
-		enc := json.NewEncoder(c.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(report); err != nil {
-			return c.fail(cmd, err)
-		}
-		return exitOK
-	}
-	printStatus(c.stdout, report)
-	return exitOK
 }
 
 // readStatus reads the leases, floors and recent refusals, of one lock or

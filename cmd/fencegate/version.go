@@ -13,21 +13,11 @@ func versionCommand() *command {
 		usage:    "version",
 		help: `Print the module version this binary was built from ("(devel)" for a
 build from a checkout, with its VCS revision), as does 'fencegate --version'.`,
-		run: cmdVersion,
+		exec: func(_ context.Context, c *cli, _ []string) error {
+			fmt.Fprintln(c.stdout, version())
+			return nil
+		},
 	}
-}
-
-func cmdVersion(_ context.Context, c *cli, cmd *command, args []string) int {
-	fs := c.flags(cmd)
-	args, code, ok := c.parse(cmd, fs, args)
-	if !ok {
-		return code
-	}
-	if len(args) > 0 {
-		return c.usageError(cmd, fs, "unexpected arguments %q", args)
-	}
-	fmt.Fprintln(c.stdout, version())
-	return exitOK
 }
 
 // version describes the build: the main module's version, and the VCS
