@@ -21,7 +21,9 @@ func goTool(t *testing.T, args ...string) string {
 	return string(out)
 }
 
-// A program links only the drivers it imports: gate and lease import none,
+// A program links only the drivers it imports: gate, lease and the confined
+// write path (internal/confined, which reaches its driver's sqlstore.Confiner)
+// import none,
 // a pgx program links no SQLite, a SQLite program no pgx, and neither links
 // MySQL's driver, nor a MySQL program either of theirs.
 func TestProgramsLinkOnlyTheirDriver(t *testing.T) {
@@ -31,7 +33,7 @@ func TestProgramsLinkOnlyTheirDriver(t *testing.T) {
 		pkgs   []string
 		banned []string // import path prefixes
 	}{
-		{[]string{"../gate", "../lease"}, []string{"github.com/jackc/", "modernc.org/", mysqlDriver, fg + "pgxv5", fg + "pgsql", fg + "sqlite", fg + "mysql"}},
+		{[]string{"../gate", "../lease", "../internal/confined"}, []string{"github.com/jackc/", "modernc.org/", mysqlDriver, fg + "pgxv5", fg + "pgsql", fg + "sqlite", fg + "mysql"}},
 		{[]string{"./testdata/pgxonly"}, []string{"modernc.org/", mysqlDriver, fg + "sqlite", fg + "pgsql", fg + "mysql"}},
 		{[]string{"./testdata/sqliteonly"}, []string{"github.com/jackc/", mysqlDriver, fg + "internal/pg", fg + "mysql"}},
 		{[]string{"./testdata/mysqlonly"}, []string{"github.com/jackc/", "modernc.org/", fg + "internal/pg", fg + "sqlite"}},

@@ -43,9 +43,25 @@
 // database/sql driver also has DB, Migrations and Close (sqlopen.Driver),
 // and sqlopen.Open gets one case for its scheme. The shared tests write
 // their own SQL with $1 placeholders; a database that takes others says how
-// in its line (mysql's rebinds them to ?, mysqltest.Rebind). The fencegate
-// command's confined writes (internal/confined) hold one session type per
-// database: MySQL's runs in an XA transaction.
+// in its line (mysql's rebinds them to ?, mysqltest.Rebind).
+//
+// Optionally, a database/sql driver implements Confiner: Confine(ctx, conn,
+// fn) hands fn a ConfinedSession over one connection, which begins the
+// transaction (Begin), confines it after the gate's admission (Arm), runs
+// one statement of outside SQL at a time, refusing any that would end,
+// restart or nest the transaction with errors matching
+// ErrTransactionControl, ErrNotAllowed or ErrInvalidStatement (Exec, which
+// also does the dialect's statement and parameter scans), lifts the
+// confinement before the caller's COMMIT (Disarm) and tells a COMMIT the
+// database refused from one whose answer was lost (Answered). All of the
+// dialect's confinement lives there, its SQL included: the confined write
+// path (internal/confined, behind fencegate gate and the MCP server's SQL
+// write) holds only the algorithm and reaches the driver through
+// gate.Gate.Driver. A driver without Confiner still serves the gate and the
+// lease; confined writes on it fail with an error matching
+// errors.ErrUnsupported. pgsql's session relies on a write-guard trigger
+// (migration 00004), sqlite's on an authorizer and commit hook, mysql's on
+// an XA transaction; sqlstore/internal/confine holds what they share.
 //
 // The conformance suite, sqlstoretest.Exercise, states the contract method
 // by method on a real database; the gate's and the lease's rules run on top

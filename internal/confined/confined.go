@@ -8,29 +8,24 @@ import (
 	"fmt"
 	"strings"
 
-	gomysql "github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5/stdlib"
-	"modernc.org/sqlite"
-
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/sqlstore"
-	"github.com/fencegate/fencegate/sqlstore/mysql"
-	"github.com/fencegate/fencegate/sqlstore/pgsql"
-	fgsqlite "github.com/fencegate/fencegate/sqlstore/sqlite"
 )
 
 // Errors Write returns inside a *StatementError, matchable with errors.Is.
+// They are the driver's (its sqlstore.ConfinedSession returns them).
 var (
 	// ErrTransactionControl: the statement would end, restart or nest the
 	// fenced transaction. Nothing was committed.
-	ErrTransactionControl = errors.New("fencegate: a fenced write's SQL may not end, restart or nest its transaction")
+	ErrTransactionControl = sqlstore.ErrTransactionControl
 	// ErrNotAllowed: the statement does something a confined write refuses
-	// besides transaction control (SQLite: ATTACH, DETACH, PRAGMA).
-	ErrNotAllowed = errors.New("fencegate: statement not allowed in a fenced write")
+	// besides transaction control (SQLite: ATTACH, DETACH, PRAGMA;
+	// Postgres: COPY FROM STDIN).
+	ErrNotAllowed = sqlstore.ErrNotAllowed
 	// ErrInvalidStatement: the statement is empty, holds more than one
 	// statement or a NUL byte, or its arguments do not match its parameters.
 	// Nothing ran.
-	ErrInvalidStatement = errors.New("fencegate: invalid statement")
+	ErrInvalidStatement = sqlstore.ErrInvalidStatement
 )
 
 // maxAttempts bounds how often Write runs a transaction that failed with a
@@ -94,8 +89,11 @@ func (e *StatementError) Unwrap() error { return e.Err }
 
 // Write runs stmts, in order, in one transaction on db after g.Commit admitted
 // token in it, and commits them only together with that admission. g must be
-// a gate over db (pgsql.Driver, Postgres through pgx's stdlib; sqlite.Driver;
-// or mysql.Driver). db's Postgres migrations must include 00004.
+// a gate over db whose driver confines transactions (sqlstore.Confiner:
+// pgsql.Driver, Postgres through pgx's stdlib; sqlite.Driver; or
+// mysql.Driver); with any other driver Write runs nothing and returns an
+// error matching errors.ErrUnsupported. db's Postgres migrations must
+// include 00004.
 //
 // A refused token returns the gate's *gate.StaleFenceError (logged in the
 // rejection log) and runs no statement. A failing statement returns a
@@ -114,18 +112,17 @@ func Write(ctx context.Context, db *sql.DB, g *gate.Gate[*sql.Tx], token gate.To
 			return Result{}, &StatementError{Index: i, Err: err}
 		}
 	}
+	d := g.Driver()
+	c, ok := d.(sqlstore.Confiner)
+	if !ok {
+		return Result{}, fmt.Errorf("fencegate: confined writes need a driver that confines transactions (sqlstore.Confiner), not %T: %w", d, errors.ErrUnsupported)
+	}
 	for attempt := 1; ; attempt++ {
-		res, err := writeOnce(ctx, db, g, token, stmts)
-		if err == nil || res.Outcome != NotCommitted || !retryable(err) || attempt >= maxAttempts || ctx.Err() != nil {
+		res, err := writeOnce(ctx, db, c, g, token, stmts)
+		if err == nil || res.Outcome != NotCommitted || !sqlstore.IsRetryable(d.ClassifyError(err)) || attempt >= maxAttempts || ctx.Err() != nil {
 			return res, err
 		}
 	}
-}
-
-// retryable reads err by both dialects' drivers: the statements' own errors
-// come from the database unmarked (sqlstore.WithClass).
-func retryable(err error) bool {
-	return sqlstore.IsRetryable(err) || pgsql.Classify(err).Retryable || fgsqlite.Classify(err).Retryable || mysql.Classify(err).Retryable
 }
 
 // validate refuses what no dialect can run faithfully: an empty statement,
@@ -145,41 +142,8 @@ func validate(st Statement) error {
 	return nil
 }
 
-// session confines one transaction on one connection, for one dialect.
-type session interface {
-	// arm confines the transaction, after the gate admitted the token.
-	arm(ctx context.Context, tx *sql.Tx) error
-	// exec runs one statement on the driver connection dc. committed
-	// reports (with an error) that the statement committed the transaction.
-	exec(ctx context.Context, dc any, st Statement) (rows int64, committed bool, err error)
-	// disarm lifts the confinement just before Write's own COMMIT.
-	disarm(ctx context.Context, tx *sql.Tx) error
-}
-
-// newSession picks the dialect from the driver connection.
-func newSession(db *sql.DB, conn *sql.Conn) (session, error) {
-	if _, ok := db.Driver().(*gomysql.MySQLDriver); ok {
-		return &mysqlSession{}, nil
-	}
-	var s session
-	err := conn.Raw(func(dc any) error {
-		switch dc := dc.(type) {
-		case *stdlib.Conn:
-			s = &pgSession{}
-		case sqlite.AuthorizerRegisterer:
-			if _, ok := dc.(sqlite.HookRegisterer); ok {
-				s = &sqliteSession{conn: conn}
-			}
-		}
-		if s == nil {
-			return fmt.Errorf("fencegate: confined writes need pgx's stdlib, modernc.org/sqlite or go-sql-driver/mysql, not %T", dc)
-		}
-		return nil
-	})
-	return s, err
-}
-
-func writeOnce(ctx context.Context, db *sql.DB, g *gate.Gate[*sql.Tx], token gate.Token, stmts []Statement) (res Result, err error) {
+// writeOnce is one attempt of Write, on a connection of its own.
+func writeOnce(ctx context.Context, db *sql.DB, c sqlstore.Confiner, g *gate.Gate[*sql.Tx], token gate.Token, stmts []Statement) (res Result, err error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return Result{}, fmt.Errorf("fencegate: connect: %w", err)
@@ -191,32 +155,18 @@ func writeOnce(ctx context.Context, db *sql.DB, g *gate.Gate[*sql.Tx], token gat
 		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 		_ = conn.Close()
 	}()
-	s, err := newSession(db, conn)
-	if err != nil {
-		return Result{}, err
-	}
-	if ms, ok := s.(*mysqlSession); ok {
-		// The whole write on conn's own driver connection, in an XA
-		// transaction (see mysqlSession).
-		err = conn.Raw(func(dc any) error {
-			xconn, closeX, err := ms.open(ctx, dc)
-			if err != nil {
-				return fmt.Errorf("fencegate: connect: %w", err)
-			}
-			defer closeX()
-			res, err = run(ctx, xconn, s, g, token, stmts)
-			return err
-		})
-		return res, err
-	}
-	return run(ctx, conn, s, g, token, stmts)
+	err = c.Confine(ctx, conn, func(s sqlstore.ConfinedSession) error {
+		res, err = run(ctx, s, g, token, stmts)
+		return err
+	})
+	return res, err
 }
 
-// run is one attempt of Write on conn, confined by s.
-func run(ctx context.Context, conn *sql.Conn, s session, g *gate.Gate[*sql.Tx], token gate.Token, stmts []Statement) (res Result, err error) {
+// run is one attempt of Write in a transaction confined by s.
+func run(ctx context.Context, s sqlstore.ConfinedSession, g *gate.Gate[*sql.Tx], token gate.Token, stmts []Statement) (res Result, err error) {
 	txCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	tx, err := conn.BeginTx(txCtx, nil)
+	tx, err := s.Begin(txCtx)
 	if err != nil {
 		return Result{}, fmt.Errorf("fencegate: begin: %w", err)
 	}
@@ -225,18 +175,12 @@ func run(ctx context.Context, conn *sql.Conn, s session, g *gate.Gate[*sql.Tx], 
 		rollback()
 		return Result{}, err
 	}
-	if err := s.arm(ctx, tx); err != nil {
+	if err := s.Arm(ctx, tx); err != nil {
 		rollback()
 		return Result{}, fmt.Errorf("fencegate: confine the transaction: %w", err)
 	}
 	for i, st := range stmts {
-		var rows int64
-		var committed bool
-		err := conn.Raw(func(dc any) error {
-			var err error
-			rows, committed, err = s.exec(ctx, dc, st)
-			return err
-		})
+		rows, committed, err := s.Exec(ctx, st.SQL, st.Args)
 		if err != nil {
 			rollback()
 			if committed {
@@ -248,7 +192,7 @@ func run(ctx context.Context, conn *sql.Conn, s session, g *gate.Gate[*sql.Tx], 
 		}
 		res.RowsAffected = append(res.RowsAffected, rows)
 	}
-	if err := s.disarm(ctx, tx); err != nil {
+	if err := s.Disarm(ctx, tx); err != nil {
 		rollback()
 		return res, fmt.Errorf("fencegate: commit: %w", err)
 	}
@@ -257,10 +201,7 @@ func run(ctx context.Context, conn *sql.Conn, s session, g *gate.Gate[*sql.Tx], 
 		return res, err
 	}
 	if err := tx.Commit(); err != nil {
-		var pgErr interface{ SQLState() string }
-		var liteErr *sqlite.Error
-		var myErr *gomysql.MySQLError
-		if !errors.As(err, &pgErr) && !errors.As(err, &liteErr) && !errors.As(err, &myErr) && !errors.Is(err, sql.ErrTxDone) {
+		if !s.Answered(err) && !errors.Is(err, sql.ErrTxDone) {
 			res.Outcome = Unknown // sent, and no answer from the database
 		}
 		return res, fmt.Errorf("fencegate: commit: %w", err)

@@ -482,3 +482,46 @@ func TestMySQLImplicitCommitsRefused(t *testing.T) {
 		t.Fatalf("tables t and u: %d of them, %v; want t alone", tables, err)
 	}
 }
+
+// TestRetryableStatementErrorRetried: a statement's own serialization
+// failure comes from the database unmarked by any driver; Write still reads
+// it as retryable (by the gate's driver) and runs the transaction again, 3
+// times in all, committing nothing.
+func TestRetryableStatementErrorRetried(t *testing.T) {
+	e := newEnv(t, sqlDrivers()["postgres-sql"])
+	if _, err := e.d.DB().Exec(`CREATE SEQUENCE attempts`); err != nil {
+		t.Fatal(err)
+	}
+	token := e.claim(t, "alice", "r")
+	res, err := confined.Write(context.Background(), e.d.DB(), e.g, token, stmts(insertA,
+		`DO $$ BEGIN PERFORM nextval('attempts'); RAISE EXCEPTION 'lost a race' USING ERRCODE = 'serialization_failure'; END $$`))
+	if _, ok := errors.AsType[*confined.StatementError](err); !ok || !sqlstore.IsRetryable(e.d.ClassifyError(err)) || res.Outcome != confined.NotCommitted {
+		t.Fatalf("Write: %+v, %v; want a retryable *StatementError, not committed", res, err)
+	}
+	var attempts int
+	if err := e.d.DB().QueryRow(`SELECT last_value FROM attempts`).Scan(&attempts); err != nil || attempts != 3 {
+		t.Errorf("the statement ran %d times (%v), want 3", attempts, err)
+	}
+	if got := e.rows(t); len(got) != 0 {
+		t.Errorf("rows %q committed", got)
+	}
+}
+
+// TestDriverWithoutConfiner: a gate whose driver cannot confine a
+// transaction (no sqlstore.Confiner) gets a clear error, and nothing runs.
+func TestDriverWithoutConfiner(t *testing.T) {
+	for name, open := range sqlDrivers() {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, open)
+			token := e.claim(t, "alice", "r")
+			plain := struct{ sqlstore.Driver[*sql.Tx] }{e.d} // hides Confine
+			res, err := confined.Write(context.Background(), e.d.DB(), gate.New(plain, nil), token, stmts(insertA))
+			if !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "sqlstore.Confiner") || res.Outcome != confined.NotCommitted {
+				t.Fatalf("Write: %+v, %v; want errors.ErrUnsupported naming sqlstore.Confiner", res, err)
+			}
+			if got := e.rows(t); len(got) != 0 {
+				t.Errorf("rows %q committed", got)
+			}
+		})
+	}
+}

@@ -6,31 +6,29 @@
 // a string of several statements. Only Write's own COMMIT commits, and only
 // after gate.Commit admitted the token in the same transaction.
 //
-// The databases enforce it, not a reading of the SQL text:
+// The databases enforce it, not a reading of the SQL text, and the driver
+// knows how: Write takes a sqlstore.ConfinedSession from the gate's driver
+// (sqlstore.Confiner) and runs the dialect-free algorithm on it (a
+// connection of its own, begin, gate.Commit, arm, each statement on its
+// own, disarm, commit, a truthful Outcome). This package holds no SQL and
+// links no database driver. Each driver's Confine documents its means:
 //
-//   - Postgres: every statement goes through the extended protocol on its
-//     own (Parse refuses a string of several statements), the server's
-//     transaction status and command tag are checked after each one, and a
-//     deferred constraint trigger (migration 00004) turns any COMMIT that
-//     Write did not arm into a rollback. DO blocks and procedures cannot
-//     COMMIT inside a transaction block at all. COPY … FROM STDIN is
-//     refused before it runs: its input would never come.
-//   - SQLite: an authorizer on the connection refuses to compile transaction
-//     statements, savepoints, ATTACH, DETACH and PRAGMA; a commit hook vetoes
-//     any commit while the user's SQL runs, and a rollback hook notices a
-//     transaction that an error (or INSERT OR ROLLBACK) ended. SQLite's
-//     driver runs every statement of a multi-statement string and ignores
-//     extra arguments, so Write also counts statements and parameters; that
-//     count is for honest errors, the authorizer is what confines.
-//   - MySQL and MariaDB: the transaction is an XA transaction under a random
-//     id. While it is active the server refuses, with XAER_RMFAIL, every
-//     statement that would end it or commit implicitly: COMMIT, ROLLBACK,
-//     BEGIN, DDL, LOCK TABLES, also inside a procedure or a prepared
-//     statement. Write's own COMMIT is XA END then XA COMMIT … ONE PHASE:
-//     never prepared, the transaction never outlives its connection.
-//     Statements run as server-side prepared statements, one each (its
-//     parameters are ?); SAVEPOINT and RELEASE, which XA allows, are refused
-//     by their first word, as is a string of several statements.
+//   - pgsql (Postgres): each statement alone through the extended protocol,
+//     the transaction status and command tag checked after each one, and a
+//     deferred constraint trigger (migration 00004) that turns any COMMIT
+//     Write did not arm into a rollback; COPY … FROM STDIN is refused.
+//   - sqlite: an authorizer refusing transaction statements, savepoints,
+//     ATTACH, DETACH and PRAGMA, a commit hook vetoing any commit while the
+//     user's SQL runs, and a rollback hook noticing one that ended it; a
+//     count of statements and parameters keeps the errors honest.
+//   - mysql (MySQL, MariaDB): an XA transaction under a random id, in which
+//     the server refuses every statement that would end it or commit
+//     implicitly; Write's own COMMIT is XA END then XA COMMIT … ONE PHASE.
+//     SAVEPOINT, RELEASE and strings of several statements are refused by
+//     a scan.
+//
+// A driver without the capability cannot serve confined writes: Write then
+// fails with an error matching errors.ErrUnsupported and runs nothing.
 //
 // The connection a write used is closed afterwards, never returned to the
 // pool, so session state the SQL left behind (SET, temporary tables, session

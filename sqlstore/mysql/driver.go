@@ -20,7 +20,8 @@ const Dialect sqlstore.Dialect = "mysql"
 //
 // Besides the methods of sqlstore.Driver[*sql.Tx] it has DB (the *sql.DB it
 // runs on), Migrations (its embedded goose migrations, for
-// sqlstore.MigrateDown and MigrateStatus) and Close (what Open opened).
+// sqlstore.MigrateDown and MigrateStatus), Close (what Open opened), and
+// Confine (sqlstore.Confiner, for confined writes).
 //
 // The zero value is not usable; create one with New or Open.
 type Driver struct {

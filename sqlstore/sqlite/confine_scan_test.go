@@ -1,8 +1,10 @@
-package confined
+package sqlite
 
 import (
 	"errors"
 	"testing"
+
+	"github.com/fencegate/fencegate/sqlstore"
 )
 
 func TestSQLiteParams(t *testing.T) {
@@ -33,7 +35,7 @@ func TestSQLiteParams(t *testing.T) {
 		{" -- only\n /* comments */ ;", 0, true},
 	} {
 		n, err := sqliteParams(c.sql)
-		if c.invalid != errors.Is(err, ErrInvalidStatement) || (!c.invalid && n != c.params) {
+		if c.invalid != errors.Is(err, sqlstore.ErrInvalidStatement) || (!c.invalid && n != c.params) {
 			t.Errorf("sqliteParams(%q) = %d, %v; want %d, invalid %v", c.sql, n, err, c.params, c.invalid)
 		}
 	}

@@ -1,19 +1,21 @@
-package confined
+package sqlite
 
 import (
-	"database/sql/driver"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/internal/confine"
 )
 
 // sqliteParams returns how many arguments the SQLite statement q takes (the
 // highest ?NNN or $NNN, counting each bare ? as one more), and an error matching
-// ErrInvalidStatement when q holds no statement, more than one, or named
+// sqlstore.ErrInvalidStatement when q holds no statement, more than one, or named
 // parameters. modernc.org/sqlite would run every statement of a string and
 // bind the same arguments to each, ignoring extra ones; this scan, which
 // follows SQLite's tokenizer (and sqlite3_complete's rule for CREATE TRIGGER
-// bodies), keeps Write's answers honest. It is not what confines the
+// bodies), keeps a confined write's answers honest. It is not what confines the
 // transaction: the authorizer is.
 func sqliteParams(q string) (int, error) {
 	var (
@@ -31,10 +33,10 @@ func sqliteParams(q string) (int, error) {
 			i++
 			continue
 		case strings.HasPrefix(q[i:], "--"):
-			i = lineCommentEnd(q, i)
+			i = confine.LineCommentEnd(q, i)
 			continue
 		case strings.HasPrefix(q[i:], "/*"):
-			i = blockCommentEnd(q, i)
+			i = confine.BlockCommentEnd(q, i)
 			continue
 		case c == ';':
 			if inStmt && (!trigger || last == "END") {
@@ -46,7 +48,7 @@ func sqliteParams(q string) (int, error) {
 		}
 		if !inStmt {
 			if statements == 1 {
-				return 0, fmt.Errorf("%w: more than one statement (pass each as its own)", ErrInvalidStatement)
+				return 0, confine.ErrSeveral
 			}
 			statements, inStmt = statements+1, true
 		}
@@ -82,7 +84,7 @@ func sqliteParams(q string) (int, error) {
 			if j == i+1 {
 				params++
 			} else if n, err := strconv.Atoi(q[i+1 : j]); err != nil || n < 1 {
-				return 0, fmt.Errorf("%w: bad parameter %q", ErrInvalidStatement, q[i:j])
+				return 0, fmt.Errorf("%w: bad parameter %q", sqlstore.ErrInvalidStatement, q[i:j])
 			} else {
 				params = max(params, n)
 			}
@@ -93,16 +95,16 @@ func sqliteParams(q string) (int, error) {
 				j++
 			}
 			if j < len(q) && isIdentByte(q[j]) {
-				return 0, fmt.Errorf("%w: named parameters are not supported; use $NNN, ?NNN or ?", ErrInvalidStatement)
+				return 0, fmt.Errorf("%w: named parameters are not supported; use $NNN, ?NNN or ?", sqlstore.ErrInvalidStatement)
 			}
 			n, err := strconv.Atoi(q[i+1 : j])
 			if err != nil {
-				return 0, fmt.Errorf("%w: bad parameter %q", ErrInvalidStatement, q[i:j])
+				return 0, fmt.Errorf("%w: bad parameter %q", sqlstore.ErrInvalidStatement, q[i:j])
 			}
 			params = max(params, n)
 			i = j
 		case (c == ':' || c == '@' || c == '$') && i+1 < len(q) && isIdentByte(q[i+1]):
-			return 0, fmt.Errorf("%w: named parameters are not supported; use $NNN, ?NNN or ?", ErrInvalidStatement)
+			return 0, fmt.Errorf("%w: named parameters are not supported; use $NNN, ?NNN or ?", sqlstore.ErrInvalidStatement)
 		case isIdentByte(c):
 			j := i
 			for j < len(q) && (isIdentByte(q[j]) || q[j] == '$') {
@@ -119,7 +121,7 @@ func sqliteParams(q string) (int, error) {
 		}
 	}
 	if statements == 0 {
-		return 0, fmt.Errorf("%w: no statement, only comments", ErrInvalidStatement)
+		return 0, confine.ErrNoStatement
 	}
 	return params, nil
 }
@@ -138,36 +140,4 @@ func isCreateTrigger(words []string) bool {
 		words = append([]string{"CREATE"}, words[2:]...)
 	}
 	return len(words) > 1 && words[0] == "CREATE" && words[1] == "TRIGGER"
-}
-
-// lineCommentEnd returns where the line comment that starts at q[i] ends:
-// after its newline, or at the end of q.
-func lineCommentEnd(q string, i int) int {
-	if j := strings.IndexByte(q[i:], '\n'); j >= 0 {
-		return i + j + 1
-	}
-	return len(q)
-}
-
-// blockCommentEnd returns where the /* comment that starts at q[i] ends:
-// after its */, or at the end of q.
-func blockCommentEnd(q string, i int) int {
-	if j := strings.Index(q[i+2:], "*/"); j >= 0 {
-		return i + j + 4
-	}
-	return len(q)
-}
-
-// namedValues converts args as database/sql would for a driver without a
-// converter of its own.
-func namedValues(args []any) ([]driver.NamedValue, error) {
-	out := make([]driver.NamedValue, len(args))
-	for i, a := range args {
-		v, err := driver.DefaultParameterConverter.ConvertValue(a)
-		if err != nil {
-			return nil, fmt.Errorf("%w: argument %d: %v", ErrInvalidStatement, i+1, err)
-		}
-		out[i] = driver.NamedValue{Ordinal: i + 1, Value: v}
-	}
-	return out, nil
 }

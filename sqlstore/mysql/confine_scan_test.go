@@ -1,9 +1,11 @@
-package confined
+package mysql
 
 import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/fencegate/fencegate/sqlstore"
 )
 
 func TestMySQLScan(t *testing.T) {
@@ -24,7 +26,7 @@ func TestMySQLScan(t *testing.T) {
 		}
 	}
 	for _, q := range []string{"", " -- only\n", "/* only */", "SELECT 1; SELECT 2", "SELECT 1; -- x\n DELETE FROM t"} {
-		if _, err := mysqlScan(q); !errors.Is(err, ErrInvalidStatement) {
+		if _, err := mysqlScan(q); !errors.Is(err, sqlstore.ErrInvalidStatement) {
 			t.Errorf("mysqlScan(%q) = %v, want ErrInvalidStatement", q, err)
 		}
 	}

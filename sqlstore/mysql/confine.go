@@ -1,4 +1,4 @@
-package confined
+package mysql
 
 import (
 	"context"
@@ -10,7 +10,12 @@ import (
 	"strings"
 
 	gomysql "github.com/go-sql-driver/mysql"
+
+	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/internal/confine"
 )
+
+var _ sqlstore.Confiner = (*Driver)(nil)
 
 // MySQL's XA errors: XAER_RMFAIL is the refusal of a statement that would end
 // or implicitly commit an active XA transaction; the others answer XA
@@ -30,19 +35,48 @@ const (
 // and END is a syntax error: the early answer keeps the errors honest.
 var mysqlTxWords = []string{"BEGIN", "COMMIT", "END", "RELEASE", "ROLLBACK", "SAVEPOINT", "START", "XA"}
 
-// mysqlSession confines a transaction on MySQL or MariaDB
-// (go-sql-driver/mysql). The transaction is an XA transaction: while one is
-// active the server refuses, with XAER_RMFAIL, every statement that would
-// end it or commit implicitly (COMMIT, ROLLBACK, BEGIN, DDL, LOCK TABLES,
-// also inside procedures and prepared statements). Its id is random, so the
-// SQL cannot end it with XA END either.
-type mysqlSession struct{}
+// Confine confines a transaction on conn, a connection of
+// go-sql-driver/mysql, by making it an XA transaction under a random id.
+// While it is active the server refuses, with XAER_RMFAIL, every statement
+// that would end it or commit implicitly: COMMIT, ROLLBACK, BEGIN, DDL,
+// LOCK TABLES, also inside a procedure or a prepared statement; the random
+// id keeps XA END out of the outside SQL's reach too. The session's COMMIT
+// is XA END then XA COMMIT … ONE PHASE: never prepared, the transaction
+// never outlives its connection. Statements run as server-side prepared
+// statements, one each (their parameters are ?); SAVEPOINT and RELEASE,
+// which XA allows, are refused by their first word, as is a string of
+// several statements.
+//
+// fn runs while Confine holds conn's driver connection: the session's
+// transaction is on a connection of its own over it.
+func (d *Driver) Confine(ctx context.Context, conn *sql.Conn, fn func(sqlstore.ConfinedSession) error) error {
+	return conn.Raw(func(dc any) error {
+		base, ok := dc.(xaBase)
+		if !ok {
+			return fmt.Errorf("fencegate: confined writes on MySQL need go-sql-driver/mysql, not %T", dc)
+		}
+		xconn, closeX, err := openXA(ctx, base)
+		if err != nil {
+			return fmt.Errorf("fencegate: connect: %w", err)
+		}
+		defer closeX()
+		return fn(&session{conn: xconn})
+	})
+}
 
-// open returns a connection over dc, the driver connection of an *sql.Conn
-// held for this write, whose transactions are XA transactions; close
-// releases it (dc stays open: its *sql.Conn is closed afterwards).
-func (s *mysqlSession) open(ctx context.Context, dc any) (*sql.Conn, func(), error) {
-	db := sql.OpenDB(xaConnector{dc.(driver.Conn)})
+// xaBase is what an XA connection needs of the driver connection it wraps.
+type xaBase interface {
+	driver.Conn
+	driver.ConnPrepareContext
+	driver.ExecerContext
+	driver.QueryerContext
+}
+
+// openXA returns a connection over base, the driver connection of an
+// *sql.Conn held for this write, whose transactions are XA transactions;
+// close releases it (base stays open: its *sql.Conn is closed afterwards).
+func openXA(ctx context.Context, base xaBase) (*sql.Conn, func(), error) {
+	db := sql.OpenDB(xaConnector{base})
 	db.SetMaxOpenConns(1)
 	conn, err := db.Conn(ctx)
 	if err != nil {
@@ -56,41 +90,57 @@ func (s *mysqlSession) open(ctx context.Context, dc any) (*sql.Conn, func(), err
 	}, nil
 }
 
-func (s *mysqlSession) arm(context.Context, *sql.Tx) error    { return nil }
-func (s *mysqlSession) disarm(context.Context, *sql.Tx) error { return nil }
+// session confines an XA transaction on conn, an XA connection (openXA).
+type session struct{ conn *sql.Conn }
 
-func (s *mysqlSession) exec(ctx context.Context, dc any, st Statement) (int64, bool, error) {
-	first, err := mysqlScan(st.SQL)
+func (s *session) Begin(ctx context.Context) (*sql.Tx, error) { return s.conn.BeginTx(ctx, nil) }
+func (s *session) Arm(context.Context, *sql.Tx) error         { return nil }
+func (s *session) Disarm(context.Context, *sql.Tx) error      { return nil }
+
+// Answered: a *mysql.MySQLError came from the server.
+func (s *session) Answered(err error) bool {
+	_, ok := errors.AsType[*gomysql.MySQLError](err)
+	return ok
+}
+
+func (s *session) Exec(ctx context.Context, query string, args []any) (rows int64, committed bool, err error) {
+	err = s.conn.Raw(func(dc any) error {
+		rows, err = exec(ctx, dc.(*xaConn).base, query, args)
+		return err
+	})
+	return rows, false, err
+}
+
+func exec(ctx context.Context, base xaBase, query string, args []any) (int64, error) {
+	first, err := mysqlScan(query)
 	if err != nil {
-		return 0, false, err
+		return 0, err
 	}
 	for _, w := range mysqlTxWords {
 		if first == w {
-			return 0, false, fmt.Errorf("%w: it runs %s", ErrTransactionControl, w)
+			return 0, fmt.Errorf("%w: it runs %s", sqlstore.ErrTransactionControl, w)
 		}
 	}
-	base := dc.(*xaConn).base
-	args, err := namedValues(st.Args)
+	values, err := confine.NamedValues(args)
 	if err != nil {
-		return 0, false, err
+		return 0, err
 	}
 	var res driver.Result
-	stmt, err := base.(driver.ConnPrepareContext).PrepareContext(ctx, st.SQL)
+	stmt, err := base.PrepareContext(ctx, query)
 	switch {
-	case mysqlErrno(err) == myNotPrepared && len(args) == 0:
-		res, err = base.(driver.ExecerContext).ExecContext(ctx, st.SQL, nil)
+	case mysqlErrno(err) == myNotPrepared && len(values) == 0:
+		res, err = base.ExecContext(ctx, query, nil)
 	case err == nil:
 		defer stmt.Close()
-		if n := stmt.NumInput(); n != len(args) {
-			return 0, false, fmt.Errorf("%w: it takes %d argument%s, got %d", ErrInvalidStatement, n, plural(n), len(args))
+		if n := stmt.NumInput(); n != len(values) {
+			return 0, confine.ArgCount(n, len(values))
 		}
-		res, err = stmt.(driver.StmtExecContext).ExecContext(ctx, args)
+		res, err = stmt.(driver.StmtExecContext).ExecContext(ctx, values)
 	}
 	if err != nil {
-		return 0, false, mysqlFailed(err)
+		return 0, mysqlFailed(err)
 	}
-	rows, err := res.RowsAffected()
-	return rows, false, err
+	return res.RowsAffected()
 }
 
 func mysqlErrno(err error) uint16 {
@@ -104,19 +154,19 @@ func mysqlErrno(err error) uint16 {
 func mysqlFailed(err error) error {
 	switch mysqlErrno(err) {
 	case myXAERRmfail:
-		return fmt.Errorf("%w: it would end or commit the transaction (%v)", ErrTransactionControl, err)
+		return fmt.Errorf("%w: it would end or commit the transaction (%v)", sqlstore.ErrTransactionControl, err)
 	case myXAERNota, myXAERInval, myXAEROutside:
-		return fmt.Errorf("%w: %v", ErrTransactionControl, err)
+		return fmt.Errorf("%w: %v", sqlstore.ErrTransactionControl, err)
 	case myEmptyQuery:
-		return fmt.Errorf("%w: no statement, only comments", ErrInvalidStatement)
+		return confine.ErrNoStatement
 	}
 	return err
 }
 
 // mysqlScan returns the first word of the MySQL statement q, upper-cased,
-// and an error matching ErrInvalidStatement when q holds no statement or
+// and an error matching sqlstore.ErrInvalidStatement when q holds no statement or
 // more than one. It skips comments and quoted text the way MySQL's lexer
-// does; it keeps Write's answers honest and is not what confines the
+// does; it keeps a confined write's answers honest and is not what confines the
 // transaction (the XA transaction is).
 func mysqlScan(q string) (string, error) {
 	var first string
@@ -128,10 +178,10 @@ func mysqlScan(q string) (string, error) {
 			i++
 			continue
 		case c == '#' || strings.HasPrefix(q[i:], "-- ") || strings.HasPrefix(q[i:], "--\t") || strings.HasPrefix(q[i:], "--\n") || q[i:] == "--":
-			i = lineCommentEnd(q, i)
+			i = confine.LineCommentEnd(q, i)
 			continue
 		case strings.HasPrefix(q[i:], "/*"):
-			i = blockCommentEnd(q, i)
+			i = confine.BlockCommentEnd(q, i)
 			continue
 		case c == ';':
 			inStmt = false
@@ -140,7 +190,7 @@ func mysqlScan(q string) (string, error) {
 		}
 		if !inStmt {
 			if statements == 1 {
-				return "", fmt.Errorf("%w: more than one statement (pass each as its own)", ErrInvalidStatement)
+				return "", confine.ErrSeveral
 			}
 			statements, inStmt = statements+1, true
 			j := i
@@ -164,13 +214,13 @@ func mysqlScan(q string) (string, error) {
 		}
 	}
 	if statements == 0 {
-		return "", fmt.Errorf("%w: no statement, only comments", ErrInvalidStatement)
+		return "", confine.ErrNoStatement
 	}
 	return first, nil
 }
 
 // xaConnector hands a database/sql pool the one driver connection it wraps.
-type xaConnector struct{ base driver.Conn }
+type xaConnector struct{ base xaBase }
 
 func (c xaConnector) Connect(context.Context) (driver.Conn, error) { return &xaConn{base: c.base}, nil }
 func (c xaConnector) Driver() driver.Driver                        { return xaDriver{} }
@@ -183,7 +233,7 @@ func (xaDriver) Open(string) (driver.Conn, error) {
 
 // xaConn is a go-sql-driver/mysql connection whose transactions are XA
 // transactions under a random id.
-type xaConn struct{ base driver.Conn }
+type xaConn struct{ base xaBase }
 
 var (
 	_ driver.ConnBeginTx        = (*xaConn)(nil)
@@ -200,15 +250,15 @@ func (c *xaConn) Begin() (driver.Tx, error) {
 }
 
 func (c *xaConn) PrepareContext(ctx context.Context, q string) (driver.Stmt, error) {
-	return c.base.(driver.ConnPrepareContext).PrepareContext(ctx, q)
+	return c.base.PrepareContext(ctx, q)
 }
 
 func (c *xaConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
-	return c.base.(driver.ExecerContext).ExecContext(ctx, q, args)
+	return c.base.ExecContext(ctx, q, args)
 }
 
 func (c *xaConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
-	return c.base.(driver.QueryerContext).QueryContext(ctx, q, args)
+	return c.base.QueryContext(ctx, q, args)
 }
 
 func (c *xaConn) CheckNamedValue(nv *driver.NamedValue) error {
@@ -232,8 +282,8 @@ func (c *xaConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx,
 	return tx, nil
 }
 
-// xaTx ends its XA transaction within the context it began under: Write
-// cancels that before it rolls back, so a rollback never waits on a server
+// xaTx ends its XA transaction within the context it began under: a
+// confined write cancels that before it rolls back, so a rollback never waits on a server
 // that stopped answering (the connection is closed then, and the server
 // rolls back an XA transaction that was never prepared).
 type xaTx struct {
