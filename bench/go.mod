@@ -3,13 +3,15 @@ module github.com/fencegate/fencegate/bench
 go 1.26.0
 
 require (
+	cirello.io/pglock v1.16.1
 	github.com/fencegate/fencegate v0.0.0
 	github.com/jackc/pgx/v5 v5.12.0
 )
 
 require (
-	cirello.io/pglock v1.16.1 // indirect
+	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
+	github.com/go-sql-driver/mysql v1.10.1 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect

@@ -56,6 +56,7 @@ func RunAll(ctx context.Context, cfg Config, outDir, only string, quick bool) er
 		{"4", func() error { return FloorTableSize(ctx, cfg, r) }},
 		{"5", func() error { return Wedged(ctx, cfg, r) }},
 		{"6", func() error { return ManyLeases(ctx, cfg, r) }},
+		{"mariadb", func() error { return MariaDB(ctx, cfg, r) }},
 	}
 	for _, s := range steps {
 		if !want(s.id) {

@@ -16,6 +16,7 @@ import (
 // Config sizes a run.
 type Config struct {
 	PostgresURL string
+	MySQLURL    string        // the MariaDB column's server (mysql://, any database); "": skipped
 	Duration    time.Duration // per variant per round
 	Rounds      int
 	Writers     []int         // contention levels of scenario 2

@@ -24,19 +24,23 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == bench.ChildRole {
 		os.Exit(bench.WedgedChild(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == bench.MySQLChildRole {
+		os.Exit(bench.WedgedMySQLChild(os.Args[2:]))
+	}
 	var (
 		dsn     = flag.String("postgres", envOr("FENCEGATE_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "Postgres server URL (a schema of its own is created and dropped)")
+		myDSN   = flag.String("mysql", envOr("FENCEGATE_BENCH_MYSQL_URL", envOr("FENCEGATE_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/")), "MySQL/MariaDB server URL for the MariaDB column (a database of its own is created and dropped; empty: skip it)")
 		quick   = flag.Bool("quick", false, "short rounds and small tables: a few minutes")
 		dur     = flag.Duration("duration", 1500*time.Millisecond, "run time per variant per round")
 		rounds  = flag.Int("rounds", 3, "interleaved A/B rounds")
 		out     = flag.String("out", ".", "directory for RESULTS.md and chart.svg")
-		only    = flag.String("only", "", "comma-separated scenarios to run (1,2,3,4,5,6); default all")
+		only    = flag.String("only", "", "comma-separated scenarios to run (1,2,3,4,5,6,mariadb); default all")
 		writers = flag.String("writers", "1,16,64", "writer counts for scenario 2")
 		rtt     = flag.Duration("rtt", time.Millisecond, "round trip a delaying proxy adds for the second network path (0: loopback only)")
 	)
 	flag.Parse()
 	cfg := bench.Config{
-		PostgresURL: *dsn, RTT: *rtt, Duration: *dur, Rounds: *rounds, BigFloors: 1_000_000, Leases: []int{1000, 10_000},
+		PostgresURL: *dsn, MySQLURL: *myDSN, RTT: *rtt, Duration: *dur, Rounds: *rounds, BigFloors: 1_000_000, Leases: []int{1000, 10_000},
 		Progress: func(s string) { fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05"), s) },
 	}
 	for _, w := range strings.Split(*writers, ",") {
