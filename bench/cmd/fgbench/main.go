@@ -1,7 +1,7 @@
 // Command fgbench runs fencegate's benchmarks side by side with Postgres
-// advisory locks, cirello.io/pglock and the unfenced baseline, on loopback
-// and through a proxy that adds a network's round trip, shows progress on
-// stderr, and writes RESULTS.md and chart.svg.
+// advisory locks, cirello.io/pglock, MariaDB's GET_LOCK and the unfenced
+// baseline, on loopback and through a proxy that adds a network's round
+// trip, shows progress on stderr, and writes RESULTS.md and chart.svg.
 //
 //	cd bench && go run ./cmd/fgbench            # full run, about 20 minutes
 //	cd bench && go run ./cmd/fgbench -quick     # a few minutes
