@@ -3,16 +3,13 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/fencegate/fencegate/gate"
@@ -135,52 +132,19 @@ func wedgeMySQL(ctx context.Context, cfg Config, m *MySQL, mode string) (wedgeOu
 	if _, err := db.ExecContext(ctx, mysqlWedgeSetWriter, 0); err != nil {
 		return o, err
 	}
-	cmd := exec.CommandContext(ctx, cfg.Self, MySQLChildRole, mode, m.URL)
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
+	child, idText, err := startWedged(ctx, cfg, MySQLChildRole, mode, m.URL)
 	if err != nil {
 		return o, err
 	}
-	if err := cmd.Start(); err != nil {
-		return o, err
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	lines := bufio.NewScanner(stdout)
-	line := func() string {
-		if lines.Scan() {
-			return lines.Text()
-		}
-		return "RESULT (no output)"
-	}
-	first := line()
-	idText, ok := strings.CutPrefix(first, "ACQUIRED ")
-	if !ok {
-		return o, fmt.Errorf("child: %s", first)
-	}
-	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		return o, err
-	}
+	defer child.close()
 	childConn, _ := strconv.ParseInt(idText, 10, 64)
 	stoppedAt := time.Now()
 
 	switch mode {
 	case "fencegate":
-		coord := lease.NewCoordinator(m.D, &lease.CoordinatorOptions{TTL: wedgeTTL})
-		client, _ := lease.NewClient(lease.ClientOptions{Holder: "B", TTL: wedgeTTL})
-		var l *lease.Lease
-		for l == nil {
-			req, _ := client.BeginAcquire(mysqlWedgeLock)
-			out, err := coord.Acquire(ctx, req)
-			if err != nil {
-				return o, err
-			}
-			if !out.OK {
-				time.Sleep(min(out.RetryAfter, 100*time.Millisecond) + time.Millisecond)
-				continue
-			}
-			if l, err = client.CompleteAcquire(req, out.Grant); err != nil {
-				return o, err
-			}
+		l, err := takeOver(ctx, lease.NewCoordinator(m.D, &lease.CoordinatorOptions{TTL: wedgeTTL}), mysqlWedgeLock)
+		if err != nil {
+			return o, err
 		}
 		o.successorWait = fmt.Sprintf("acquired after %s (A's lease expired)", time.Since(stoppedAt).Round(10*time.Millisecond))
 		if err := m.Gate.Do(ctx, l.Token(), func(ctx context.Context, tx *sql.Tx) error {
@@ -219,14 +183,9 @@ func wedgeMySQL(ctx context.Context, cfg Config, m *MySQL, mode string) (wedgeOu
 			return o, err
 		}
 	}
-	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if o.childSaid, err = child.resume(); err != nil {
 		return o, err
 	}
-	said := strings.TrimPrefix(line(), "RESULT ")
-	if len(said) > 140 {
-		said = said[:140] + "…"
-	}
-	o.childSaid = said
 	if err := db.QueryRowContext(ctx, mysqlWedgeGetWriter).Scan(&o.final); err != nil {
 		return o, err
 	}

@@ -3,15 +3,12 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -229,52 +226,19 @@ func wedge(ctx context.Context, cfg Config, pg *PG, mode string) (wedgeOutcome, 
 	if _, err := pg.Pool.Exec(ctx, wedgeSetWriter, 0); err != nil {
 		return o, err
 	}
-	cmd := exec.CommandContext(ctx, cfg.Self, ChildRole, mode, pg.URL)
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
+	child, pidText, err := startWedged(ctx, cfg, ChildRole, mode, pg.URL)
 	if err != nil {
 		return o, err
 	}
-	if err := cmd.Start(); err != nil {
-		return o, err
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	lines := bufio.NewScanner(stdout)
-	line := func() string {
-		if lines.Scan() {
-			return lines.Text()
-		}
-		return "RESULT (no output)"
-	}
-	first := line()
-	pidText, ok := strings.CutPrefix(first, "ACQUIRED ")
-	if !ok {
-		return o, fmt.Errorf("child: %s", first)
-	}
-	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		return o, err
-	}
+	defer child.close()
 	childPid, _ := strconv.Atoi(pidText)
 	stoppedAt := time.Now()
 
 	switch mode {
 	case "fencegate":
-		coord := lease.NewCoordinator(pg.Pgx, &lease.CoordinatorOptions{TTL: wedgeTTL})
-		client, _ := lease.NewClient(lease.ClientOptions{Holder: "B", TTL: wedgeTTL})
-		var l *lease.Lease
-		for l == nil {
-			req, _ := client.BeginAcquire("wedge")
-			out, err := coord.Acquire(ctx, req)
-			if err != nil {
-				return o, err
-			}
-			if !out.OK {
-				time.Sleep(min(out.RetryAfter, 100*time.Millisecond) + time.Millisecond)
-				continue
-			}
-			if l, err = client.CompleteAcquire(req, out.Grant); err != nil {
-				return o, err
-			}
+		l, err := takeOver(ctx, lease.NewCoordinator(pg.Pgx, &lease.CoordinatorOptions{TTL: wedgeTTL}), "wedge")
+		if err != nil {
+			return o, err
 		}
 		o.successorWait = fmt.Sprintf("acquired after %s (A's lease expired)", time.Since(stoppedAt).Round(10*time.Millisecond))
 		if err := pg.GatePgx.Do(ctx, l.Token(), func(ctx context.Context, tx pgx.Tx) error {
@@ -341,14 +305,9 @@ func wedge(ctx context.Context, cfg Config, pg *PG, mode string) (wedgeOutcome, 
 			return o, err
 		}
 	}
-	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if o.childSaid, err = child.resume(); err != nil {
 		return o, err
 	}
-	said := strings.TrimPrefix(line(), "RESULT ")
-	if len(said) > 140 {
-		said = said[:140] + "…"
-	}
-	o.childSaid = said
 	if err := pg.Pool.QueryRow(ctx, wedgeGetWriter).Scan(&o.final); err != nil {
 		return o, err
 	}
