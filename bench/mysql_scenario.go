@@ -30,9 +30,14 @@ func MariaDB(ctx context.Context, cfg Config, r *Report) error {
 	for _, w := range mysqlWriters {
 		maxW = max(maxW, w)
 	}
+	// Only a server that does not answer skips the column; any later
+	// failure fails it.
+	if err := (&MySQL{BaseURL: cfg.MySQLURL}).admin(ctx, "SELECT 1"); err != nil {
+		return skipMariaDB(cfg, r, fmt.Sprintf("no server answers at %s: %v", redacted(cfg.MySQLURL), err))
+	}
 	m, err := NewMySQL(ctx, cfg.MySQLURL, maxW+4)
 	if err != nil {
-		return skipMariaDB(cfg, r, fmt.Sprintf("no usable server at %s: %v", redacted(cfg.MySQLURL), err))
+		return err
 	}
 	defer m.Close(context.WithoutCancel(ctx))
 	var version, isolation string
