@@ -126,6 +126,18 @@ func redacted(rawURL string) string {
 	return u.Redacted()
 }
 
+// LockName is the GET_LOCK name of what: GET_LOCK's names are the
+// server's, not a database's, so they carry the database's name.
+func (m *MySQL) LockName(what string) string { return lockName(m.URL, what) }
+
+func lockName(dsn, what string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return what
+	}
+	return strings.TrimPrefix(u.Path, "/") + "/" + what
+}
+
 // PlainTx is the unfenced baseline: BEGIN, UPDATE, COMMIT.
 func (m *MySQL) PlainTx(ctx context.Context, key int) error {
 	return sqlTx(ctx, m.D.DB(), func(tx *sql.Tx) error {
@@ -161,7 +173,7 @@ func (m *MySQL) GetLock(ctx context.Context, key int) error {
 		return err
 	}
 	defer conn.Close()
-	name := Token(key).Resource
+	name := m.LockName(Token(key).Resource)
 	var got sql.NullInt64
 	if err := conn.QueryRowContext(ctx, getLock, name, getLockWait).Scan(&got); err != nil {
 		return err

@@ -61,7 +61,7 @@ func MariaDB(ctx context.Context, cfg Config, r *Report) error {
 	r.Notes = append(r.Notes, fmt.Sprintf("MariaDB, 1 writer, loopback: fenced tx (gate.Commit) ÷ unfenced tx = %.2fx", Ratio(res[1], res[0])))
 
 	r.f("### Guarded write on one key: fencegate vs GET_LOCK\n\n")
-	r.f("Every worker writes row 1 under one resource. fencegate workers present the resource's current fence in BEGIN, gate.Commit, UPDATE, COMMIT; GET_LOCK workers take `GET_LOCK('item/1', %d)` on a pooled connection, run the UPDATE (autocommit) and `RELEASE_LOCK` on the same connection, as users of MySQL's advisory lock do.\n\n", getLockWait)
+	r.f("Every worker writes row 1 under one resource. fencegate workers present the resource's current fence in BEGIN, gate.Commit, UPDATE, COMMIT; GET_LOCK workers take `GET_LOCK('<database>/item/1', %d)` on a pooled connection, run the UPDATE (autocommit) and `RELEASE_LOCK` on the same connection, as users of MySQL's advisory lock do.\n\n", getLockWait)
 	r.f("| writers | variant | median ops/s | p50 | p99 | ÷ GET_LOCK (per-round median, range) | errors |\n|---:|---|---:|---:|---:|---:|---:|\n")
 	for _, w := range mysqlWriters {
 		res := Interleave(ctx, []Variant{

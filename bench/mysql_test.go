@@ -26,7 +26,7 @@ func TestWorkloadsMySQL(t *testing.T) {
 	}
 	// GET_LOCK released its lock.
 	var free int
-	if err := m.D.DB().QueryRowContext(ctx, `SELECT IS_FREE_LOCK(?)`, bench.Token(2).Resource).Scan(&free); err != nil || free != 1 {
+	if err := m.D.DB().QueryRowContext(ctx, `SELECT IS_FREE_LOCK(?)`, m.LockName(bench.Token(2).Resource)).Scan(&free); err != nil || free != 1 {
 		t.Errorf("IS_FREE_LOCK = %d, %v; want 1", free, err)
 	}
 	if err := m.RoundTrip(ctx, 0); err != nil {

@@ -80,7 +80,7 @@ func WedgedMySQLChild(args []string) int {
 		}
 		var id int64
 		var got sql.NullInt64
-		if err := lockConn.QueryRowContext(ctx, `SELECT CONNECTION_ID(), GET_LOCK(?, 0)`, mysqlWedgeLock).Scan(&id, &got); err != nil || got.Int64 != 1 {
+		if err := lockConn.QueryRowContext(ctx, `SELECT CONNECTION_ID(), GET_LOCK(?, 0)`, lockName(dsn, mysqlWedgeLock)).Scan(&id, &got); err != nil || got.Int64 != 1 {
 			fmt.Println("RESULT error: GET_LOCK:", got, err)
 			return 1
 		}
@@ -161,7 +161,7 @@ func wedgeMySQL(ctx context.Context, cfg Config, m *MySQL, mode string) (wedgeOu
 		defer conn.Close()
 		lock := func(wait time.Duration) (bool, error) {
 			var got sql.NullInt64
-			err := conn.QueryRowContext(ctx, getLock, mysqlWedgeLock, int(wait.Seconds())).Scan(&got)
+			err := conn.QueryRowContext(ctx, getLock, m.LockName(mysqlWedgeLock), int(wait.Seconds())).Scan(&got)
 			return got.Int64 == 1, err
 		}
 		t0 := time.Now()
@@ -179,7 +179,7 @@ func wedgeMySQL(ctx context.Context, cfg Config, m *MySQL, mode string) (wedgeOu
 		if _, err := conn.ExecContext(ctx, mysqlWedgeSetWriter, writerB); err != nil {
 			return o, err
 		}
-		if _, err := conn.ExecContext(ctx, releaseLock, mysqlWedgeLock); err != nil {
+		if _, err := conn.ExecContext(ctx, releaseLock, m.LockName(mysqlWedgeLock)); err != nil {
 			return o, err
 		}
 	}
