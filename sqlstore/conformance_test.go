@@ -77,3 +77,39 @@ func TestWithClass(t *testing.T) {
 		t.Fatal("a lost connection is IsConnLost only")
 	}
 }
+
+// outcomeErr is a driver's own error type that answers the behaviour
+// interface itself, as a driver may instead of WithClass.
+type outcomeErr struct{ unknown bool }
+
+func (e outcomeErr) Error() string        { return "driver error" }
+func (e outcomeErr) OutcomeUnknown() bool { return e.unknown }
+
+func TestIsOutcomeUnknown(t *testing.T) {
+	native := errors.New("native")
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"plain", native, false},
+		{"retryable", sqlstore.WithClass(native, sqlstore.ErrorClass{Retryable: true}), false},
+		{"not migrated", sqlstore.WithClass(native, sqlstore.ErrorClass{NotMigrated: true}), false},
+		{"conn lost", fmt.Errorf("commit: %w", sqlstore.WithClass(native, sqlstore.ErrorClass{ConnLost: true})), true},
+		{"conn done", sql.ErrConnDone, true},
+		{"outcome unknown", fmt.Errorf("commit: %w", sqlstore.WithClass(native, sqlstore.ErrorClass{OutcomeUnknown: true})), true},
+		{"cancelled", fmt.Errorf("commit: %w", context.Canceled), true},
+		{"timed out", context.DeadlineExceeded, true},
+		{"own type, unknown", fmt.Errorf("commit: %w", outcomeErr{unknown: true}), true},
+		{"own type, known", outcomeErr{}, false},
+	} {
+		if got := sqlstore.IsOutcomeUnknown(c.err); got != c.want {
+			t.Errorf("%s: IsOutcomeUnknown(%v) = %v, want %v", c.name, c.err, got, c.want)
+		}
+	}
+	// An unknown outcome alone is not a lost connection.
+	if sqlstore.IsConnLost(sqlstore.WithClass(native, sqlstore.ErrorClass{OutcomeUnknown: true})) {
+		t.Error("OutcomeUnknown made IsConnLost true")
+	}
+}

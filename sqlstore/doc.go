@@ -33,8 +33,11 @@
 //     database's clock.
 //   - Error classification: every error the driver returns passes through
 //     WithClass with the driver's reading of its database's errors
-//     (ErrorClass: retryable, connection lost), so IsRetryable and
-//     IsConnLost need no type switch over drivers. ClassifyError offers the
+//     (ErrorClass: retryable, connection lost, outcome unknown), so
+//     IsRetryable, IsConnLost and IsOutcomeUnknown need no type switch
+//     over drivers. A driver may instead give its own error types
+//     Retryable, ConnLost and OutcomeUnknown bool methods, pgx SafeToRetry
+//     style: the helpers ask for the behaviour, not a type. ClassifyError offers the
 //     same reading for errors of the caller's own statements.
 //   - Its DSN handling: an Open(ctx, dsn) that returns errors matching
 //     ErrInvalidDSN for input it cannot use, never printing a password.
@@ -85,7 +88,11 @@
 //
 // IsRetryable tells errors after which the whole transaction may run again
 // (serialization failure, deadlock, lock timeout, SQLite busy); IsConnLost
-// tells a broken connection, after which a COMMIT's outcome is unknown.
+// tells a broken connection. IsOutcomeUnknown is the one classification of
+// "may or may not have committed" for an error from a call that commits: a
+// lost connection, a lost COMMIT reply, an I/O or fsync error (SQLite's
+// SQLITE_IOERR_FSYNC), a cancelled or timed-out COMMIT. Anything else is a
+// definite refusal: nothing was applied.
 // ErrNotFound and ErrInvalidDSN are sentinels.
 //
 // # Durability

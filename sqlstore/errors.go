@@ -33,8 +33,13 @@ type ErrorClass struct {
 	// Nothing of it committed.
 	Retryable bool
 	// ConnLost: the connection broke. A COMMIT that failed this way may or
-	// may not have been applied.
+	// may not have been applied. It implies OutcomeUnknown.
 	ConnLost bool
+	// OutcomeUnknown: a COMMIT (or an autocommit statement) that failed
+	// this way may or may not have been applied, though the connection
+	// may be fine: the database could not say whether the transaction is
+	// durable (SQLite's SQLITE_IOERR, SQLITE_IOERR_FSYNC among them).
+	OutcomeUnknown bool
 }
 
 // WithClass returns err marked with class, so that IsRetryable and
@@ -79,6 +84,9 @@ func (e *classedError) Unwrap() []error {
 
 func (e *classedError) Retryable() bool { return e.class.Retryable }
 func (e *classedError) ConnLost() bool  { return e.class.ConnLost }
+func (e *classedError) OutcomeUnknown() bool {
+	return e.class.OutcomeUnknown || e.class.ConnLost
+}
 
 // IsRetryable reports whether err means the transaction lost a race and can
 // be run again from BEGIN: an error in whose chain something has a
@@ -115,4 +123,38 @@ func IsConnLost(err error) bool {
 	}
 	_, ok := errors.AsType[net.Error](err)
 	return ok
+}
+
+// IsOutcomeUnknown reports whether err, returned by a call that commits (a
+// COMMIT, an autocommit statement, Store.InTx, gate.Commit's caller's
+// COMMIT, a lease.Coordinator call), leaves it unknown whether that commit
+// was applied: it may or may not have been. It is true
+//
+//   - when IsConnLost(err) is: the connection broke, or the COMMIT's reply
+//     was lost (pgx's conn closed), after the COMMIT could have been sent;
+//   - for a cancelled or timed-out call (context.Canceled,
+//     context.DeadlineExceeded): the COMMIT may have landed before the
+//     cancellation reached the database;
+//   - for an error in whose chain something has an OutcomeUnknown() bool
+//     method that says true, pgx SafeToRetry style: drivers mark their
+//     database's errors so (ErrorClass.OutcomeUnknown), for example
+//     SQLite's I/O errors (SQLITE_IOERR_FSYNC: the row may survive
+//     recovery).
+//
+// Anything else is a definite answer: the database refused, and nothing
+// of the transaction was applied. An error from a statement inside a
+// transaction that was then rolled back, never committed, means nothing
+// was applied whatever this says; it is conservative there.
+func IsOutcomeUnknown(err error) bool {
+	if err == nil {
+		return false
+	}
+	if IsConnLost(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	u, ok := errors.AsType[interface {
+		error
+		OutcomeUnknown() bool
+	}](err)
+	return ok && u.OutcomeUnknown()
 }

@@ -18,8 +18,8 @@ func TestClassifyError(t *testing.T) {
 	d := dbtest.Postgres(t)
 	// What pgx returns when the connection dies after COMMIT was sent (the
 	// reliability suite saw such commits land).
-	if !sqlstore.IsConnLost(d.ClassifyError(fmt.Errorf("commit: %w", pgconn.ErrConnClosed))) {
-		t.Fatal("pgconn.ErrConnClosed is a lost connection")
+	if err := d.ClassifyError(fmt.Errorf("commit: %w", pgconn.ErrConnClosed)); !sqlstore.IsConnLost(err) || !sqlstore.IsOutcomeUnknown(err) {
+		t.Fatal("pgconn.ErrConnClosed is a lost connection, the COMMIT's outcome unknown")
 	}
 	// A serialization failure, made for real.
 	ctx := context.Background()
@@ -43,7 +43,46 @@ func TestClassifyError(t *testing.T) {
 		t.Fatal("a native error is classified only through the driver")
 	}
 	err = d.ClassifyError(err)
-	if !sqlstore.IsRetryable(err) || sqlstore.IsConnLost(err) {
+	if !sqlstore.IsRetryable(err) || sqlstore.IsConnLost(err) || sqlstore.IsOutcomeUnknown(err) {
 		t.Fatalf("serialization failure %v: retryable %v", err, sqlstore.IsRetryable(err))
+	}
+}
+
+// A COMMIT on a connection the server terminated has an unknown outcome;
+// so has one whose context was cancelled.
+func TestClassifyOutcomeUnknown(t *testing.T) {
+	d := dbtest.Postgres(t)
+	ctx := context.Background()
+	db := d.DB()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	var pid int
+	if err := tx.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
+		t.Fatal(err)
+	}
+	err = d.Commit(ctx, tx)
+	if err == nil || !sqlstore.IsOutcomeUnknown(err) {
+		t.Fatalf("COMMIT on a terminated backend = %v: want an unknown outcome", err)
+	}
+	if err := d.ClassifyError(&pgconn.PgError{Code: "57P01"}); !sqlstore.IsOutcomeUnknown(err) {
+		t.Fatal("admin shutdown (57P01) leaves the outcome unknown")
+	}
+	if err := d.ClassifyError(&pgconn.PgError{Code: "23505"}); sqlstore.IsOutcomeUnknown(err) {
+		t.Fatal("a unique violation is a definite refusal")
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	tx2, err := db.BeginTx(cctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := d.Commit(cctx, tx2); err == nil || !sqlstore.IsOutcomeUnknown(err) {
+		t.Fatalf("cancelled COMMIT = %v: want an unknown outcome", err)
 	}
 }

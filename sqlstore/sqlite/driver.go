@@ -55,18 +55,27 @@ var dialect = sqlexec.Dialect{
 }
 
 // Classify reads a SQLite error: BUSY and LOCKED are retryable (nothing of
-// the failed transaction committed); "no such table" means fencegate's
-// migrations never ran. SQLite has no connection to lose.
+// the failed transaction committed); an I/O error (SQLITE_IOERR and its
+// extended codes, SQLITE_IOERR_FSYNC among them) leaves the outcome of a
+// COMMIT unknown: the transaction may survive recovery (the reliability
+// suite saw one that did); "no such table" means fencegate's migrations
+// never ran. SQLite has no connection to lose.
 func Classify(err error) sqlstore.ErrorClass {
 	sqliteErr, ok := errors.AsType[*sqlite.Error](err)
 	if !ok {
 		return sqlstore.ErrorClass{}
 	}
-	switch sqliteErr.Code() & 0xff { // extended codes keep the primary in the low byte
+	return classifyCode(sqliteErr.Code(), sqliteErr.Error())
+}
+
+func classifyCode(code int, msg string) sqlstore.ErrorClass {
+	switch code & 0xff { // extended codes keep the primary in the low byte
 	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
 		return sqlstore.ErrorClass{Retryable: true}
+	case sqlite3.SQLITE_IOERR:
+		return sqlstore.ErrorClass{OutcomeUnknown: true}
 	}
-	return sqlstore.ErrorClass{NotMigrated: strings.Contains(sqliteErr.Error(), "no such table")}
+	return sqlstore.ErrorClass{NotMigrated: strings.Contains(msg, "no such table")}
 }
 
 // Migrations returns fencegate's SQLite migrations, embedded. The goose

@@ -1,7 +1,14 @@
 package sqlite
 
-import "github.com/fencegate/fencegate/sqlstore/internal/sqlexec"
+import (
+	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/internal/sqlexec"
+)
 
 // WaitPrepared waits for d's background statement prepares, so that a test
 // knows the statement cache is warm.
 func WaitPrepared(d *Driver) { sqlexec.WaitPrepared(d.Driver) }
+
+// ClassifyCode is Classify for an error of the given SQLite result code,
+// which a test cannot make a *sqlite.Error of.
+func ClassifyCode(code int) sqlstore.ErrorClass { return classifyCode(code, "") }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	sqlite3 "modernc.org/sqlite/lib"
+
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/sqlite"
@@ -239,5 +241,41 @@ func TestTxFromAnotherDB(t *testing.T) {
 	}
 	if f, err := d.Executor().FloorGet(ctx, "r"); err != nil || f.Floor != 3 {
 		t.Fatalf("floor = %+v, %v; want 3", f, err)
+	}
+}
+
+// An I/O error leaves a COMMIT's outcome unknown (a COMMIT that returned
+// SQLITE_IOERR_FSYNC kept its row through recovery); busy is retryable, a
+// constraint a definite refusal.
+func TestClassifyOutcomeUnknown(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		code    int
+		unknown bool
+	}{
+		{"SQLITE_IOERR_FSYNC", sqlite3.SQLITE_IOERR_FSYNC, true},
+		{"SQLITE_IOERR_WRITE", sqlite3.SQLITE_IOERR_WRITE, true},
+		{"SQLITE_IOERR", sqlite3.SQLITE_IOERR, true},
+		{"SQLITE_BUSY", sqlite3.SQLITE_BUSY, false},
+		{"SQLITE_CONSTRAINT_PRIMARYKEY", sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY, false},
+		{"SQLITE_FULL", sqlite3.SQLITE_FULL, false},
+	} {
+		err := sqlstore.WithClass(errors.New(c.name), sqlite.ClassifyCode(c.code))
+		if got := sqlstore.IsOutcomeUnknown(err); got != c.unknown {
+			t.Errorf("%s: IsOutcomeUnknown = %v, want %v", c.name, got, c.unknown)
+		}
+		if sqlstore.IsConnLost(err) {
+			t.Errorf("%s: SQLite has no connection to lose", c.name)
+		}
+	}
+	// A real refusal through the driver: a constraint error is known.
+	d := dbtest.SQLite(t)
+	ctx := context.Background()
+	if _, err := d.DB().ExecContext(ctx, `CREATE TABLE u (id INTEGER PRIMARY KEY); INSERT INTO u VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	_, err := d.DB().ExecContext(ctx, `INSERT INTO u VALUES (1)`)
+	if err == nil || sqlstore.IsOutcomeUnknown(d.ClassifyError(err)) {
+		t.Fatalf("duplicate key %v: want a known failure", err)
 	}
 }

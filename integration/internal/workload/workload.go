@@ -19,7 +19,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/integration/internal/history"
@@ -610,8 +609,9 @@ func (e *env[TTx]) externalCycle(ctx context.Context, a *agent, res string) time
 // Classify tells what an error from a coordinator call says about its
 // effect. Only answers that prove nothing committed are Fail: the server
 // refused (an SQL error, a lock timeout, SQLite busy) or was never reached.
-// A connection lost mid-call, a timeout, or anything unrecognised is
-// Unknown: the transaction may have committed before the reply was lost.
+// What sqlstore.IsOutcomeUnknown says may have committed (a connection lost
+// mid-call, a lost reply, an fsync error, a cancelled call), and anything
+// unrecognised, is Unknown.
 func Classify(err error) history.Outcome {
 	if err == nil {
 		return history.OK
@@ -623,17 +623,22 @@ func Classify(err error) history.Outcome {
 	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
 		return history.Fail
 	}
-	if sqlstore.IsConnLost(err) ||
-		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+	if sqlstore.IsOutcomeUnknown(err) {
 		return history.Unknown
 	}
+	return knownFailure(err)
+}
+
+// knownFailure is Fail for an error that says the database refused, which
+// IsOutcomeUnknown did not find uncertain; Unknown for anything else.
+func knownFailure(err error) history.Outcome {
 	if errors.Is(err, lease.ErrBusy) || sqlstore.IsRetryable(err) {
 		return history.Fail
 	}
 	if _, ok := errors.AsType[*pgconn.PgError](err); ok {
 		return history.Fail
 	}
-	if e, ok := errors.AsType[*sqlite.Error](err); ok && e.Code()&0xff != sqlite3.SQLITE_IOERR {
+	if _, ok := errors.AsType[*sqlite.Error](err); ok {
 		return history.Fail
 	}
 	return history.Unknown
@@ -650,12 +655,11 @@ func native(err error) error {
 
 // classifyCommit is Classify for an error from COMMIT itself.
 func classifyCommit(err error) history.Outcome {
-	err = native(err)
-	if _, ok := errors.AsType[*pgconn.PgError](err); ok && !sqlstore.IsConnLost(err) {
-		return history.Fail // the server answered the COMMIT with an error: rolled back
+	if err = native(err); sqlstore.IsOutcomeUnknown(err) {
+		return history.Unknown
 	}
-	if sqlstore.IsRetryable(err) {
-		return history.Fail
+	if _, ok := errors.AsType[*pgconn.PgError](err); ok || sqlstore.IsRetryable(err) {
+		return history.Fail // the server answered the COMMIT with an error: rolled back
 	}
 	return history.Unknown
 }

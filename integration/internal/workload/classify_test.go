@@ -1,0 +1,40 @@
+package workload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/fencegate/fencegate/integration/internal/history"
+	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/sqlstore"
+)
+
+// The checker's outcomes follow sqlstore.IsOutcomeUnknown: whatever may
+// have committed is Unknown, only a definite refusal is Fail.
+func TestClassifyOutcomeUnknown(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		err            error
+		call, onCommit history.Outcome
+	}{
+		{"conn closed", fmt.Errorf("commit: %w", pgconn.ErrConnClosed), history.Unknown, history.Unknown},
+		{"admin shutdown", &pgconn.PgError{Code: "57P01"}, history.Unknown, history.Unknown},
+		{"cancelled", fmt.Errorf("commit: %w", context.Canceled), history.Unknown, history.Unknown},
+		{"fsync error", sqlstore.WithClass(errors.New("disk I/O error"), sqlstore.ErrorClass{OutcomeUnknown: true}), history.Unknown, history.Unknown},
+		{"unique violation", &pgconn.PgError{Code: "23505"}, history.Fail, history.Fail},
+		{"serialization failure", &pgconn.PgError{Code: "40001"}, history.Fail, history.Fail},
+		{"busy", lease.ErrBusy, history.Fail, history.Unknown},
+		{"unrecognised", errors.New("?"), history.Unknown, history.Unknown},
+	} {
+		if got := Classify(c.err); got != c.call {
+			t.Errorf("%s: Classify = %v, want %v", c.name, got, c.call)
+		}
+		if got := classifyCommit(c.err); got != c.onCommit {
+			t.Errorf("%s: classifyCommit = %v, want %v", c.name, got, c.onCommit)
+		}
+	}
+}
