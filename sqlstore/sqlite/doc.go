@@ -19,4 +19,16 @@
 //
 // SQLite's clock, as fencegate reads it, has whole milliseconds
 // (ClockPrecision).
+//
+// # A clock that never runs backwards
+//
+// SQLite's "now" is the host's wall clock, which can be stepped back. The
+// driver keeps a high-water mark in the database (fencegate_clock): every
+// statement that grants, renews or releases a lease, or judges it expired,
+// first raises the mark to the wall clock and then uses the mark as now.
+// So a lease once judged expired is never renewed nor counted as holding
+// the resource after a backward step: the coordinator's clock stands still
+// until the wall clock catches up (leases last that much longer in real
+// time, which delays rivals but admits no stale holder). A forward step
+// expires leases early, as on any database.
 package sqlite

@@ -5,7 +5,14 @@ import "github.com/fencegate/fencegate/sqlstore/internal/sqlexec"
 const (
 	// unixepoch('subsec') has millisecond precision; rounding to whole
 	// milliseconds keeps float error out of the integer.
-	sqliteNow        = `(CAST(round(unixepoch('subsec') * 1000) AS INTEGER) * 1000)`
+	sqliteWall = `(CAST(round(unixepoch('subsec') * 1000) AS INTEGER) * 1000)`
+	// sqliteClock is the high-water mark of fencegate_clock (migration
+	// 00003), which ClockTick has just raised to the wall clock: the time
+	// every grant, renewal, release and expiry is judged by, never below
+	// one judged before. sqliteNow, for the times the other statements
+	// stamp and report, is never below it either.
+	sqliteClock      = `(SELECT hw FROM fencegate_clock WHERE id = 1)`
+	sqliteNow        = `max(` + sqliteWall + `, coalesce(` + sqliteClock + `, 0))`
 	sqliteLeaseCols  = `resource, holder, fence, request_id, granted_at, expires_at, released`
 	floorSetOnUpsert = `
 ON CONFLICT (resource) DO UPDATE SET
@@ -52,26 +59,27 @@ SELECT seq, resource, fence, holder, floor, floor_holder, not_issued, at
  ORDER BY seq DESC LIMIT ?3`,
 	FenceNext:         `UPDATE fencegate_fence_seq SET last = last + 1 WHERE id = 1 RETURNING last`,
 	FenceAtLeast:      `UPDATE fencegate_fence_seq SET last = max(last, ?1 - 1) WHERE id = 1`,
-	LeaseGetForUpdate: `SELECT ` + sqliteLeaseCols + `, ` + sqliteNow + ` FROM fencegate_lease WHERE resource = ?1`,
+	LeaseGetForUpdate: `SELECT ` + sqliteLeaseCols + `, ` + sqliteClock + ` FROM fencegate_lease WHERE resource = ?1`,
 	LeaseGet:          `SELECT ` + sqliteLeaseCols + `, ` + sqliteNow + ` FROM fencegate_lease WHERE resource = ?1`,
 	LeaseList:         `SELECT ` + sqliteLeaseCols + `, ` + sqliteNow + ` FROM fencegate_lease ORDER BY resource`,
 	LeaseInsert: `
 INSERT INTO fencegate_lease (resource, holder, fence, request_id, granted_at, expires_at, released)
-VALUES (?1, ?2, ?3, ?4, ` + sqliteNow + `, ` + sqliteNow + ` + ?5, 0)
+VALUES (?1, ?2, ?3, ?4, ` + sqliteClock + `, ` + sqliteClock + ` + ?5, 0)
 ON CONFLICT (resource) DO NOTHING
 RETURNING ` + sqliteLeaseCols + `, granted_at`,
 	LeaseReplace: `
-UPDATE fencegate_lease SET holder = ?2, fence = ?3, request_id = ?4, granted_at = ` + sqliteNow + `,
-       expires_at = ` + sqliteNow + ` + ?5, released = 0
+UPDATE fencegate_lease SET holder = ?2, fence = ?3, request_id = ?4, granted_at = ` + sqliteClock + `,
+       expires_at = ` + sqliteClock + ` + ?5, released = 0
  WHERE resource = ?1
 RETURNING ` + sqliteLeaseCols + `, granted_at`,
 	LeaseRenew: `
-UPDATE fencegate_lease SET expires_at = ` + sqliteNow + ` + ?4
- WHERE resource = ?1 AND holder = ?2 AND fence = ?3 AND NOT released AND expires_at > ` + sqliteNow + `
-RETURNING ` + sqliteLeaseCols + `, ` + sqliteNow,
+UPDATE fencegate_lease SET expires_at = ` + sqliteClock + ` + ?4
+ WHERE resource = ?1 AND holder = ?2 AND fence = ?3 AND NOT released AND expires_at > ` + sqliteClock + `
+RETURNING ` + sqliteLeaseCols + `, ` + sqliteClock,
 	LeaseRelease: `
-UPDATE fencegate_lease SET released = 1, expires_at = min(expires_at, ` + sqliteNow + `)
- WHERE resource = ?1 AND holder = ?2 AND fence = ?3 AND NOT released AND expires_at > ` + sqliteNow,
+UPDATE fencegate_lease SET released = 1, expires_at = min(expires_at, ` + sqliteClock + `)
+ WHERE resource = ?1 AND holder = ?2 AND fence = ?3 AND NOT released AND expires_at > ` + sqliteClock,
+	ClockTick: `UPDATE fencegate_clock SET hw = max(hw, ` + sqliteWall + `) WHERE id = 1`,
 	RequestInsert: `
 INSERT INTO fencegate_request (resource, request_id, fence) VALUES (?1, ?2, ?3)
 ON CONFLICT (resource, request_id) DO NOTHING`,

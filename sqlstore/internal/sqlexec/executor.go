@@ -211,7 +211,21 @@ func (e *executor) leaseRow(ctx context.Context, what, query string, args ...any
 	return r, nil
 }
 
+// tick runs the dialect's ClockTick, if it has one.
+func (e *executor) tick(ctx context.Context) error {
+	if e.sql.ClockTick == "" {
+		return nil
+	}
+	if _, err := e.q.Exec(ctx, e.sql.ClockTick); err != nil {
+		return e.fail("advance clock", err)
+	}
+	return nil
+}
+
 func (e *executor) LeaseGetForUpdate(ctx context.Context, resource string) (sqlstore.LeaseRow, error) {
+	if err := e.tick(ctx); err != nil {
+		return sqlstore.LeaseRow{}, err
+	}
 	return e.leaseRow(ctx, "lock lease", e.sql.LeaseGetForUpdate, resource)
 }
 
@@ -228,6 +242,9 @@ func (e *executor) LeaseList(ctx context.Context) ([]sqlstore.LeaseRow, error) {
 }
 
 func (e *executor) LeaseGrant(ctx context.Context, p sqlstore.LeaseGrantParams) (sqlstore.LeaseRow, bool, error) {
+	if err := e.tick(ctx); err != nil {
+		return sqlstore.LeaseRow{}, false, err
+	}
 	query := e.sql.LeaseInsert
 	if p.Replace {
 		query = e.sql.LeaseReplace
@@ -255,10 +272,16 @@ func (e *executor) RequestFence(ctx context.Context, resource, requestID string)
 }
 
 func (e *executor) LeaseRenew(ctx context.Context, p sqlstore.LeaseRenewParams) (sqlstore.LeaseRow, error) {
+	if err := e.tick(ctx); err != nil {
+		return sqlstore.LeaseRow{}, err
+	}
 	return e.leaseRow(ctx, "renew lease", e.sql.LeaseRenew, p.Resource, p.Holder, p.Fence, p.TTL.Microseconds())
 }
 
 func (e *executor) LeaseRelease(ctx context.Context, resource, holder string, fence int64) (bool, error) {
+	if err := e.tick(ctx); err != nil {
+		return false, err
+	}
 	n, err := e.q.Exec(ctx, e.sql.LeaseRelease, resource, holder, fence)
 	if err != nil {
 		return false, e.fail("release lease", err)

@@ -26,4 +26,9 @@ type Queries struct {
 	LeaseRelease       string // $1 resource, $2 holder, $3 fence
 	RequestInsert      string // $1 resource, $2 request id, $3 fence
 	RequestFence       string // $1 resource, $2 request id → fence
+	// ClockTick, when set, runs before every statement that judges or
+	// stamps a lease (LeaseGetForUpdate, LeaseGrant, LeaseRenew,
+	// LeaseRelease): SQLite's clock high-water mark, raised to the wall
+	// clock, which those statements then read as "now".
+	ClockTick string
 }
