@@ -1,0 +1,56 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/sqlstore"
+)
+
+// After a failover to an asynchronous replica, AdvanceFences moves the
+// sequence past every fence the database knows of, floors and leases
+// included, plus the margin; the next grant is above them all.
+func TestAdvanceFences(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store sqlstore.Store) {
+		ctx := context.Background()
+		a := newClient(t, "agent-a", ClientOptions{})
+		coord := NewCoordinator(store, nil)
+		l1 := acquire(t, a, coord, "r1")
+
+		// A floor and a lease above the sequence: what a replica can hold
+		// when its sequence's state lags its rows.
+		if _, err := store.Executor().FloorRaise(ctx, sqlstore.FloorRaiseParams{Resource: "ext", Holder: "h", Fence: 500}); err != nil {
+			t.Fatal(err)
+		}
+		err := store.InTx(ctx, func(ex sqlstore.Executor) error {
+			_, _, err := ex.LeaseGrant(ctx, sqlstore.LeaseGrantParams{Resource: "r2", Holder: "old-primary", Fence: 700, RequestID: "lost", TTL: time.Minute})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		next, err := coord.AdvanceFences(ctx, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if next != 801 {
+			t.Errorf("AdvanceFences(100) = %d, want 801 (lease fence 700 + 100 + 1)", next)
+		}
+		l3 := acquire(t, a, coord, "r3")
+		if l3.Token().Fence < next || l3.Token().Fence <= l1.Token().Fence {
+			t.Errorf("next grant's fence %d, want at least %d", l3.Token().Fence, next)
+		}
+		// Again: from the new grant, never back.
+		again, err := coord.AdvanceFences(ctx, 0)
+		if err != nil || again <= l3.Token().Fence {
+			t.Errorf("AdvanceFences(0) after fence %d = %d, %v", l3.Token().Fence, again, err)
+		}
+		if _, err := coord.AdvanceFences(ctx, -1); !errors.Is(err, gate.ErrInvalidInput) {
+			t.Errorf("negative margin: %v, want ErrInvalidInput", err)
+		}
+	})
+}
