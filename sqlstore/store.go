@@ -57,6 +57,16 @@ type Store interface {
 	ClassifyError(err error) error
 }
 
+// DurabilityReporter is implemented by drivers whose database can run with
+// settings that lose commits it acknowledged (pgxv5 and pgsql do; SQLite's
+// driver sets synchronous(FULL) itself). DurabilityWarnings says, one
+// sentence each, what it found: on Postgres, synchronous_commit off, and
+// standbys that replicate asynchronously (a failover to one can reissue
+// fences: see lease.Coordinator.AdvanceFences). None is nil.
+type DurabilityReporter interface {
+	DurabilityWarnings(ctx context.Context) ([]string, error)
+}
+
 // Executor runs fencegate's statements. Implementations hold SQL text for
 // their dialect; callers hold the policy. Every argument is bound.
 type Executor interface {

@@ -29,7 +29,32 @@ const Dialect = pg.Dialect
 // The zero value is not usable; create one with New or Open.
 type Driver struct{ *sqlexec.Driver }
 
-var _ sqlstore.Driver[*sql.Tx] = (*Driver)(nil)
+var (
+	_ sqlstore.Driver[*sql.Tx]    = (*Driver)(nil)
+	_ sqlstore.DurabilityReporter = (*Driver)(nil)
+)
+
+// DurabilityWarnings reports the settings under which the database can lose
+// a commit it acknowledged (see sqlstore.DurabilityReporter).
+func (d *Driver) DurabilityWarnings(ctx context.Context) ([]string, error) {
+	rows, err := d.DB().QueryContext(ctx, pg.DurabilitySQL)
+	if err != nil {
+		return nil, fmt.Errorf("fencegate: read durability settings: %w", d.ClassifyError(err))
+	}
+	defer rows.Close()
+	var warnings []string
+	for rows.Next() {
+		var w string
+		if err := rows.Scan(&w); err != nil {
+			return nil, fmt.Errorf("fencegate: read durability settings: %w", d.ClassifyError(err))
+		}
+		warnings = append(warnings, w)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("fencegate: read durability settings: %w", d.ClassifyError(err))
+	}
+	return warnings, nil
+}
 
 // New returns a driver over db, a *sql.DB of pgx's stdlib ("pgx" driver, or
 // stdlib.OpenDBFromPool). The *sql.DB stays the caller's to close.

@@ -4,12 +4,15 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/pgsql"
 )
 
 // Postgres's errors are classified by the driver; the two Postgres drivers
@@ -84,5 +87,33 @@ func TestClassifyOutcomeUnknown(t *testing.T) {
 	cancel()
 	if err := d.Commit(cctx, tx2); err == nil || !sqlstore.IsOutcomeUnknown(err) {
 		t.Fatalf("cancelled COMMIT = %v: want an unknown outcome", err)
+	}
+}
+
+// A session whose synchronous_commit is off is reported; one with the
+// default is not.
+func TestDurabilityWarnings(t *testing.T) {
+	ctx := context.Background()
+	url := dbtest.PostgresSchemaURL(t)
+	for _, c := range []struct {
+		dsn  string
+		want bool
+	}{
+		{url, false},
+		{url + "&synchronous_commit=off", true},
+	} {
+		d, err := pgsql.Open(ctx, c.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		warnings, err := d.DurabilityWarnings(ctx)
+		d.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := slices.ContainsFunc(warnings, func(w string) bool { return strings.Contains(w, "synchronous_commit is off") })
+		if got != c.want {
+			t.Errorf("%s: warnings %q, want synchronous_commit warned %v", c.dsn, warnings, c.want)
+		}
 	}
 }

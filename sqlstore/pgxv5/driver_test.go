@@ -2,6 +2,7 @@ package pgxv5_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -55,5 +56,19 @@ func TestCommitOutcomeUnknown(t *testing.T) {
 	_ = d.Rollback(ctx, tx)
 	if err = d.ClassifyError(err); err == nil || sqlstore.IsOutcomeUnknown(err) {
 		t.Fatalf("division by zero = %v: want a known failure", err)
+	}
+}
+
+// The pgx driver reports synchronous_commit off like the database/sql one.
+func TestDurabilityWarnings(t *testing.T) {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, dbtest.PostgresSchemaURL(t)+"&synchronous_commit=off")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	warnings, err := pgxv5.New(pool).DurabilityWarnings(ctx)
+	if err != nil || len(warnings) == 0 || !strings.Contains(warnings[0], "synchronous_commit is off") {
+		t.Fatalf("warnings %q, %v: want synchronous_commit off reported", warnings, err)
 	}
 }
