@@ -33,6 +33,11 @@
 // which it polls every 5s. Use "fencegate migrate" to set a database up
 // ahead, inspect it, or drop fencegate's tables.
 //
+// "fencegate status" warns when Postgres runs with synchronous_commit off or
+// its standbys replicate asynchronously; after promoting such a standby, run
+// "fencegate fence advance --margin N" before letting clients in (see
+// lease.Coordinator.AdvanceFences).
+//
 // # Exit status
 //
 //	0  success; check: the token is current

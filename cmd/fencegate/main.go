@@ -83,7 +83,7 @@ func (cmd *command) flagSet() *flag.FlagSet {
 func commands() []*command {
 	return []*command{
 		claimCommand(), checkCommand(), renewCommand(), releaseCommand(),
-		runCommand(), gateCommand(), statusCommand(), migrateCommand(), demoCommand(), versionCommand(),
+		runCommand(), gateCommand(), statusCommand(), fenceCommand(), migrateCommand(), demoCommand(), versionCommand(),
 		mcpCommand(),
 	}
 }

@@ -23,7 +23,12 @@ func statusCommand() *command {
 		help: `Show every lock fencegate knows: its lease (state, holder, fence, expiry in
 the database's clock) and the gate's floor, then the most recent refusals
 from the rejection log, newest first. --json prints the same as one JSON
-object: {"locks": [...], "refusals": [...]}.
+object: {"locks": [...], "refusals": [...], "warnings": [...]}.
+
+On Postgres it first warns of settings under which the database can lose a
+grant it acknowledged, and so issue its fence again: synchronous_commit off,
+and standbys that replicate asynchronously (after promoting one, run
+'fencegate fence advance'). --json lists them as "warnings".
 
 Lease states: held (live), expired, released, and none (a floor without a
 lease: fences from another coordinator). Like 'check', this is a snapshot:
@@ -66,6 +71,10 @@ it can be stale by the time you read it.`,
 type statusReport struct {
 	Locks    []lockReport    `json:"locks"`
 	Refusals []refusalReport `json:"refusals"`
+	// Warnings name settings under which the database can lose a grant it
+	// acknowledged (Postgres: synchronous_commit off, asynchronous
+	// standbys); empty when there are none.
+	Warnings []string `json:"warnings"`
 }
 
 // lockReport is one lock's lease and floor.
@@ -154,7 +163,14 @@ func readStatus(ctx context.Context, b *backend, lock string, refusals int) (sta
 		r := get(f.Resource)
 		r.Floor, r.FloorHolder = f.Floor, f.Holder
 	}
-	report := statusReport{Locks: []lockReport{}, Refusals: []refusalReport{}}
+	report := statusReport{Locks: []lockReport{}, Refusals: []refusalReport{}, Warnings: []string{}}
+	if d, ok := b.driver.(sqlstore.DurabilityReporter); ok {
+		warnings, err := d.DurabilityWarnings(ctx)
+		if err != nil {
+			return statusReport{}, err
+		}
+		report.Warnings = append(report.Warnings, warnings...)
+	}
 	for _, r := range byLock {
 		report.Locks = append(report.Locks, *r)
 	}
@@ -189,6 +205,12 @@ func refusalOf(r gate.Rejection) refusalReport {
 }
 
 func printStatus(w io.Writer, report statusReport) {
+	for _, warning := range report.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warning)
+	}
+	if len(report.Warnings) > 0 {
+		fmt.Fprintln(w)
+	}
 	if len(report.Locks) == 0 {
 		fmt.Fprintln(w, "No locks yet.")
 	} else {
