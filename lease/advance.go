@@ -13,8 +13,11 @@ import (
 // old primary may have granted fences (and acknowledged them) that the
 // replica never received, and issuing one of them again would let two
 // holders carry the same fence. It raises the sequence so that the next
-// grant's fence is above max(every floor, every lease's fence, the
-// sequence's own value) + margin, and returns that lowest next fence.
+// grant's fence is above max(every lease's fence, the floor of every leased
+// resource, the sequence's own value) + margin, and returns that lowest
+// next fence. The floors of resources that were never leased are left out:
+// their fences come from another source (gate.Admit), whose numbers are not
+// the coordinator's to skip; a grant there still meets ErrFloorAhead.
 //
 // margin is how many fences the old primary could have issued that left
 // no trace on the replica: at least the grants it could make in the
@@ -36,19 +39,22 @@ func (c *Coordinator) AdvanceFences(ctx context.Context, margin int64) (int64, e
 		if err != nil {
 			return err
 		}
+		leases, err := ex.LeaseList(ctx)
+		if err != nil {
+			return err
+		}
+		leased := make(map[string]bool, len(leases))
+		for _, l := range leases {
+			high, leased[l.Resource] = max(high, l.Fence), true
+		}
 		floors, err := ex.FloorList(ctx)
 		if err != nil {
 			return err
 		}
 		for _, f := range floors {
-			high = max(high, f.Floor)
-		}
-		leases, err := ex.LeaseList(ctx)
-		if err != nil {
-			return err
-		}
-		for _, l := range leases {
-			high = max(high, l.Fence)
+			if leased[f.Resource] {
+				high = max(high, f.Floor)
+			}
 		}
 		if high > math.MaxInt64-1-margin {
 			return &gate.InvalidInputError{Field: "margin", Reason: "moves the fence sequence past the largest fence"}

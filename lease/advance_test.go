@@ -21,8 +21,12 @@ func TestAdvanceFences(t *testing.T) {
 		l1 := acquire(t, a, coord, "r1")
 
 		// A floor and a lease above the sequence: what a replica can hold
-		// when its sequence's state lags its rows.
-		if _, err := store.Executor().FloorRaise(ctx, sqlstore.FloorRaiseParams{Resource: "ext", Holder: "h", Fence: 500}); err != nil {
+		// when its sequence's state lags its rows. A floor of a resource
+		// never leased has fences of another source, and is left out.
+		if _, err := store.Executor().FloorRaise(ctx, sqlstore.FloorRaiseParams{Resource: "r1", Holder: "h", Fence: 750}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.Executor().FloorRaise(ctx, sqlstore.FloorRaiseParams{Resource: "ext", Holder: "h", Fence: 5000}); err != nil {
 			t.Fatal(err)
 		}
 		err := store.InTx(ctx, func(ex sqlstore.Executor) error {
@@ -37,8 +41,8 @@ func TestAdvanceFences(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if next != 801 {
-			t.Errorf("AdvanceFences(100) = %d, want 801 (lease fence 700 + 100 + 1)", next)
+		if next != 851 {
+			t.Errorf("AdvanceFences(100) = %d, want 851 (r1's floor 750 + 100 + 1)", next)
 		}
 		l3 := acquire(t, a, coord, "r3")
 		if l3.Token().Fence < next || l3.Token().Fence <= l1.Token().Fence {
