@@ -58,6 +58,9 @@ type spec struct {
 	// to it.
 	Failover     bool
 	AsyncStandby bool
+	// AdvanceFences runs the runbook's remedy (advanceFences) on the
+	// promoted standby before the proxy moves the workers to it.
+	AdvanceFences bool
 }
 
 // outcome is what one history did and what the checker said.
@@ -73,6 +76,7 @@ type outcome struct {
 	// old primary before a failover (the rest on the promoted standby).
 	DecodedOld int
 	StandbyLag time.Duration // how long the primary's WAL sender was stopped before the primary died
+	AdvancedTo int64         // with AdvanceFences: the lowest fence a grant could get after it
 	Proxy      faults.ProxyStats
 	Elapsed    time.Duration
 	// RestartsSkipped is set when the spec asked for Postgres crashes but the
@@ -285,6 +289,11 @@ func runHistory(t *testing.T, sp spec) *outcome {
 			checkDSN = withSearchPath(t, cluster.URL("postgres"), schema)
 			if slot, err = observe.Create(ctx, checkDSN, schema+"_promoted", schema); err != nil {
 				t.Fatal(err)
+			}
+			if sp.AdvanceFences {
+				if out.AdvancedTo, err = advanceFences(ctx, checkDSN); err != nil {
+					t.Fatal(err)
+				}
 			}
 			proxy.SetUpstream(cluster.Addr())
 			out.Failovers++

@@ -175,6 +175,12 @@ func TestFailoverAsynchronous(t *testing.T) {
 
 // runFailover runs and records one failover history, the nth of its test.
 func runFailover(t *testing.T, async bool, n uint64) *outcome {
+	return runFailoverWith(t, async, false, n)
+}
+
+// runFailoverWith is runFailover, with the fences advanced after the
+// promotion when advance is set.
+func runFailoverWith(t *testing.T, async, advance bool, n uint64) *outcome {
 	if err := faults.CanReplicate(); err != nil {
 		if os.Getenv(dbtest.EnvRequirePostgres) == "true" {
 			t.Fatalf("%v (and %s=true makes that a failure)", err, dbtest.EnvRequirePostgres)
@@ -186,9 +192,13 @@ func runFailover(t *testing.T, async bool, n uint64) *outcome {
 	if soak() > 0 {
 		sp = soakSpec(pgsql.Dialect, baseSeed(t)+n)
 	}
-	sp.Failover, sp.AsyncStandby, sp.Restarts = true, async, 0
+	sp.Failover, sp.AsyncStandby, sp.AdvanceFences, sp.Restarts = true, async, advance, 0
 	o := runHistory(t, sp)
-	record(map[bool]string{false: "failover/sync", true: "failover/async"}[async], o)
+	name := map[bool]string{false: "failover/sync", true: "failover/async"}[async]
+	if advance {
+		name += "+advance"
+	}
+	record(name, o)
 	t.Log(describe(o))
 	r := o.Report
 	if len(r.Errors) > 0 {
