@@ -591,6 +591,9 @@ func (c *checker) rejections() {
 		if o.Outcome == history.Refused || o.Outcome == history.Unknown {
 			candidates[key{o.Resource, o.Holder, o.Fence}]++
 		}
+		if o.Outcome == history.Refused && o.RejSeq == 0 && !o.LogFailed {
+			c.violate("unlogged-refusal", "%s: refusal of fence %d on %s came with no log sequence number and no logging error", o.Op, o.Fence, o.Resource)
+		}
 		if o.Outcome != history.Refused || o.RejSeq == 0 {
 			continue
 		}

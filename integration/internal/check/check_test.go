@@ -254,6 +254,10 @@ func TestEachCheckFires(t *testing.T) {
 			o := b.write("b", "r", 1, 330, 331, history.Refused, false)
 			o.RejSeq = 99
 		}},
+		{"unlogged-refusal", func(b *builder) {
+			// Refused with no log sequence number, and no word that the log failed.
+			b.write("b", "r", 1, 330, 331, history.Refused, false)
+		}},
 		{"phantom-rejection", func(b *builder) {
 			b.in.Rejections = append(b.in.Rejections, sqlstore.Rejection{Seq: 50, Resource: "r", Fence: 1, Holder: "z", Floor: 2})
 		}},

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/integration/internal/history"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore"
@@ -36,5 +37,20 @@ func TestClassifyOutcomeUnknown(t *testing.T) {
 		if got := classifyCommit(c.err); got != c.onCommit {
 			t.Errorf("%s: classifyCommit = %v, want %v", c.name, got, c.onCommit)
 		}
+	}
+}
+
+// A refusal counts as unlogged only when the gate said its logging failed.
+func TestLogFailed(t *testing.T) {
+	stale := &gate.StaleFenceError{Resource: "r", Fence: 1}
+	if logFailed(fmt.Errorf("commit: %w", stale), stale) {
+		t.Error("a bare refusal without a sequence number was taken for a failed log write")
+	}
+	joined := errors.Join(stale, errors.New("fencegate: the refusal may not have been logged: disk full"))
+	if !logFailed(fmt.Errorf("commit: %w", joined), stale) {
+		t.Error("a refusal joined with its logging error was not taken for a failed log write")
+	}
+	if logFailed(joined, &gate.StaleFenceError{Seq: 3}) {
+		t.Error("a logged refusal was taken for a failed log write")
 	}
 }

@@ -554,7 +554,7 @@ func (e *env[TTx]) write(ctx context.Context, a *agent, g *gate.Gate[TTx], tok g
 	case err == nil:
 	case errors.As(err, &stale):
 		r.Outcome, r.RejSeq, r.Floor = history.Refused, stale.Seq, stale.Floor
-		r.LogFailed = stale.Seq == 0 // errors.Join(stale, the logging error)
+		r.LogFailed = logFailed(err, stale)
 	case !committing:
 		r.Outcome = history.Fail // no COMMIT was sent: nothing can have committed
 	case via == "do" || via == "batch":
@@ -588,7 +588,7 @@ func (e *env[TTx]) externalCycle(ctx context.Context, a *agent, res string) time
 	r := history.Record{Outcome: Classify(err)}
 	var stale *gate.StaleFenceError
 	if errors.As(err, &stale) {
-		r.RejSeq, r.Floor, r.LogFailed = stale.Seq, stale.Floor, stale.Seq == 0
+		r.RejSeq, r.Floor, r.LogFailed = stale.Seq, stale.Floor, logFailed(err, stale)
 	}
 	e.ret(inv, r, err)
 	if err != nil {
@@ -651,6 +651,18 @@ func native(err error) error {
 		return sqlstore.WithClass(err, c)
 	}
 	return sqlstore.WithClass(err, fgsqlite.Classify(err))
+}
+
+// logFailed reports whether a refusal says its logging failed: the gate
+// joins the refusal with the logging error (errors.Join). A refusal without
+// a log sequence number that says nothing of the kind is for the checker to
+// flag.
+func logFailed(err error, stale *gate.StaleFenceError) bool {
+	j, ok := errors.AsType[interface {
+		error
+		Unwrap() []error
+	}](err)
+	return stale.Seq == 0 && ok && len(j.Unwrap()) > 1
 }
 
 // classifyCommit is Classify for an error from COMMIT itself.
