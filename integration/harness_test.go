@@ -61,6 +61,9 @@ type spec struct {
 	// AdvanceFences runs the runbook's remedy (advanceFences) on the
 	// promoted standby before the proxy moves the workers to it.
 	AdvanceFences bool
+	// Worker is the fgworker binary to run; empty for the one TestMain
+	// built (a mutant's, in TestMutants).
+	Worker string
 }
 
 // outcome is what one history did and what the checker said.
@@ -197,7 +200,7 @@ func runHistory(t *testing.T, sp spec) *outcome {
 	} else {
 		base.MaxConns = 3
 	}
-	fl := &fleet{t: t, dir: dir, base: base, seed: sp.Seed}
+	fl := &fleet{t: t, dir: dir, base: base, seed: sp.Seed, bin: cmp.Or(sp.Worker, workerBin)}
 	for i := range sp.Procs {
 		fl.start(i)
 	}
@@ -535,6 +538,7 @@ type fleet struct {
 	dir  string
 	base workload.Config
 	seed uint64
+	bin  string // the fgworker binary
 
 	mu    sync.Mutex
 	procs map[int]*worker
@@ -598,7 +602,7 @@ func (f *fleet) start(i int) {
 		f.t.Fatal(err)
 	}
 	w := &worker{name: name, done: make(chan struct{})}
-	w.cmd = exec.Command(workerBin, "-config", path)
+	w.cmd = exec.Command(f.bin, "-config", path)
 	w.cmd.Stdout = &w.commit
 	w.cmd.Stderr = &w.stderr
 	if err := w.cmd.Start(); err != nil {

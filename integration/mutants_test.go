@@ -1,0 +1,181 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/sqlstore"
+)
+
+// EnvMutants turns on TestMutants.
+const EnvMutants = "FENCEGATE_MUTANTS"
+
+// mutant is one file of mutants/: a deliberate bug the suite must report.
+type mutant struct {
+	name     string
+	kills    []string // the check kinds of which one must fire
+	dialects []sqlstore.Dialect
+	skip     string // why it is not run here
+	edits    []edit
+}
+
+// edit replaces old, which must occur exactly once in file, by new.
+type edit struct{ file, old, new string }
+
+// parseMutant reads the format mutants/README.md describes.
+func parseMutant(name, text string) (mutant, error) {
+	m := mutant{name: name}
+	lines := strings.SplitAfter(text, "\n")
+	for i := 0; i < len(lines); i++ {
+		line := strings.TrimRight(lines[i], "\n")
+		switch {
+		case line == "" || strings.HasPrefix(line, "#"):
+		case strings.HasPrefix(line, "kills: "):
+			m.kills = strings.Fields(strings.TrimPrefix(line, "kills: "))
+		case strings.HasPrefix(line, "dialects: "):
+			for _, d := range strings.Fields(strings.TrimPrefix(line, "dialects: ")) {
+				m.dialects = append(m.dialects, sqlstore.Dialect(d))
+			}
+		case strings.HasPrefix(line, "skip: "):
+			m.skip = strings.TrimPrefix(line, "skip: ")
+		case strings.HasPrefix(line, "--- "):
+			e := edit{file: strings.TrimPrefix(line, "--- ")}
+			var part *string
+			for i++; i < len(lines); i++ {
+				switch strings.TrimRight(lines[i], "\n") {
+				case "<<<":
+					part = &e.old
+					continue
+				case "===":
+					part = &e.new
+					continue
+				}
+				if strings.TrimRight(lines[i], "\n") == ">>>" {
+					break
+				}
+				if part == nil {
+					return m, fmt.Errorf("%s: text outside <<< … >>> after %q", name, line)
+				}
+				*part += lines[i]
+			}
+			if e.old == "" {
+				return m, fmt.Errorf("%s: an edit of %s with no old text", name, e.file)
+			}
+			m.edits = append(m.edits, e)
+		default:
+			return m, fmt.Errorf("%s: cannot read line %q", name, line)
+		}
+	}
+	if len(m.kills) == 0 || len(m.dialects) == 0 || len(m.edits) == 0 {
+		return m, fmt.Errorf("%s: want kills, dialects and at least one edit", name)
+	}
+	return m, nil
+}
+
+// buildMutant writes the mutated copies of m's files to dir and builds
+// fgworker with them as an overlay. An edit whose old text is not in its
+// file exactly once is an error: the mutant no longer applies.
+func buildMutant(m mutant, dir string) (string, error) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		return "", err
+	}
+	replace := map[string]string{}
+	texts := map[string]string{}
+	for _, e := range m.edits {
+		path := filepath.Join(root, filepath.FromSlash(e.file))
+		text, ok := texts[path]
+		if !ok {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return "", fmt.Errorf("mutant %s: %w", m.name, err)
+			}
+			text = string(b)
+		}
+		if n := strings.Count(text, e.old); n != 1 {
+			return "", fmt.Errorf("mutant %s no longer applies: its old text occurs %d times in %s, want once:\n%s", m.name, n, e.file, e.old)
+		}
+		texts[path] = strings.Replace(text, e.old, e.new, 1)
+	}
+	for path, text := range texts {
+		copyPath := filepath.Join(dir, strings.ReplaceAll(strings.TrimPrefix(path, root), string(filepath.Separator), "_"))
+		if err := os.WriteFile(copyPath, []byte(text), 0o644); err != nil {
+			return "", err
+		}
+		replace[path] = copyPath
+	}
+	overlay, err := json.Marshal(map[string]any{"Replace": replace})
+	if err != nil {
+		return "", err
+	}
+	overlayPath := filepath.Join(dir, "overlay.json")
+	if err := os.WriteFile(overlayPath, overlay, 0o644); err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "fgworker")
+	if runtime.GOOS == "windows" {
+		bin += ".exe"
+	}
+	out, err := exec.Command("go", "build", "-overlay", overlayPath, "-o", bin, "./cmd/fgworker").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("mutant %s does not build: %v\n%s", m.name, err, out)
+	}
+	return bin, nil
+}
+
+// TestMutants runs every mutant of mutants/ as one short history per
+// dialect it names and requires the checker to report it. Opt-in with
+// FENCEGATE_MUTANTS=1.
+func TestMutants(t *testing.T) {
+	if os.Getenv(EnvMutants) != "1" {
+		t.Skipf("opt-in: set %s=1 to run the mutants", EnvMutants)
+	}
+	files, err := filepath.Glob(filepath.Join("mutants", "*.mutant"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no mutants found: %v", err)
+	}
+	for _, file := range files {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := parseMutant(strings.TrimSuffix(filepath.Base(file), ".mutant"), string(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(m.name, func(t *testing.T) {
+			bin, err := buildMutant(m, t.TempDir())
+			if err != nil {
+				t.Fatal(err) // loudly: an overlay that no longer applies is a failure
+			}
+			if m.skip != "" {
+				t.Skipf("built, not run: %s", m.skip)
+			}
+			for _, dialect := range m.dialects {
+				t.Run(string(dialect), func(t *testing.T) {
+					sp := ciSpec(dialect, baseSeed(t))
+					sp.Duration, sp.Kills, sp.Pauses, sp.Restarts = 15*time.Second, 1, 1, 0
+					if sp.Cuts > 0 {
+						sp.Cuts, sp.CommitCuts = 1, 1
+					}
+					sp.Worker = bin
+					o := runHistory(t, sp)
+					record("mutant/"+m.name+"/"+string(dialect), o)
+					by := o.Report.ByCheck()
+					t.Logf("mutant %s on %s: %v", m.name, dialect, by)
+					if !slices.ContainsFunc(m.kills, func(k string) bool { return by[k] > 0 }) {
+						t.Errorf("mutant %s survived on %s: none of %v reported (violations %v)", m.name, dialect, m.kills, by)
+					}
+				})
+			}
+		})
+	}
+}
