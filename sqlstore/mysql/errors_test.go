@@ -8,6 +8,7 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/mysql"
 )
 
 // Two writers taking two floors in opposite orders deadlock; the victim's
@@ -70,5 +71,25 @@ func TestKilledConnectionIsConnLost(t *testing.T) {
 	}
 	if _, err := d.Executor().FloorGet(ctx, "r"); !errors.Is(err, sqlstore.ErrNotFound) {
 		t.Fatalf("the killed transaction wrote: %v", err)
+	}
+}
+
+// The MySQL driver plugs into sqlstore.IsOutcomeUnknown through its
+// classification: a connection that broke after a COMMIT was sent leaves
+// its outcome unknown; a deadlock is a definite rollback.
+func TestOutcomeUnknown(t *testing.T) {
+	for _, c := range []struct {
+		err     error
+		unknown bool
+	}{
+		{gomysql.ErrInvalidConn, true},
+		{&gomysql.MySQLError{Number: 1053}, true}, // server shutdown
+		{&gomysql.MySQLError{Number: 1213}, false},
+		{&gomysql.MySQLError{Number: 1062}, false}, // duplicate key
+	} {
+		err := sqlstore.WithClass(c.err, mysql.Classify(c.err))
+		if got := sqlstore.IsOutcomeUnknown(err); got != c.unknown {
+			t.Errorf("%v: IsOutcomeUnknown = %v, want %v", c.err, got, c.unknown)
+		}
 	}
 }
