@@ -29,6 +29,8 @@ import (
 	"github.com/fencegate/fencegate/integration/internal/workload"
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/mysql"
+	"github.com/fencegate/fencegate/sqlstore/mysql/mysqltest"
 	"github.com/fencegate/fencegate/sqlstore/pgsql"
 	"github.com/fencegate/fencegate/sqlstore/sqlite"
 	"github.com/fencegate/fencegate/sqlstore/sqlopen"
@@ -106,6 +108,7 @@ func runHistory(t *testing.T, sp spec) *outcome {
 
 	var (
 		cluster   *faults.Cluster
+		mdb       *faults.MariaDB // MySQL: the throwaway server
 		standby   *faults.Cluster // Failover: the standby, until it is promoted
 		proxy     *faults.Proxy
 		slot      *observe.Slot // the commit-order observer (Postgres)
@@ -157,6 +160,22 @@ func runHistory(t *testing.T, sp spec) *outcome {
 				}
 			}()
 		}
+	case mysql.Dialect:
+		mdb = mariadbServer(t)
+		var err error
+		if checkDSN, err = mdb.CreateDatabase(ctx, "fgrel"); err != nil {
+			t.Fatal(err)
+		}
+		setup(t, checkDSN, "")
+		if proxy, err = faults.NewMySQLProxy(mdb.Addr()); err != nil {
+			t.Fatal(err)
+		}
+		defer proxy.Close()
+		u, _ := url.Parse(checkDSN)
+		u.Host = proxy.Addr()
+		u.RawQuery = "timeout=2s"
+		workerDSN = u.String()
+		sp.External, out.External = 0, 0 // unrecorded on MariaDB: see workload's mysqlSchema
 	case sqlite.Dialect:
 		checkDSN = filepath.Join(dir, "fencegate.db")
 		workerDSN = checkDSN
@@ -225,7 +244,7 @@ func runHistory(t *testing.T, sp spec) *outcome {
 		addFaults("cut", sp.Cuts)
 		addFaults("commit-cut", sp.CommitCuts)
 	}
-	if cluster != nil {
+	if cluster != nil || mdb != nil {
 		addFaults("restart", sp.Restarts)
 	}
 	if standby != nil {
@@ -260,8 +279,8 @@ func runHistory(t *testing.T, sp spec) *outcome {
 		case "commit-cut":
 			proxy.ArmCommitCuts(2)
 		case "restart":
-			if err := cluster.Restart(ctx); err != nil {
-				t.Fatalf("Postgres did not come back: %v", err)
+			if err := restart(ctx, cluster, mdb); err != nil {
+				t.Fatalf("the server did not come back: %v", err)
 			}
 			out.Restarts++
 		case "failover":
@@ -324,11 +343,11 @@ func runHistory(t *testing.T, sp spec) *outcome {
 		out.Proxy = proxy.Stats()
 		proxy.Close()
 	}
-	if cluster != nil && sp.FinalCrash {
+	if (cluster != nil || mdb != nil) && sp.FinalCrash {
 		// Crash once more before looking: what was acknowledged must have
 		// been durable, not merely in the server's memory.
-		if err := cluster.Restart(ctx); err != nil {
-			t.Fatalf("Postgres did not come back: %v", err)
+		if err := restart(ctx, cluster, mdb); err != nil {
+			t.Fatalf("the server did not come back: %v", err)
 		}
 		out.Restarts++
 	}
@@ -387,6 +406,36 @@ func keepPicture(r *check.Report, dir string) string {
 		return ""
 	}
 	return keep
+}
+
+// restart crashes the history's server (Postgres or MariaDB) and starts it
+// again.
+func restart(ctx context.Context, cluster *faults.Cluster, mdb *faults.MariaDB) error {
+	if mdb != nil {
+		return mdb.Crash(ctx)
+	}
+	return cluster.Restart(ctx)
+}
+
+// mariadbServer starts a throwaway mariadbd for one history, removed with
+// it. Without mariadbd and mariadb-install-db it skips t, or fails it under
+// FENCEGATE_REQUIRE_MYSQL=true.
+func mariadbServer(t *testing.T) *faults.MariaDB {
+	t.Helper()
+	if err := faults.CanMariaDB(); err != nil {
+		if os.Getenv(mysqltest.EnvRequire) == "true" {
+			t.Fatalf("%v (and %s=true makes that a failure)", err, mysqltest.EnvRequire)
+		}
+		t.Skipf("\n*** MARIADB HISTORY SKIPPED: %v ***\n", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	m, err := faults.StartMariaDB(ctx)
+	if err != nil {
+		t.Fatalf("a throwaway MariaDB (mariadb-install-db, mariadbd): %v", err)
+	}
+	t.Cleanup(func() { _ = m.Stop() })
+	return m
 }
 
 // setup migrates a fresh database and adds the workload's tables.

@@ -105,7 +105,7 @@ func describe(o *outcome) string {
 		"  ops %d: acquire ok %d / denied %d / fail %d / unknown %d; write ok %d / refused %d / fail %d / unknown %d (%d of them committed)\n"+
 		"  paths: writes %v; admit ok %d / refused %d / unknown %d; late renewals %v\n"+
 		"  table: %d writes, %d grants; rejection log %d (refusals not logged: %d); commit order: %s\n"+
-		"  faults: %d kills (%d mid-operation), %d pauses, %d Postgres crashes, %d cuts of all connections (%d conns), %d connections cut after COMMIT%s\n"+
+		"  faults: %d kills (%d mid-operation), %d pauses, %d server crashes, %d cuts of all connections (%d conns), %d connections cut after COMMIT%s\n"+
 		"  linearizability (porcupine, %d ops): %s; violations: %d %v",
 		o.Dialect, map[bool]string{true: " (control: no gate)"}[o.Bypass], o.Procs, o.Agents, o.Duration, o.Seed, o.Elapsed.Round(time.Second),
 		r.Ops, a[history.OK], a[history.Denied], a[history.Fail], a[history.Unknown],
@@ -166,7 +166,7 @@ func printSummary(w io.Writer) {
 	fmt.Fprintf(&b, "writes: committed rows; unknown: acquires and writes whose outcome the agent never saw;\n")
 	fmt.Fprintf(&b, "decoded: transactions whose commit order logical decoding observed (Postgres; SQLite: id order);\n")
 	fmt.Fprintf(&b, "kills: SIGKILLs / those that left an operation unanswered; pause: SIGSTOP for 1.2-3 ttl;\n")
-	fmt.Fprintf(&b, "crash: pg_ctl restart -m immediate; ")
+	fmt.Fprintf(&b, "crash: pg_ctl restart -m immediate (MariaDB: SIGKILL of mariadbd, restart on its data directory); ")
 	fmt.Fprintf(&b, "conns/COMMIT: connections cut at random moments / right after a COMMIT; control rows must show violations.\n")
 	for _, name := range slices.Sorted(maps.Keys(summary.rows)) {
 		if summary.rows[name].Skipped {

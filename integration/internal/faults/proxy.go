@@ -1,8 +1,8 @@
 // Package faults injects the failures the reliability harness runs under: a
-// TCP proxy that cuts Postgres connections (at random moments, or right
+// TCP proxy that cuts Postgres (or MySQL) connections (at random moments, or right
 // after a COMMIT went through) and can be re-pointed at another server, a
-// throwaway Postgres cluster that can be crashed and restarted, and a
-// primary with a streaming standby that can fail over.
+// throwaway Postgres cluster (or mariadbd) that can be crashed and
+// restarted, and a primary with a streaming standby that can fail over.
 package faults
 
 import (
@@ -23,7 +23,8 @@ import (
 // to the server: the server may commit, the client never hears, and the
 // outcome is unknown to it.
 type Proxy struct {
-	ln net.Listener
+	ln    net.Listener
+	mysql bool // the client speaks the MySQL protocol, not Postgres's
 
 	mu       sync.Mutex
 	upstream string
@@ -57,6 +58,16 @@ func NewProxy(upstream string) (*Proxy, error) {
 	p := &Proxy{ln: ln, upstream: upstream, links: map[*link]struct{}{}}
 	p.wg.Go(p.accept)
 	return p, nil
+}
+
+// NewMySQLProxy is NewProxy for a MySQL or MariaDB server: it reads the
+// client's side of the MySQL protocol instead (a COMMIT is a COM_QUERY).
+func NewMySQLProxy(upstream string) (*Proxy, error) {
+	p, err := NewProxy(upstream)
+	if err == nil {
+		p.mysql = true
+	}
+	return p, err
 }
 
 // SetUpstream points new connections at another server (a promoted
@@ -167,7 +178,11 @@ func (p *Proxy) serve(client net.Conn) {
 		_, _ = io.Copy(client, server)
 		l.close()
 	})
-	if p.pumpClient(l) {
+	pump := p.pumpClient
+	if p.mysql {
+		pump = p.pumpMySQLClient
+	}
+	if pump(l) {
 		// The client's side is closed just after its COMMIT went through.
 		// Keep the server's side until the server answers (and the answer
 		// goes nowhere), so that the COMMIT is not lost to a reset
@@ -226,6 +241,39 @@ func (p *Proxy) pumpClient(l *link) (cutAfterCommit bool) {
 			continue
 		}
 		if hdr[0] == 'Q' && p.take(msg[5:]) {
+			p.commitCuts.Add(1)
+			_ = l.client.Close()
+			return true
+		}
+	}
+}
+
+// comQuery is the MySQL command byte of a text query.
+const comQuery = 0x03
+
+// pumpMySQLClient is pumpClient for the MySQL protocol, where every client
+// packet is a 3-byte little-endian length, a sequence byte and the payload,
+// whose first byte is the command (after the handshake response). It needs
+// a connection without TLS or compression, go-sql-driver/mysql's default.
+func (p *Proxy) pumpMySQLClient(l *link) (cutAfterCommit bool) {
+	r := bufio.NewReaderSize(l.client, 64<<10)
+	hdr := make([]byte, 4)
+	var msg []byte
+	for {
+		if _, err := io.ReadFull(r, hdr); err != nil {
+			return false
+		}
+		n := int(hdr[0]) | int(hdr[1])<<8 | int(hdr[2])<<16
+		msg = append(msg[:0], hdr...)
+		msg = append(msg, make([]byte, n)...)
+		if _, err := io.ReadFull(r, msg[4:]); err != nil {
+			return false
+		}
+		if _, err := l.server.Write(msg); err != nil {
+			return false
+		}
+		// The handshake response is sequence 1; a command starts at 0.
+		if hdr[3] == 0 && n > 1 && msg[4] == comQuery && p.take(msg[5:]) {
 			p.commitCuts.Add(1)
 			_ = l.client.Close()
 			return true

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencegate/fencegate/integration/internal/observe"
 	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/mysql"
 	"github.com/fencegate/fencegate/sqlstore/pgsql"
 	"github.com/fencegate/fencegate/sqlstore/sqlite"
 )
@@ -61,6 +62,48 @@ var postgresSchema = []string{
 	`CREATE SEQUENCE fg_external_fence CACHE 1`,
 }
 
+// On MariaDB every fg_events row takes its id from a counter row (fg_order),
+// bumped by a trigger in the inserting transaction: the counter's row lock
+// is held from the draw to the commit, so a transaction that draws later
+// commits later, and id order is commit order for every resource at once,
+// whether or not the floor row's lock works. There is no logical decoding to
+// check it against, and fencegate_lease has no log: the lease checks that
+// need one do not run.
+var mysqlSchema = []string{
+	`CREATE TABLE fg_order (id TINYINT PRIMARY KEY, v BIGINT NOT NULL) ENGINE = InnoDB`,
+	`INSERT INTO fg_order VALUES (1, 0)`,
+	`CREATE TABLE fg_events (
+	    id       BIGINT         NOT NULL DEFAULT 0 PRIMARY KEY,
+	    kind     VARCHAR(8)     NOT NULL CHECK (kind IN ('write', 'raise')),
+	    resource VARBINARY(256) NOT NULL,
+	    fence    BIGINT         NOT NULL,
+	    holder   VARBINARY(256) NOT NULL,
+	    agent    VARCHAR(64)    NOT NULL DEFAULT '',
+	    op_id    VARCHAR(128)   UNIQUE,
+	    at       DATETIME(6)    NOT NULL DEFAULT UTC_TIMESTAMP(6)
+	) ENGINE = InnoDB`,
+	// The transaction's own update is what a plain SELECT sees of the row,
+	// whatever its isolation level.
+	`CREATE TRIGGER fg_events_id BEFORE INSERT ON fg_events FOR EACH ROW BEGIN
+	    UPDATE fg_order SET v = v + 1 WHERE id = 1;
+	    SET NEW.id = (SELECT v FROM fg_order WHERE id = 1);
+	END`,
+	// The grants, from fencegate_lease: a trigger on fencegate_floor would
+	// break the driver (MariaDB 10.11 sends 0 as the insert id of a
+	// statement on a table with any trigger, and the floor upsert reads its
+	// floor from there: it fails closed with "unexpected outcome"). The
+	// granting transaction raises the floor to the lease's fence, so a new
+	// generation of a lease row is a floor raise; admissions (gate.Admit)
+	// raise floors with no lease and go unrecorded, so a MariaDB history
+	// runs none.
+	`CREATE TRIGGER fg_log_grant_insert AFTER INSERT ON fencegate_lease FOR EACH ROW
+	    INSERT INTO fg_events (kind, resource, fence, holder) VALUES ('raise', NEW.resource, NEW.fence, NEW.holder)`,
+	`CREATE TRIGGER fg_log_grant_update AFTER UPDATE ON fencegate_lease FOR EACH ROW
+	    INSERT INTO fg_events (kind, resource, fence, holder)
+	    SELECT 'raise', NEW.resource, NEW.fence, NEW.holder FROM DUAL WHERE NEW.fence <> OLD.fence`,
+	`CREATE TABLE fg_external_fence (id BIGINT AUTO_INCREMENT PRIMARY KEY) ENGINE = InnoDB`,
+}
+
 var sqliteSchema = []string{
 	`CREATE TABLE fg_events (
 	    id       INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -110,6 +153,9 @@ const ExternalFenceBase = 1_000_000_000
 var drawExternal = map[sqlstore.Dialect]string{
 	pgsql.Dialect:  `SELECT $1::bigint + nextval('fg_external_fence')`,
 	sqlite.Dialect: `INSERT INTO fg_external_fence DEFAULT VALUES RETURNING ?1 + id`,
+	// MariaDB 10.5+ (not MySQL): INSERT … RETURNING. An auto-committed
+	// AUTO_INCREMENT value is durable with innodb_flush_log_at_trx_commit=1.
+	mysql.Dialect: `INSERT INTO fg_external_fence () VALUES () RETURNING ? + id`,
 }
 
 // insertWrite is the fenced write: one row of fg_events, in the write's
@@ -119,15 +165,20 @@ var insertWrite = map[sqlstore.Dialect]string{
 	    VALUES (nextval('fg_order'), 'write', $1, $2, $3, $4, $5)`,
 	sqlite.Dialect: `INSERT INTO fg_events (kind, resource, fence, holder, agent, op_id)
 	    VALUES ('write', ?1, ?2, ?3, ?4, ?5)`,
+	mysql.Dialect: `INSERT INTO fg_events (kind, resource, fence, holder, agent, op_id)
+	    VALUES ('write', ?, ?, ?, ?, ?)`,
 }
 
 var identifier = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
 
 // Setup creates the workload's tables in a migrated database. schema is the
 // Postgres schema the tables go in (the one on the workers' search_path);
-// it is ignored for SQLite.
+// it is ignored for SQLite and MySQL.
 func Setup(ctx context.Context, db *sql.DB, dialect sqlstore.Dialect, schema string) error {
 	stmts := sqliteSchema
+	if dialect == mysql.Dialect {
+		stmts = mysqlSchema
+	}
 	if dialect == pgsql.Dialect {
 		if !identifier.MatchString(schema) {
 			return fmt.Errorf("workload: schema %q is not a plain identifier", schema)
@@ -208,8 +259,11 @@ func ReadRejections(ctx context.Context, db *sql.DB, dialect sqlstore.Dialect) (
 		sqlstore.Store
 		Close() error
 	} = pgsql.New(db)
-	if dialect == sqlite.Dialect {
+	switch dialect {
+	case sqlite.Dialect:
 		d = sqlite.New(db)
+	case mysql.Dialect:
+		d = mysql.New(db)
 	}
 	defer d.Close() // stops its statement cache; db stays open
 	ex := d.Executor()

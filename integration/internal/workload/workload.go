@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -24,6 +25,7 @@ import (
 	"github.com/fencegate/fencegate/integration/internal/history"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore"
+	fgmysql "github.com/fencegate/fencegate/sqlstore/mysql"
 	"github.com/fencegate/fencegate/sqlstore/pgsql"
 	"github.com/fencegate/fencegate/sqlstore/pgxv5"
 	fgsqlite "github.com/fencegate/fencegate/sqlstore/sqlite"
@@ -638,6 +640,9 @@ func knownFailure(err error) history.Outcome {
 	if _, ok := errors.AsType[*pgconn.PgError](err); ok {
 		return history.Fail
 	}
+	if _, ok := errors.AsType[*gomysql.MySQLError](err); ok {
+		return history.Fail // the server answered with an error
+	}
 	if _, ok := errors.AsType[*sqlite.Error](err); ok {
 		return history.Fail
 	}
@@ -648,6 +653,9 @@ func knownFailure(err error) history.Outcome {
 // that sqlstore.IsRetryable and IsConnLost answer for it.
 func native(err error) error {
 	if c := pgsql.Classify(err); c != (sqlstore.ErrorClass{}) {
+		return sqlstore.WithClass(err, c)
+	}
+	if c := fgmysql.Classify(err); c != (sqlstore.ErrorClass{}) {
 		return sqlstore.WithClass(err, c)
 	}
 	return sqlstore.WithClass(err, fgsqlite.Classify(err))
@@ -670,7 +678,9 @@ func classifyCommit(err error) history.Outcome {
 	if err = native(err); sqlstore.IsOutcomeUnknown(err) {
 		return history.Unknown
 	}
-	if _, ok := errors.AsType[*pgconn.PgError](err); ok || sqlstore.IsRetryable(err) {
+	_, pgAnswered := errors.AsType[*pgconn.PgError](err)
+	_, myAnswered := errors.AsType[*gomysql.MySQLError](err)
+	if pgAnswered || myAnswered || sqlstore.IsRetryable(err) {
 		return history.Fail // the server answered the COMMIT with an error: rolled back
 	}
 	return history.Unknown
