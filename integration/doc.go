@@ -1,6 +1,6 @@
 // Package integration tests fencegate the way trusted systems are tested:
-// randomized histories against real Postgres and real SQLite files, under
-// kills, crashes and cut connections, checked after the fact.
+// randomized histories against real Postgres, real MariaDB and real SQLite
+// files, under kills, crashes and cut connections, checked after the fact.
 //
 // # What runs
 //
@@ -19,6 +19,9 @@
 // workers and Postgres (and cuts connections right after a COMMIT went
 // through, so the commit lands and its answer is lost), and crashes Postgres
 // (pg_ctl restart -m immediate on a throwaway cluster it made with initdb).
+// MariaDB histories run on a throwaway mariadbd (made with
+// mariadb-install-db), crashed with SIGKILL and started again on its data
+// directory, behind the same proxy reading the MySQL protocol.
 // One history runs on a primary and a synchronous standby and fails over
 // mid-run: the primary is killed, the standby promoted, the proxy
 // re-pointed.
@@ -29,7 +32,8 @@
 //
 // The checker (internal/check) compares what the clients saw with what the
 // database kept: fences in commit order (on Postgres, the order a logical
-// replication slot observed, which does not trust fencegate's locks), no
+// replication slot observed, which does not trust fencegate's locks; on
+// MariaDB, id order under a counter row's lock, which does not either), no
 // write after a higher grant, nothing acknowledged lost, every refusal logged, fences unique per grant,
 // holders' windows disjoint, and the operations on each resource
 // linearizable as a lease register (github.com/anishathalye/porcupine). A

@@ -50,25 +50,21 @@ type ProxyStats struct {
 
 // NewProxy listens on a free loopback port and forwards to upstream
 // ("127.0.0.1:5432").
-func NewProxy(upstream string) (*Proxy, error) {
+func NewProxy(upstream string) (*Proxy, error) { return newProxy(upstream, false) }
+
+func newProxy(upstream string, mysql bool) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln, upstream: upstream, links: map[*link]struct{}{}}
+	p := &Proxy{ln: ln, mysql: mysql, upstream: upstream, links: map[*link]struct{}{}}
 	p.wg.Go(p.accept)
 	return p, nil
 }
 
 // NewMySQLProxy is NewProxy for a MySQL or MariaDB server: it reads the
 // client's side of the MySQL protocol instead (a COMMIT is a COM_QUERY).
-func NewMySQLProxy(upstream string) (*Proxy, error) {
-	p, err := NewProxy(upstream)
-	if err == nil {
-		p.mysql = true
-	}
-	return p, err
-}
+func NewMySQLProxy(upstream string) (*Proxy, error) { return newProxy(upstream, true) }
 
 // SetUpstream points new connections at another server (a promoted
 // standby) and cuts every live one, as a failover moves clients.
