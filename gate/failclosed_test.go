@@ -654,3 +654,67 @@ func testStopsAnswering[TTx any](t *testing.T, f fixture[TTx], stop func()) {
 		t.Fatal("the refused transaction committed")
 	}
 }
+
+// failFloorReads makes the first n floor reads outside any transaction fail,
+// as a connection cut at that moment does.
+type failFloorReads[TTx any] struct {
+	sqlstore.Driver[TTx]
+	n *atomic.Int32
+}
+
+func (d failFloorReads[TTx]) Executor() sqlstore.Executor {
+	return failingFloorGet{d.Driver.Executor(), d.n}
+}
+
+type failingFloorGet struct {
+	sqlstore.Executor
+	n *atomic.Int32
+}
+
+func (e failingFloorGet) FloorGet(ctx context.Context, resource string) (sqlstore.Floor, error) {
+	if e.n.Add(-1) >= 0 {
+		return sqlstore.Floor{}, errors.New("conn closed")
+	}
+	return e.Executor.FloorGet(ctx, resource)
+}
+
+// A fence below the floor that no live lease holds is refused as stale, with the real
+// floor in its record, even when the floor read after the refusal fails at
+// first (the reliability suite saw "never issued, floor 0" records after
+// connections were cut); when it cannot be read at all, no false record is
+// written and the error says the refusal may not have been logged.
+func TestRefusalRecordSurvivesAFailedFloorRead(t *testing.T) {
+	forEachTxType(t, testRefusalRecordSurvivesAFailedFloorRead[*sql.Tx], testRefusalRecordSurvivesAFailedFloorRead[pgx.Tx])
+}
+
+func testRefusalRecordSurvivesAFailedFloorRead[TTx any](t *testing.T, f fixture[TTx]) {
+	ctx := context.Background()
+	if err := gate.New(f.driver, nil).Admit(ctx, gate.Token{Resource: "r", Holder: "b", Fence: 7}); err != nil {
+		t.Fatal(err)
+	}
+	old := gate.Token{Resource: "r", Holder: "a", Fence: 3} // no live lease: VerifyIssued reads the floor
+
+	var n atomic.Int32
+	n.Store(2)
+	g := gate.New(failFloorReads[TTx]{f.driver, &n}, &gate.Options{VerifyIssued: true})
+	tx := f.begin(t)
+	err := g.Commit(ctx, tx, old)
+	var stale *gate.StaleFenceError
+	if !errors.As(err, &stale) || stale.NotIssued || stale.Floor != 7 || stale.Seq <= 0 {
+		t.Fatalf("Commit(%s) after two failed floor reads = %v; want a logged stale refusal below floor 7", old, err)
+	}
+	writeAnyway(t, f, tx, 1)
+
+	n.Store(1 << 20) // the floor cannot be read at all
+	g = gate.New(failFloorReads[TTx]{f.driver, &n}, &gate.Options{VerifyIssued: true, CleanupTimeout: 50 * time.Millisecond})
+	before := f.count(t, `SELECT count(*) FROM fencegate_rejection`)
+	tx = f.begin(t)
+	err = g.Commit(ctx, tx, old)
+	if !errors.As(err, &stale) || stale.NotIssued || !strings.Contains(err.Error(), "may not have been logged") {
+		t.Fatalf("Commit(%s) with no floor = %v; want a refusal that says it may not have been logged", old, err)
+	}
+	if after := f.count(t, `SELECT count(*) FROM fencegate_rejection`); after != before {
+		t.Fatalf("a refusal whose floor could not be read was logged (%d records, want %d)", after, before)
+	}
+	writeAnyway(t, f, tx, 2)
+}

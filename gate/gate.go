@@ -186,17 +186,23 @@ func (g *Gate[TTx]) Driver() sqlstore.Driver[TTx] { return g.driver }
 // refuse logs a refusal and returns it as a *StaleFenceError; ctx is a
 // cleanup context. A fence that was not issued (nothing written) gets the
 // current floor read, to tell a fence below the floor (stale) from one that
-// never existed. When the floor cannot be read or the log cannot be written
-// the error says so too, and still matches ErrStaleFence.
+// never existed; a failed read is tried again until ctx ends, and when the
+// floor still cannot be read nothing is logged (the record would be wrong).
+// When the floor cannot be read or the log cannot be written the error says
+// so too, and still matches ErrStaleFence.
 func (g *Gate[TTx]) refuse(ctx context.Context, token Token, res sqlstore.FloorRaiseResult) error {
-	var errs []error
 	if !res.Issued {
-		f, err := g.driver.Executor().FloorGet(ctx, token.Resource)
-		if err != nil && !errors.Is(err, sqlstore.ErrNotFound) {
-			errs = append(errs, fmt.Errorf("fencegate: the floor could not be read: %w", err))
+		f, err := g.readFloor(ctx, token.Resource)
+		if err != nil {
+			// Without the floor a superseded fence would be logged as one
+			// never issued: a false record is worse than none. The token is
+			// refused all the same (no such lease is live).
+			return errors.Join(&StaleFenceError{Resource: token.Resource, Holder: token.Holder, Fence: token.Fence},
+				fmt.Errorf("fencegate: no live lease holds this fence, and the floor could not be read, so the refusal may not have been logged: %w", err))
 		}
 		res.Floor, res.FloorHolder = f.Floor, f.Holder
 	}
+	var errs []error
 	notIssued := !res.Issued && token.Fence >= res.Floor
 	rej, logErr := g.driver.Executor().RejectionInsert(ctx, sqlstore.Rejection{
 		Resource: token.Resource, Fence: token.Fence, Holder: token.Holder,
@@ -216,6 +222,25 @@ func (g *Gate[TTx]) refuse(ctx context.Context, token Token, res sqlstore.FloorR
 		return errors.Join(append([]error{stale}, errs...)...)
 	}
 	return stale
+}
+
+// readFloor reads a resource's floor for a refusal's record, trying again
+// (a cut connection fails once, the pool then dials anew) until ctx, a
+// cleanup context, ends. A resource with no floor reads as floor 0.
+func (g *Gate[TTx]) readFloor(ctx context.Context, resource string) (Floor, error) {
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		f, err := g.driver.Executor().FloorGet(ctx, resource)
+		if err == nil || errors.Is(err, sqlstore.ErrNotFound) {
+			return f, nil
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return Floor{}, errors.Join(err, ctx.Err())
+		case <-timer.C:
+		}
+	}
 }
 
 // Do runs fn in a new transaction guarded by token: it begins, calls Commit,
