@@ -53,6 +53,13 @@ type CoordinatorOptions struct {
 	// transaction, before the coordinator's first grant. Defaults to 1 (no
 	// effect).
 	StartFence int64
+
+	// WaiterTTL is how long a waiting acquisition (AcquireWait) keeps its
+	// place in the queue without touching it. Waiters touch their place
+	// every third of it, and look again then, so it also bounds how late a
+	// waiter learns of a release it was not told of (SQLite across
+	// processes, a lost notification). Defaults to 3s.
+	WaiterTTL time.Duration
 }
 
 // Coordinator grants, renews and releases leases, keeping them in the
@@ -74,6 +81,8 @@ type Coordinator struct {
 	maxTTL      time.Duration
 	lockTimeout time.Duration
 	startFence  int64
+	waiterTTL   time.Duration
+	waits       waitRoom // AcquireWait's waiters in this process
 
 	startMu   sync.Mutex
 	startDone bool // StartFence was applied
@@ -91,6 +100,7 @@ func NewCoordinator(store sqlstore.Store, opts *CoordinatorOptions) *Coordinator
 		maxTTL:      cmp.Or(opts.MaxTTL, 24*time.Hour),
 		lockTimeout: cmp.Or(opts.LockTimeout, 2*time.Second),
 		startFence:  opts.StartFence,
+		waiterTTL:   max(cmp.Or(opts.WaiterTTL, 3*time.Second), 3*MinTTL),
 	}
 }
 
@@ -344,6 +354,9 @@ func (c *Coordinator) Release(ctx context.Context, token gate.Token) (bool, erro
 	ok, err := c.store.Executor().LeaseRelease(ctx, token.Resource, token.Holder, token.Fence)
 	if err != nil {
 		return false, c.wrap("release", token.Resource, err)
+	}
+	if ok {
+		c.waits.wake(token.Resource) // the next waiter in this process, at once
 	}
 	return ok, nil
 }

@@ -60,12 +60,19 @@ type HeldError struct {
 	Fence       int64         // the current holder's fence
 	RetryAfter  time.Duration // when the current lease expires unless renewed
 	AlreadyHeld bool          // the requesting holder holds it already
+	// Queued is true when the resource was free but other waiters were
+	// ahead in its queue as a wait (AcquireWait) ended; HeldBy and Fence
+	// then name the last holder.
+	Queued bool
 }
 
 // Error names the holder and when the resource frees.
 func (e *HeldError) Error() string {
 	if e.AlreadyHeld {
 		return fmt.Sprintf("lease: %s: already held by this holder %q (fence %d)", e.Resource, e.HeldBy, e.Fence)
+	}
+	if e.Queued {
+		return fmt.Sprintf("lease: %s: free, but other waiters are ahead in its queue", e.Resource)
 	}
 	return fmt.Sprintf("lease: %s: held by %q (fence %d), free in at most %v", e.Resource, e.HeldBy, e.Fence, e.RetryAfter)
 }

@@ -23,7 +23,8 @@ import (
 // valid for the whole call; l's deadline moves with each renewal.
 //
 // If the resource is held, Hold returns a *HeldError (matching ErrHeld)
-// without calling fn. Otherwise it returns fn's error, joined with the
+// without calling fn; with the Wait option it waits its turn instead
+// (Coordinator.AcquireWait), until ctx ends. Otherwise it returns fn's error, joined with the
 // *LostError if the lease was lost (replacing a bare context.Canceled), and
 // with any error from releasing the lease (which then expires by itself). If
 // fn returns nil, the lease's loss is not reported: fn finished, and the gate
@@ -37,19 +38,8 @@ import (
 // checked again on the Client's clock. With a ManualClock that is not
 // advanced, the lease is therefore never lost by its deadline: tests of
 // expiry should use real time, or the Client and Coordinator directly.
-func Hold(ctx context.Context, c *Client, coord *Coordinator, resource string, fn func(ctx context.Context, l *Lease) error) error {
-	req, err := c.BeginAcquire(resource)
-	if err != nil {
-		return err
-	}
-	out, err := coord.Acquire(ctx, req)
-	if err != nil {
-		return err
-	}
-	if !out.OK {
-		return &HeldError{Resource: resource, HeldBy: out.HeldBy, Fence: out.Fence, RetryAfter: out.RetryAfter, AlreadyHeld: out.AlreadyHeld}
-	}
-	l, err := c.CompleteAcquire(req, out.Grant)
+func Hold(ctx context.Context, c *Client, coord *Coordinator, resource string, fn func(ctx context.Context, l *Lease) error, opts ...HoldOption) error {
+	l, err := holdAcquire(ctx, c, coord, resource, opts)
 	if err != nil {
 		return err
 	}

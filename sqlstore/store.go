@@ -124,6 +124,49 @@ type Executor interface {
 	// LeaseRelease marks the live lease (resource, holder, fence) released and
 	// reports whether it did; any other lease is left alone.
 	LeaseRelease(ctx context.Context, resource, holder string, fence int64) (bool, error)
+
+	// WaiterAdd puts a waiter for resource at the back of its queue, live
+	// until ttl after the database's clock, and returns its place: a number
+	// above every place handed out before, on any resource. It also deletes
+	// the resource's waiters whose time ran out.
+	WaiterAdd(ctx context.Context, resource, holder string, ttl time.Duration) (int64, error)
+	// WaiterTouch keeps the waiter at place seq live until ttl after the
+	// database's clock and returns the place of the first live waiter of
+	// resource (seq itself counts as live). Kept is false, and nothing is
+	// written, when seq is no longer queued (removed, or deleted after its
+	// time ran out).
+	WaiterTouch(ctx context.Context, resource string, seq int64, ttl time.Duration) (first int64, kept bool, err error)
+	// WaiterRemove takes the waiter at place seq out of the queue; removing
+	// one that is gone is not an error.
+	WaiterRemove(ctx context.Context, seq int64) error
+	// WaiterList reads the live waiters of resource, first place first.
+	WaiterList(ctx context.Context, resource string) ([]Waiter, error)
+}
+
+// Waiter is one row of fencegate_waiter: an acquisition waiting its turn.
+type Waiter struct {
+	Seq       int64 // its place: lower is earlier
+	Resource  string
+	Holder    string
+	ExpiresAt time.Time // it leaves the queue then unless touched again
+}
+
+// Notifier is implemented by a Store whose database can announce lease
+// changes to other connections, so that a waiting acquisition is woken at
+// once rather than by a timer (Postgres: LISTEN/NOTIFY; pgxv5.Driver and
+// pgsql.Driver implement it). It is optional: without it, waiters are woken
+// by their own process and by timers.
+//
+// A lease change is a release, a new generation (a grant), or a waiter
+// leaving a resource's queue. Announcements may be lost (a cut connection)
+// or spurious (another schema's change of a resource of the same name), so
+// a listener treats one as a hint to look again, never as a fact.
+type Notifier interface {
+	// ListenLeases holds one connection to listen on until ctx ends or the
+	// connection fails, and returns why it stopped (never nil). It calls
+	// ready once it listens, then changed with the resource of each lease
+	// change committed after that, from one goroutine, in commit order.
+	ListenLeases(ctx context.Context, ready func(), changed func(resource string)) error
 }
 
 // FloorRaiseParams are the inputs of Executor.FloorRaise.

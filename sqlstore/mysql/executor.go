@@ -336,3 +336,37 @@ func collect[T any](ctx context.Context, c sqlConn, what string, scan func(sqlex
 	}
 	return out, nil
 }
+
+func (e *executor) WaiterAdd(ctx context.Context, resource, holder string, ttl time.Duration) (int64, error) {
+	if _, _, err := e.exec(ctx, waiterPrune, resource); err != nil {
+		return 0, fail("prune waiters", err)
+	}
+	_, seq, err := e.exec(ctx, waiterInsert, resource, holder, ttl.Microseconds())
+	if err != nil {
+		return 0, fail("queue waiter", err)
+	}
+	return seq, nil
+}
+
+func (e *executor) WaiterTouch(ctx context.Context, resource string, seq int64, ttl time.Duration) (int64, bool, error) {
+	if _, _, err := e.exec(ctx, waiterTouch, ttl.Microseconds(), resource, seq); err != nil {
+		return 0, false, fail("touch waiter", err)
+	}
+	var first, mine int64
+	if err := e.c.QueryRowContext(ctx, waiterFirst, seq, resource, seq).Scan(&first, &mine); err != nil {
+		return 0, false, fail("read first waiter", err)
+	}
+	if mine == 0 {
+		return 0, false, nil
+	}
+	return first, true, nil
+}
+
+func (e *executor) WaiterRemove(ctx context.Context, seq int64) error {
+	_, _, err := e.exec(ctx, waiterDelete, seq)
+	return fail("remove waiter", err)
+}
+
+func (e *executor) WaiterList(ctx context.Context, resource string) ([]sqlstore.Waiter, error) {
+	return collect(ctx, e.c, "list waiters", sqlexec.ScanWaiter, waiterList, resource)
+}

@@ -136,3 +136,22 @@ ON DUPLICATE KEY UPDATE resource = resource`
 UPDATE fencegate_lease SET released = TRUE, expires_at = LEAST(expires_at, ` + now + `)
  WHERE resource = ? AND holder = ? AND fence = ? AND NOT released AND expires_at > ` + now
 )
+
+// The waiter queue. MySQL has no RETURNING: a waiter's place is the
+// AUTO_INCREMENT id of its insert.
+const (
+	waiterPrune  = `DELETE FROM fencegate_waiter WHERE resource = ? AND expires_at <= ` + now
+	waiterInsert = `
+INSERT INTO fencegate_waiter (resource, holder, expires_at)
+VALUES (?, ?, ` + now + ` + INTERVAL ? MICROSECOND)`
+	waiterTouch = `UPDATE fencegate_waiter SET expires_at = ` + now + ` + INTERVAL ? MICROSECOND WHERE resource = ? AND seq = ?`
+	// waiterFirst counts the waiter itself, so that an update that changed
+	// nothing (clientFoundRows is off) is not mistaken for a missing row.
+	waiterFirst = `
+SELECT COALESCE(MIN(seq), 0), COALESCE(SUM(seq = ?), 0) FROM fencegate_waiter
+ WHERE resource = ? AND (expires_at > ` + now + ` OR seq = ?)`
+	waiterDelete = `DELETE FROM fencegate_waiter WHERE seq = ?`
+	waiterList   = `
+SELECT seq, resource, holder, ` + epoch + `expires_at) FROM fencegate_waiter
+ WHERE resource = ? AND expires_at > ` + now + ` ORDER BY seq`
+)

@@ -3,6 +3,7 @@ package pgsql
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"io/fs"
 
@@ -102,3 +103,30 @@ func Classify(err error) sqlstore.ErrorClass { return pg.Classify(err) }
 // MigrationFS returns fencegate's Postgres migrations, embedded, with the
 // .sql files at the root as goose expects.
 func MigrationFS() fs.FS { return pg.MigrationFS() }
+
+var _ sqlstore.Notifier = (*Driver)(nil)
+
+// ListenLeases takes a connection of the *sql.DB and listens on it for lease
+// changes until ctx ends or the connection fails; the connection is closed
+// afterwards, never handed back to the pool listening (sqlstore.Notifier).
+func (d *Driver) ListenLeases(ctx context.Context, ready func(), changed func(resource string)) error {
+	c, err := d.DB().Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("fencegate: listen for lease changes: %w", d.ClassifyError(err))
+	}
+	defer c.Close()
+	var listenErr error
+	err = c.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			listenErr = fmt.Errorf("fencegate: listen for lease changes: the *sql.DB is not pgx's stdlib (its connections are %T)", dc)
+			return nil
+		}
+		listenErr = pg.ListenLeases(ctx, sc.Conn(), ready, changed)
+		return driver.ErrBadConn // a listening connection must not serve queries: close it
+	})
+	if listenErr == nil {
+		listenErr = fmt.Errorf("fencegate: listen for lease changes: %w", err)
+	}
+	return listenErr
+}

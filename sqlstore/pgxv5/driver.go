@@ -3,6 +3,7 @@ package pgxv5
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"time"
 
@@ -129,3 +130,27 @@ func Classify(err error) sqlstore.ErrorClass { return pg.Classify(err) }
 // MigrationFS returns fencegate's Postgres migrations, embedded, with the
 // .sql files at the root as goose expects.
 func MigrationFS() fs.FS { return pg.MigrationFS() }
+
+var _ sqlstore.Notifier = (*Driver)(nil)
+
+// ListenLeases takes a connection out of the pool (the pool opens another
+// when it needs one) and listens on it for lease changes until ctx ends or
+// the connection fails; the connection is closed afterwards
+// (sqlstore.Notifier).
+func (d *Driver) ListenLeases(ctx context.Context, ready func(), changed func(resource string)) error {
+	c, err := d.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("fencegate: listen for lease changes: %w", classify.Classify(err))
+	}
+	conn := c.Hijack()
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		defer cancel()
+		_ = conn.Close(cctx) // a broken connection has nothing left to say
+	}()
+	return pg.ListenLeases(ctx, conn, ready, changed)
+}
+
+// closeTimeout bounds the goodbye to the server on a listening connection's
+// close.
+const closeTimeout = time.Second

@@ -84,4 +84,16 @@ UPDATE fencegate_lease SET released = 1, expires_at = min(expires_at, ` + sqlite
 INSERT INTO fencegate_request (resource, request_id, fence) VALUES (?1, ?2, ?3)
 ON CONFLICT (resource, request_id) DO NOTHING`,
 	RequestFence: `SELECT fence FROM fencegate_request WHERE resource = ?1 AND request_id = ?2`,
+	WaiterPrune:  `DELETE FROM fencegate_waiter WHERE resource = ?1 AND expires_at <= ` + sqliteNow,
+	WaiterInsert: `
+INSERT INTO fencegate_waiter (resource, holder, expires_at) VALUES (?1, ?2, ` + sqliteNow + ` + ?3)
+RETURNING seq`,
+	WaiterTouch: `UPDATE fencegate_waiter SET expires_at = ` + sqliteNow + ` + ?3 WHERE resource = ?1 AND seq = ?2`,
+	WaiterFirst: `
+SELECT min(seq) FROM fencegate_waiter
+ WHERE resource = ?1 AND (expires_at > ` + sqliteNow + ` OR seq = ?2)`,
+	WaiterDelete: `DELETE FROM fencegate_waiter WHERE seq = ?1`,
+	WaiterList: `
+SELECT seq, resource, holder, expires_at FROM fencegate_waiter
+ WHERE resource = ?1 AND expires_at > ` + sqliteNow + ` ORDER BY seq`,
 }

@@ -143,4 +143,19 @@ UPDATE fencegate_lease SET released = true, expires_at = LEAST(expires_at, clock
 INSERT INTO fencegate_request (resource, request_id, fence) VALUES ($1, $2, $3)
 ON CONFLICT (resource, request_id) DO NOTHING`,
 	RequestFence: `SELECT fence FROM fencegate_request WHERE resource = $1 AND request_id = $2`,
+	WaiterPrune:  `DELETE FROM fencegate_waiter WHERE resource = $1 AND expires_at <= clock_timestamp()`,
+	WaiterInsert: `
+INSERT INTO fencegate_waiter (resource, holder, expires_at)
+VALUES ($1, $2, clock_timestamp() + $3::bigint * interval '1 microsecond')
+RETURNING seq`,
+	WaiterTouch: `
+UPDATE fencegate_waiter SET expires_at = clock_timestamp() + $3::bigint * interval '1 microsecond'
+ WHERE resource = $1 AND seq = $2`,
+	WaiterFirst: `
+SELECT min(seq) FROM fencegate_waiter
+ WHERE resource = $1 AND (expires_at > clock_timestamp() OR seq = $2)`,
+	WaiterDelete: `DELETE FROM fencegate_waiter WHERE seq = $1`,
+	WaiterList: `
+SELECT seq, resource, holder, (extract(epoch FROM expires_at) * 1000000)::bigint
+  FROM fencegate_waiter WHERE resource = $1 AND expires_at > clock_timestamp() ORDER BY seq`,
 }

@@ -289,6 +289,53 @@ func (e *executor) LeaseRelease(ctx context.Context, resource, holder string, fe
 	return n > 0, nil
 }
 
+func (e *executor) WaiterAdd(ctx context.Context, resource, holder string, ttl time.Duration) (int64, error) {
+	if _, err := e.q.Exec(ctx, e.sql.WaiterPrune, resource); err != nil {
+		return 0, e.fail("prune waiters", err)
+	}
+	var seq int64
+	if err := e.q.QueryRow(ctx, e.sql.WaiterInsert, resource, holder, ttl.Microseconds()).Scan(&seq); err != nil {
+		return 0, e.fail("queue waiter", err)
+	}
+	return seq, nil
+}
+
+func (e *executor) WaiterTouch(ctx context.Context, resource string, seq int64, ttl time.Duration) (int64, bool, error) {
+	n, err := e.q.Exec(ctx, e.sql.WaiterTouch, resource, seq, ttl.Microseconds())
+	if err != nil {
+		return 0, false, e.fail("touch waiter", err)
+	}
+	if n == 0 {
+		return 0, false, nil
+	}
+	var first int64
+	if err := e.q.QueryRow(ctx, e.sql.WaiterFirst, resource, seq).Scan(&first); err != nil {
+		return 0, false, e.fail("read first waiter", err)
+	}
+	return first, true, nil
+}
+
+func (e *executor) WaiterRemove(ctx context.Context, seq int64) error {
+	if _, err := e.q.Exec(ctx, e.sql.WaiterDelete, seq); err != nil {
+		return e.fail("remove waiter", err)
+	}
+	return nil
+}
+
+// ScanWaiter reads a waiter row: seq, resource, holder, expires_at in
+// microseconds since the Unix epoch.
+func ScanWaiter(s Scanner) (sqlstore.Waiter, error) {
+	var w sqlstore.Waiter
+	var us int64
+	err := s.Scan(&w.Seq, &w.Resource, &w.Holder, &us)
+	w.ExpiresAt = Micros(us)
+	return w, err
+}
+
+func (e *executor) WaiterList(ctx context.Context, resource string) ([]sqlstore.Waiter, error) {
+	return collect(ctx, e, "list waiters", ScanWaiter, e.sql.WaiterList, resource)
+}
+
 // collect runs a query and scans every row with scan.
 func collect[T any](ctx context.Context, e *executor, what string, scan func(Scanner) (T, error), query string, args ...any) ([]T, error) {
 	rs, err := e.q.Query(ctx, query, args...)

@@ -26,6 +26,12 @@ type Queries struct {
 	LeaseRelease       string // $1 resource, $2 holder, $3 fence
 	RequestInsert      string // $1 resource, $2 request id, $3 fence
 	RequestFence       string // $1 resource, $2 request id → fence
+	WaiterPrune        string // $1 resource: delete its expired waiters
+	WaiterInsert       string // $1 resource, $2 holder, $3 ttl µs → seq
+	WaiterTouch        string // $1 resource, $2 seq, $3 ttl µs
+	WaiterFirst        string // $1 resource, $2 seq → the lowest live seq (seq counts as live)
+	WaiterDelete       string // $1 seq
+	WaiterList         string // $1 resource → seq, resource, holder, expires µs
 	// ClockTick, when set, runs before every statement that judges or
 	// stamps a lease (LeaseGetForUpdate, LeaseGrant, LeaseRenew,
 	// LeaseRelease): SQLite's clock high-water mark, raised to the wall

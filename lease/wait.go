@@ -1,0 +1,415 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/sqlstore"
+)
+
+// busyWait is how soon a waiter whose turn has come looks again after the
+// database said busy (the previous holder's write still holds the floor
+// row, a concurrent acquisition): a transaction's length, not a lease's.
+const busyWait = 10 * time.Millisecond
+
+// cleanupTimeout bounds taking a waiter out of the queue after its context
+// ended; if the database does not answer in time the place is left to run
+// out (WaiterTTL).
+const cleanupTimeout = 5 * time.Second
+
+// listenRetry is the pause before listening again after the listening
+// connection failed. Waiters keep their timers meanwhile.
+const listenRetry = 100 * time.Millisecond
+
+// AcquireWait acquires resource for client's holder like Acquire, but when
+// the resource is held it waits its turn, until the lease is granted or ctx
+// ends. It returns the Lease, dated from the request that was granted (each
+// attempt is a fresh request, so the time spent waiting never shortens it).
+//
+// # Order
+//
+// Waiters queue in the database (fencegate_waiter), so the order holds across
+// coordinators and processes: a waiter is granted only when the resource is
+// free and it is the first live waiter of the resource's queue. Its place is
+// fixed when it joins, by one statement; of two waiters that join at the same
+// moment either may come first, but a waiter that joined after another had
+// joined is granted after it. A waiter keeps its place by touching it every
+// third of CoordinatorOptions.WaiterTTL; one whose process died or stalled
+// for longer leaves the queue when the WaiterTTL runs out (a stalled one
+// joins again at the back). A waiter whose context ends leaves at once.
+// Waiters cannot starve one another: each release goes to the first.
+//
+// Plain acquisitions (Acquire, and Hold without Wait) do not queue: one that
+// finds the resource free takes it even while waiters wait. Mix them with
+// waiters only where that is acceptable.
+//
+// # Hand-over
+//
+// A release, a grant and a waiter leaving the queue wake the first waiter
+// this Coordinator has on the resource at once. On Postgres
+// (sqlstore.Notifier) the database announces them to every process
+// (LISTEN/NOTIFY, one listening connection per Coordinator while it has
+// waiters), so the next waiter anywhere is woken in a round trip. Without
+// announcements (SQLite, or a lost one: the listening connection cut) a
+// waiter looks again when the holder's lease expires and on every touch of
+// its place, so a lost wake-up costs latency, never order or correctness. No
+// waiter holds a transaction or a row lock while it waits.
+//
+// A holder that was killed without releasing still blocks its waiters until
+// its lease expires: the coordinator trusts no sign of liveness but the
+// lease's term.
+//
+// Errors: as Acquire, except that ErrBusy is waited out; a *HeldError
+// (ErrHeld) at once when client's holder already holds the resource; and when
+// ctx ends, ctx's error joined with a *HeldError saying who held the
+// resource when the wait ended.
+func (c *Coordinator) AcquireWait(ctx context.Context, client *Client, resource string) (*Lease, error) {
+	if client == nil {
+		return nil, invalid("client", "is nil")
+	}
+	if err := gate.ValidateResource(resource); err != nil {
+		return nil, err
+	}
+	ex := c.store.Executor()
+	seq, err := ex.WaiterAdd(ctx, resource, client.Holder(), c.waiterTTL)
+	if err != nil {
+		return nil, c.wrap("wait for", resource, err)
+	}
+	w := c.waits.join(c, resource, seq)
+	defer func() {
+		c.waits.leave(w)
+		// Out of the queue even when ctx ended, but not for long: a place
+		// left behind runs out by itself.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		_ = ex.WaiterRemove(rctx, w.place())
+	}()
+
+	var held *HeldError // the last refusal, for the error when ctx ends
+	for {
+		delay := c.waiterTTL / 3
+		first, kept, err := ex.WaiterTouch(ctx, resource, w.place(), c.waiterTTL)
+		switch {
+		case ctx.Err() != nil:
+			return nil, c.waitEnded(ctx, resource, held)
+		case err != nil && !sqlstore.IsRetryable(err):
+			return nil, c.wrap("wait for", resource, err)
+		case err != nil:
+			delay = busyWait
+		case !kept:
+			// Our place ran out (this process stalled for a WaiterTTL):
+			// queue again, at the back.
+			seq, err := ex.WaiterAdd(ctx, resource, client.Holder(), c.waiterTTL)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, c.waitEnded(ctx, resource, held)
+				}
+				return nil, c.wrap("wait for", resource, err)
+			}
+			c.waits.move(w, seq)
+			continue
+		case first == w.place():
+			l, out, err := c.tryAcquire(ctx, client, resource)
+			switch {
+			case l != nil:
+				return l, nil
+			case ctx.Err() != nil:
+				return nil, c.waitEnded(ctx, resource, held)
+			case errors.Is(err, ErrBusy):
+				delay = busyWait
+			case err != nil:
+				return nil, err
+			case out.AlreadyHeld:
+				return nil, heldError(resource, out)
+			default:
+				held = heldError(resource, out)
+				// Look again when the holder's lease expires, if no
+				// release wakes us first; a tick later, so the database's
+				// clock has passed the expiry too.
+				delay = min(delay, out.RetryAfter+c.store.ClockPrecision())
+			}
+		}
+		if !c.waits.sleep(ctx, w, delay) {
+			return nil, c.waitEnded(ctx, resource, held)
+		}
+	}
+}
+
+// tryAcquire makes one acquisition of resource with a fresh request.
+func (c *Coordinator) tryAcquire(ctx context.Context, client *Client, resource string) (*Lease, AcquireOutcome, error) {
+	req, err := client.BeginAcquire(resource)
+	if err != nil {
+		return nil, AcquireOutcome{}, err
+	}
+	out, err := c.Acquire(ctx, req)
+	if err != nil || !out.OK {
+		return nil, out, err
+	}
+	l, err := client.CompleteAcquire(req, out.Grant)
+	return l, out, err
+}
+
+// waitEnded is AcquireWait's error once ctx ended: ctx's error, and who held
+// the resource (read again, briefly, if this waiter never had its turn).
+func (c *Coordinator) waitEnded(ctx context.Context, resource string, held *HeldError) error {
+	cause := context.Cause(ctx)
+	if held == nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		st, err := c.Status(rctx, resource)
+		if err != nil {
+			return errors.Join(cause, err)
+		}
+		held = &HeldError{Resource: resource, HeldBy: st.Holder, Fence: st.Fence, RetryAfter: st.Remaining, Queued: !st.Held}
+	}
+	return errors.Join(cause, held)
+}
+
+func heldError(resource string, out AcquireOutcome) *HeldError {
+	return &HeldError{Resource: resource, HeldBy: out.HeldBy, Fence: out.Fence, RetryAfter: out.RetryAfter, AlreadyHeld: out.AlreadyHeld}
+}
+
+// Waiters reads the resource's queue of waiting acquisitions
+// (AcquireWait), first first. Advisory, as Status.
+func (c *Coordinator) Waiters(ctx context.Context, resource string) ([]sqlstore.Waiter, error) {
+	if err := gate.ValidateResource(resource); err != nil {
+		return nil, err
+	}
+	ws, err := c.store.Executor().WaiterList(ctx, resource)
+	if err != nil {
+		return nil, c.wrap("list waiters of", resource, err)
+	}
+	return ws, nil
+}
+
+// waitRoom keeps a Coordinator's waiters, to wake the first of a resource
+// when its lease changes, and the listening connection while there are any.
+// The zero value is ready to use.
+type waitRoom struct {
+	mu         sync.Mutex
+	byRes      map[string][]*waiter // sorted by place
+	n          int
+	stopListen context.CancelFunc
+
+	hooks *waitHooks // tests only: set before the first wait
+}
+
+// waitHooks let tests see and steer a waitRoom. Every field may be nil.
+type waitHooks struct {
+	after       func(d time.Duration) (<-chan time.Time, func() bool) // the fallback timer
+	queued      func(resource string, seq int64)                      // a waiter joined
+	listening   func()                                                // a listener started and woke every waiter
+	listenEnded func(err error)                                       // a listener stopped
+	notified    func(resource string)                                 // an announcement arrived (after its wake)
+	poked       func(resource string)                                 // a waiter was woken
+	woke        func()                                                // a waiter's sleep ended by a wake
+	noRetry     bool                                                  // never listen again after a failure
+}
+
+// waiter is one AcquireWait call.
+type waiter struct {
+	resource string
+	wake     chan struct{} // buffered: a wake during a look is kept
+
+	mu  sync.Mutex
+	seq int64
+}
+
+func (w *waiter) place() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.seq
+}
+
+func (r *waitRoom) join(c *Coordinator, resource string, seq int64) *waiter {
+	w := &waiter{resource: resource, seq: seq, wake: make(chan struct{}, 1)}
+	r.mu.Lock()
+	if r.byRes == nil {
+		r.byRes = make(map[string][]*waiter)
+	}
+	r.insertLocked(w)
+	r.n++
+	if n, ok := c.store.(sqlstore.Notifier); ok && r.stopListen == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		r.stopListen = cancel
+		go r.listen(ctx, n)
+	}
+	r.mu.Unlock()
+	if r.hooks != nil && r.hooks.queued != nil {
+		r.hooks.queued(resource, seq)
+	}
+	return w
+}
+
+func (r *waitRoom) insertLocked(w *waiter) {
+	ws := r.byRes[w.resource]
+	i, _ := slices.BinarySearchFunc(ws, w.seq, func(x *waiter, seq int64) int { return compareInt(x.seq, seq) })
+	r.byRes[w.resource] = slices.Insert(ws, i, w)
+}
+
+func compareInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// move gives w a new place (it joined again at the back).
+func (r *waitRoom) move(w *waiter, seq int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.removeLocked(w)
+	w.mu.Lock()
+	w.seq = seq
+	w.mu.Unlock()
+	r.insertLocked(w)
+}
+
+func (r *waitRoom) removeLocked(w *waiter) {
+	ws := slices.DeleteFunc(r.byRes[w.resource], func(x *waiter) bool { return x == w })
+	if len(ws) == 0 {
+		delete(r.byRes, w.resource)
+	} else {
+		r.byRes[w.resource] = ws
+	}
+}
+
+// leave takes w out, wakes the next waiter of its resource (the lease may be
+// free and w was first), and stops listening when no waiter is left.
+func (r *waitRoom) leave(w *waiter) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.removeLocked(w)
+	r.n--
+	if r.n == 0 && r.stopListen != nil {
+		r.stopListen()
+		r.stopListen = nil
+	}
+	r.wakeLocked(w.resource)
+}
+
+// wake wakes the first waiter of resource. Only the first can be granted,
+// so waking the others would only cost them a look.
+func (r *waitRoom) wake(resource string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.wakeLocked(resource)
+}
+
+func (r *waitRoom) wakeLocked(resource string) {
+	if ws := r.byRes[resource]; len(ws) > 0 {
+		r.poke(ws[0])
+	}
+}
+
+// wakeAll wakes every waiter: announcements may have been missed.
+func (r *waitRoom) wakeAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ws := range r.byRes {
+		for _, w := range ws {
+			r.poke(w)
+		}
+	}
+}
+
+func (r *waitRoom) poke(w *waiter) {
+	if r.hooks != nil && r.hooks.poked != nil {
+		r.hooks.poked(w.resource)
+	}
+	select {
+	case w.wake <- struct{}{}:
+	default: // already due to look
+	}
+}
+
+// sleep waits for a wake-up of w or d, and reports false if ctx ended.
+func (r *waitRoom) sleep(ctx context.Context, w *waiter, d time.Duration) bool {
+	var fired <-chan time.Time
+	var stop func() bool
+	if r.hooks != nil && r.hooks.after != nil {
+		fired, stop = r.hooks.after(d)
+	} else {
+		t := time.NewTimer(d)
+		fired, stop = t.C, t.Stop
+	}
+	defer stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-w.wake:
+		if r.hooks != nil && r.hooks.woke != nil {
+			r.hooks.woke()
+		}
+	case <-fired:
+	}
+	return true
+}
+
+// listen keeps a listening connection until ctx ends, waking every waiter
+// each time it starts listening (announcements before that were missed) and
+// the first waiter of a resource at each announcement.
+func (r *waitRoom) listen(ctx context.Context, n sqlstore.Notifier) {
+	h := r.hooks
+	if h == nil {
+		h = &waitHooks{}
+	}
+	for {
+		err := n.ListenLeases(ctx, func() {
+			r.wakeAll()
+			if h.listening != nil {
+				h.listening()
+			}
+		}, func(resource string) {
+			r.wake(resource)
+			if h.notified != nil {
+				h.notified(resource)
+			}
+		})
+		if h.listenEnded != nil {
+			h.listenEnded(err)
+		}
+		if h.noRetry {
+			return
+		}
+		t := time.NewTimer(listenRetry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Wait makes Hold wait its turn while the resource is held, as
+// Coordinator.AcquireWait does, instead of returning a *HeldError.
+func Wait() HoldOption { return func(o *holdOptions) { o.wait = true } }
+
+// HoldOption changes how Hold acquires its lease.
+type HoldOption func(*holdOptions)
+
+type holdOptions struct{ wait bool }
+
+// holdAcquire is Hold's acquisition: one try, or a wait with Wait.
+func holdAcquire(ctx context.Context, c *Client, coord *Coordinator, resource string, opts []HoldOption) (*Lease, error) {
+	var o holdOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.wait {
+		return coord.AcquireWait(ctx, c, resource)
+	}
+	l, out, err := coord.tryAcquire(ctx, c, resource)
+	if err == nil && l == nil {
+		return nil, heldError(resource, out)
+	}
+	return l, err
+}

@@ -1,0 +1,381 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/internal/dbtest"
+	"github.com/fencegate/fencegate/sqlstore"
+)
+
+// waitDrivers are the drivers the waiting tests run on: SQLite, MySQL, and Postgres
+// through database/sql and through pgx (one exec mode: waiting adds no
+// statement shape the others do not cover).
+var waitDrivers = []string{"sqlite", "postgres-sql", "pgx-cache-statement", "mysql"}
+
+// forWaitStores runs fn on a fresh database of each of the named drivers, in
+// parallel subtests. dsn, if not nil, changes the database's DSN before it
+// is opened.
+func forWaitStores(t *testing.T, names []string, dsn func(string) string, fn func(t *testing.T, store sqlstore.Store, query queryFunc)) {
+	t.Helper()
+	for _, name := range names {
+		d := dbtest.Find(t, name)
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			url := d.DSN(t)
+			if dsn != nil {
+				url = dsn(url)
+			}
+			if d.SQL != nil {
+				h := d.SQL(t, url)
+				fn(t, h.Driver, h.QueryRow)
+			} else {
+				h := d.Pgx(t, url)
+				fn(t, h.Driver, h.QueryRow)
+			}
+		})
+	}
+}
+
+// queryFunc reads one row on a connection of the test's own.
+type queryFunc = func(ctx context.Context, query string, args ...any) dbtest.Row
+
+// recorder collects what a waitRoom's hooks report, as channels a test
+// waits on, and fakes the fallback timers: none fires unless the test fires
+// it.
+type recorder struct {
+	queued    chan int64
+	armed     chan chan time.Time
+	listening chan struct{}
+	ended     chan error
+	notified  chan string
+	woke      chan struct{}
+
+	mu    sync.Mutex
+	pokes map[string]int
+}
+
+func newRecorder() *recorder {
+	return &recorder{
+		queued:    make(chan int64, 100),
+		armed:     make(chan chan time.Time, 1000),
+		listening: make(chan struct{}, 100),
+		ended:     make(chan error, 100),
+		notified:  make(chan string, 1000),
+		woke:      make(chan struct{}, 1000),
+		pokes:     map[string]int{},
+	}
+}
+
+// hooks returns the recorder's hooks; with fakeTimers, the fallback timers
+// are the recorder's.
+func (r *recorder) hooks(fakeTimers bool) *waitHooks {
+	h := &waitHooks{
+		queued:      func(_ string, seq int64) { r.queued <- seq },
+		listening:   func() { r.listening <- struct{}{} },
+		listenEnded: func(err error) { r.ended <- err },
+		notified:    func(res string) { r.notified <- res },
+		woke:        func() { r.woke <- struct{}{} },
+		poked: func(res string) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.pokes[res]++
+		},
+	}
+	if fakeTimers {
+		h.after = func(time.Duration) (<-chan time.Time, func() bool) {
+			ch := make(chan time.Time, 1)
+			r.armed <- ch
+			return ch, func() bool { return true }
+		}
+	}
+	return h
+}
+
+func (r *recorder) pokesOf(res string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.pokes[res]
+}
+
+// settle waits until a waiter on coord sleeps on a fallback timer with no
+// wake-up pending: on Postgres, after its listener started and the wake-up
+// it sent every waiter was taken; then after the next timer is armed. It
+// returns that timer, which the waiter sleeps on.
+func (r *recorder) settle(t *testing.T, store sqlstore.Store) chan time.Time {
+	t.Helper()
+	<-r.queued
+	if _, ok := store.(sqlstore.Notifier); ok {
+		<-r.listening
+		<-r.woke
+		// Every timer armed before the wake-up was sent before it: the
+		// waiter left them behind.
+		for range len(r.armed) {
+			<-r.armed
+		}
+	}
+	return <-r.armed
+}
+
+// resourceName returns a resource name no other test uses: Postgres
+// announces lease changes to the whole database, every schema.
+func resourceName(t *testing.T) string { return "r-" + newRequestID()[:12] }
+
+type waitResult struct {
+	l   *Lease
+	err error
+}
+
+// startWait runs AcquireWait in a goroutine, cancelled when the test ends.
+func startWait(t *testing.T, ctx context.Context, coord *Coordinator, c *Client, res string) <-chan waitResult {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	done := make(chan waitResult, 1)
+	go func() {
+		l, err := coord.AcquireWait(ctx, c, res)
+		done <- waitResult{l, err}
+	}()
+	return done
+}
+
+func releaseOK(t *testing.T, c *Client, coord *Coordinator, l *Lease) {
+	t.Helper()
+	token, err := c.Release(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := coord.Release(context.Background(), token); err != nil || !ok {
+		t.Fatalf("Release(%v) = %v, %v", token, ok, err)
+	}
+}
+
+// TestAcquireWaitKeepsArrivalOrder queues 16 waiters one after another, on
+// two coordinators (two processes, as far as waking goes), and checks they
+// are granted in the order they queued.
+func TestAcquireWaitKeepsArrivalOrder(t *testing.T) {
+	forWaitStores(t, waitDrivers, nil, func(t *testing.T, store sqlstore.Store, _ queryFunc) {
+		ctx := context.Background()
+		r := resourceName(t)
+		// On SQLite the other coordinator's waiters learn of a release by
+		// their timers: keep them short, but long enough that no waiter loses
+		// its place while SQLite makes it wait for the write lock.
+		opts := &CoordinatorOptions{WaiterTTL: time.Second}
+		coords := []*Coordinator{NewCoordinator(store, opts), NewCoordinator(store, opts)}
+		recs := []*recorder{newRecorder(), newRecorder()}
+		for i, coord := range coords {
+			coord.waits.hooks = recs[i].hooks(false)
+		}
+		holder := newClient(t, "holder", ClientOptions{})
+		first := acquire(t, holder, coords[0], r)
+
+		const n = 16
+		var mu sync.Mutex
+		var order []int
+		results := make([]<-chan waitResult, n)
+		for i := range n {
+			coord, rec := coords[i%2], recs[i%2]
+			c := newClient(t, fmt.Sprintf("w%02d", i), ClientOptions{})
+			done := make(chan waitResult, 1)
+			results[i] = done
+			wctx, cancel := context.WithCancel(ctx)
+			t.Cleanup(cancel)
+			go func() {
+				l, err := coord.AcquireWait(wctx, c, r)
+				if err == nil {
+					mu.Lock()
+					order = append(order, i)
+					mu.Unlock()
+					token, _ := c.Release(l)
+					_, err = coord.Release(ctx, token)
+				}
+				done <- waitResult{l, err}
+			}()
+			<-rec.queued // the next one queues after this one
+		}
+		releaseOK(t, holder, coords[0], first)
+		for i, done := range results {
+			if res := <-done; res.err != nil {
+				t.Fatalf("waiter %d: %v", i, res.err)
+			}
+		}
+		if want := []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}; !slices.Equal(order, want) {
+			t.Fatalf("granted in order %v, want %v", order, want)
+		}
+		if ws, err := coords[0].Waiters(ctx, r); err != nil || len(ws) != 0 {
+			t.Fatalf("Waiters after every grant = %v, %v; want none", ws, err)
+		}
+	})
+}
+
+// TestAcquireWaitCancelledLeavesNoTrace cancels the first of two waiters:
+// its place is gone when AcquireWait returns, and the second is granted at
+// the release, not when the first's place would have run out (an hour).
+func TestAcquireWaitCancelledLeavesNoTrace(t *testing.T) {
+	forWaitStores(t, waitDrivers, nil, func(t *testing.T, store sqlstore.Store, _ queryFunc) {
+		ctx := context.Background()
+		r := resourceName(t)
+		coord := NewCoordinator(store, &CoordinatorOptions{WaiterTTL: time.Hour})
+		rec := newRecorder()
+		coord.waits.hooks = rec.hooks(true) // no timer fires: only wake-ups hand over
+		holder := newClient(t, "holder", ClientOptions{})
+		l := acquire(t, holder, coord, r)
+
+		cctx, cancel := context.WithCancel(ctx)
+		firstDone := startWait(t, cctx, coord, newClient(t, "first", ClientOptions{}), r)
+		<-rec.queued
+		secondDone := startWait(t, ctx, coord, newClient(t, "second", ClientOptions{}), r)
+		second := <-rec.queued
+
+		cancel()
+		res := <-firstDone
+		if !errors.Is(res.err, context.Canceled) {
+			t.Fatalf("cancelled waiter: %v, want context.Canceled", res.err)
+		}
+		held, ok := errors.AsType[*HeldError](res.err)
+		if !ok || held.HeldBy != "holder" {
+			t.Fatalf("cancelled waiter's error %v does not say who holds the lock", res.err)
+		}
+		ws, err := coord.Waiters(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ws) != 1 || ws[0].Seq != second || ws[0].Holder != "second" {
+			t.Fatalf("queue after the cancel = %+v, want only the second waiter (place %d)", ws, second)
+		}
+
+		releaseOK(t, holder, coord, l)
+		res = <-secondDone
+		if res.err != nil {
+			t.Fatalf("second waiter: %v", res.err)
+		}
+		if res.l.Token().Holder != "second" {
+			t.Fatalf("granted to %v", res.l.Token())
+		}
+		if ws, err := coord.Waiters(ctx, r); err != nil || len(ws) != 0 {
+			t.Fatalf("Waiters after the grant = %v, %v; want none", ws, err)
+		}
+	})
+}
+
+// TestAcquireWaitStaleReleaseWakesNobody releases with a stale token while a
+// waiter waits for the current holder: nothing is announced, nobody is
+// woken, and the waiter is granted only at the real release.
+func TestAcquireWaitStaleReleaseWakesNobody(t *testing.T) {
+	forWaitStores(t, waitDrivers, nil, func(t *testing.T, store sqlstore.Store, _ queryFunc) {
+		ctx := context.Background()
+		r := resourceName(t)
+		coord := NewCoordinator(store, &CoordinatorOptions{WaiterTTL: time.Hour})
+		rec := newRecorder()
+		coord.waits.hooks = rec.hooks(true)
+		a := newClient(t, "a", ClientOptions{})
+		b := newClient(t, "b", ClientOptions{})
+		la := acquire(t, a, coord, r)
+		staleToken, _ := a.Release(la)
+		if ok, err := coord.Release(ctx, staleToken); err != nil || !ok {
+			t.Fatalf("Release = %v, %v", ok, err)
+		}
+		lb := acquire(t, b, coord, r)
+
+		done := startWait(t, ctx, coord, newClient(t, "c", ClientOptions{}), r)
+		rec.settle(t, store)
+		pokes := rec.pokesOf(r)
+
+		for _, stale := range []gate.Token{staleToken, {Resource: r, Holder: "a", Fence: lb.Token().Fence}} {
+			if ok, err := coord.Release(ctx, stale); err != nil || ok {
+				t.Fatalf("Release(stale %v) = %v, %v; want false", stale, ok, err)
+			}
+		}
+		if _, ok := store.(sqlstore.Notifier); ok {
+			// Announcements arrive in commit order: once one made after the
+			// stale releases is here, any they made would be too.
+			d := newClient(t, "d", ClientOptions{})
+			other := acquire(t, d, coord, r+"-other")
+			for res := range rec.notified {
+				if res == r+"-other" {
+					break
+				}
+				if res == r {
+					t.Fatal("a stale release was announced")
+				}
+			}
+			releaseOK(t, d, coord, other)
+		}
+		if got := rec.pokesOf(r); got != pokes {
+			t.Fatalf("a stale release woke a waiter (%d wake-ups, %d before)", got, pokes)
+		}
+		select {
+		case res := <-done:
+			t.Fatalf("waiter returned after a stale release: %v, %v", res.l, res.err)
+		default:
+		}
+
+		releaseOK(t, b, coord, lb)
+		if res := <-done; res.err != nil || res.l.Token().Holder != "c" {
+			t.Fatalf("waiter after the real release: %v, %v", res.l, res.err)
+		}
+	})
+}
+
+// TestAcquireWaitLostNotification cuts the waiting coordinator's listening
+// connection (and never lets it listen again), then releases the lock from
+// another coordinator: no announcement and no wake-up reach the waiter, and
+// its fallback timer (a fake one the test fires) still hands the lock over.
+func TestAcquireWaitLostNotification(t *testing.T) {
+	app := "fgwait_" + newRequestID()[:12]
+	withApp := func(url string) string { return url + "&application_name=" + app }
+	// Announcements are Postgres's; elsewhere every hand-over between
+	// coordinators is the fallback's (TestAcquireWaitKeepsArrivalOrder).
+	forWaitStores(t, []string{"postgres-sql", "pgx-cache-statement"}, withApp, func(t *testing.T, store sqlstore.Store, query queryFunc) {
+		ctx := context.Background()
+		r := resourceName(t)
+		holderCoord := NewCoordinator(store, nil)
+		coord := NewCoordinator(store, &CoordinatorOptions{WaiterTTL: time.Hour})
+		rec := newRecorder()
+		coord.waits.hooks = rec.hooks(true)
+		coord.waits.hooks.noRetry = true
+		holder := newClient(t, "holder", ClientOptions{})
+		l := acquire(t, holder, holderCoord, r)
+
+		done := startWait(t, ctx, coord, newClient(t, "waiter", ClientOptions{}), r)
+		sleepingOn := rec.settle(t, store)
+
+		// The listening connection is the one of this test's application
+		// still at its LISTEN; pg_terminate_backend waits until it is gone.
+		var cut int
+		err := query(ctx, `
+SELECT count(*) FROM pg_stat_activity
+ WHERE application_name = $1 AND query LIKE 'LISTEN %' AND pg_terminate_backend(pid, 10000)`, app).Scan(&cut)
+		if err != nil || cut != 1 {
+			t.Fatalf("cut %d listening connections (%v), want 1", cut, err)
+		}
+		if err := <-rec.ended; err == nil {
+			t.Fatal("listener ended without an error")
+		}
+		pokes := rec.pokesOf(r)
+
+		releaseOK(t, holder, holderCoord, l)
+		sleepingOn <- time.Now() // the fallback: the holder's expiry, as far as the waiter knows
+		for {
+			select {
+			case timer := <-rec.armed:
+				timer <- time.Now()
+				continue
+			case res := <-done:
+				if res.err != nil || res.l.Token().Holder != "waiter" {
+					t.Fatalf("waiter after the release: %v, %v", res.l, res.err)
+				}
+			}
+			break
+		}
+		if got := rec.pokesOf(r); got != pokes {
+			t.Fatalf("the waiter was woken (%d wake-ups, %d before the cut): the test did not cut the announcements", got, pokes)
+		}
+	})
+}
