@@ -390,13 +390,21 @@ func (r *waitRoom) listen(ctx context.Context, n sqlstore.Notifier) {
 }
 
 // Wait makes Hold wait its turn while the resource is held, as
-// Coordinator.AcquireWait does, instead of returning a *HeldError.
-func Wait() HoldOption { return func(o *holdOptions) { o.wait = true } }
+// Coordinator.AcquireWait does, instead of returning a *HeldError at once:
+// for at most max, or until Hold's context ends when max is 0. The limit is
+// the wait's only; fn's work is not bounded by it. When it passes, Hold
+// returns context.DeadlineExceeded joined with the *HeldError.
+func Wait(max time.Duration) HoldOption {
+	return func(o *holdOptions) { o.wait, o.maxWait = true, max }
+}
 
 // HoldOption changes how Hold acquires its lease.
 type HoldOption func(*holdOptions)
 
-type holdOptions struct{ wait bool }
+type holdOptions struct {
+	wait    bool
+	maxWait time.Duration
+}
 
 // holdAcquire is Hold's acquisition: one try, or a wait with Wait.
 func holdAcquire(ctx context.Context, c *Client, coord *Coordinator, resource string, opts []HoldOption) (*Lease, error) {
@@ -405,6 +413,11 @@ func holdAcquire(ctx context.Context, c *Client, coord *Coordinator, resource st
 		opt(&o)
 	}
 	if o.wait {
+		if o.maxWait > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, o.maxWait)
+			defer cancel()
+		}
 		return coord.AcquireWait(ctx, c, resource)
 	}
 	l, out, err := coord.tryAcquire(ctx, c, resource)

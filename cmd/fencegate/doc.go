@@ -71,7 +71,8 @@
 //
 // claim --lock NAME [--ttl 30s] [--holder ID] [--wait D] claims a lock and
 // prints its token; --ttl is at least 100ms. If someone else holds it, claim exits 3 and says who
-// and when it is free at the latest; with --wait it keeps asking until then.
+// and when it is free at the latest; with --wait it waits its turn, in
+// arrival order across processes (lease.Coordinator.AcquireWait).
 //
 // check [--lock NAME] TOKEN exits 0 if the token is current and 3 if it is
 // stale or was never issued. Current means: the lock's lease row has exactly

@@ -5,8 +5,6 @@ import (
 	crand "crypto/rand"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"os"
 	"time"
 
 	"github.com/fencegate/fencegate/gate"
@@ -21,14 +19,6 @@ const defaultTTL = 30 * time.Second
 // database would be born expired.
 const minTTL = 100 * time.Millisecond
 
-// While waiting for a held lock (--wait), claim and run ask again after the
-// lease's remaining time, clamped to [minPoll, maxPoll] (with jitter): the
-// lease may be released before it expires.
-const (
-	minPoll = 10 * time.Millisecond
-	maxPoll = 200 * time.Millisecond
-)
-
 func claimCommand() *command {
 	cmd := &command{
 		name:     "claim",
@@ -40,10 +30,14 @@ query-escaped). Pass the token to 'fencegate gate' for fenced writes, and to
 renew and release. Its fence is above every fence issued before.
 
 If someone else holds the lock, exit 3 and say on stderr who holds it and
-when it is free at the latest; with --wait, keep asking until then. A lock
-that another transaction is using right now (the previous holder's write
-in flight, a concurrent claim: "busy") is held too: exit 3, nothing
-granted, and --wait keeps asking. --ttl is at least 100ms.`,
+when it is free at the latest; with --wait, wait up to that long for it, in
+line: waiters are granted in the order they started waiting, from any
+process, and a release hands the lock to the next at once (on SQLite, a
+waiter in another process notices within a second). A lock that another
+transaction is using right now (the previous holder's write in flight, a
+concurrent claim: "busy") is held too: exit 3, nothing granted, and --wait
+waits it out. A holder killed without releasing holds the lock until its
+ttl ends. --ttl is at least 100ms.`,
 		db: true,
 	}
 	fs := cmd.flagSet()
@@ -90,26 +84,28 @@ granted, and --wait keeps asking. --ttl is at least 100ms.`,
 	return cmd
 }
 
-// claimLock acquires lock for client's holder, asking again while it is
-// held until wait has passed. A held lock is a *lease.HeldError.
+// claimLock acquires lock for client's holder, waiting its turn while it
+// is held until wait has passed (lease.Coordinator.AcquireWait). A held
+// lock is a *lease.HeldError; with wait 0, so is none of a busy one
+// (lease.ErrBusy).
 func claimLock(ctx context.Context, b *backend, client *lease.Client, lock string, wait time.Duration) (*lease.Lease, error) {
-	var l *lease.Lease
-	err := waitWhileHeld(ctx, wait, nil, func() error {
-		req, err := client.BeginAcquire(lock)
-		if err != nil {
-			return err
-		}
-		out, err := b.coord.Acquire(ctx, req)
-		if err != nil {
-			return err
-		}
-		if !out.OK {
-			return &lease.HeldError{Resource: lock, HeldBy: out.HeldBy, Fence: out.Fence, RetryAfter: out.RetryAfter, AlreadyHeld: out.AlreadyHeld}
-		}
-		l, err = client.CompleteAcquire(req, out.Grant)
-		return err
-	})
-	return l, err
+	if wait > 0 {
+		ctx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		return b.coord.AcquireWait(ctx, client, lock)
+	}
+	req, err := client.BeginAcquire(lock)
+	if err != nil {
+		return nil, err
+	}
+	out, err := b.coord.Acquire(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if !out.OK {
+		return nil, &lease.HeldError{Resource: lock, HeldBy: out.HeldBy, Fence: out.Fence, RetryAfter: out.RetryAfter, AlreadyHeld: out.AlreadyHeld}
+	}
+	return client.CompleteAcquire(req, out.Grant)
 }
 
 // checkTTL checks a --ttl value.
@@ -122,6 +118,9 @@ func checkTTL(ttl time.Duration) error {
 
 // heldBy is the *heldError that says who holds a lock.
 func heldBy(held *lease.HeldError) error {
+	if held.Queued {
+		return heldf("%s is free, but other waiters are ahead in its queue", held.Resource)
+	}
 	who := fmt.Sprintf("%q", held.HeldBy)
 	if held.AlreadyHeld {
 		who = fmt.Sprintf("this holder, %q, under another claim", held.HeldBy)
@@ -134,40 +133,6 @@ func heldBy(held *lease.HeldError) error {
 // for a claimer that is the lock being held, for now.
 func busy(lock string, err error) error {
 	return heldf("%s: busy, in use by another transaction; nothing was granted: retry, or use --wait (%v)", lock, err)
-}
-
-// waitWhileHeld calls try, and calls it again while it fails with a
-// *lease.HeldError or lease.ErrBusy, until wait has passed, ctx is done or a
-// signal arrives on interrupt (which may be nil). It returns try's last
-// error.
-func waitWhileHeld(ctx context.Context, wait time.Duration, interrupt <-chan os.Signal, try func() error) error {
-	deadline := time.Now().Add(wait)
-	for {
-		err := try()
-		held, isHeld := errors.AsType[*lease.HeldError](err)
-		if !isHeld && !errors.Is(err, lease.ErrBusy) {
-			return err
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return err
-		}
-		delay := maxPoll
-		if isHeld {
-			delay = min(max(held.RetryAfter, minPoll), maxPoll)
-		}
-		delay = min(delay*3/4+rand.N(delay/2+1), left) // jitter: waiters should not ask in step
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return errors.Join(err, ctx.Err())
-		case s := <-interrupt:
-			t.Stop()
-			return fmt.Errorf("interrupted by %v while waiting: %w", s, err)
-		case <-t.C:
-		}
-	}
 }
 
 func checkCommand() *command {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/fencegate/fencegate/lease"
@@ -39,8 +40,8 @@ process group of its own (so it should not read from the terminal); on
 Linux it gets SIGTERM if run itself dies.
 
 If the lock is held, or busy (in use by another transaction, such as the
-previous holder's write), exit 3 without starting CMD (with --wait, keep
-trying first). --ttl is at least 100ms. If the lease
+previous holder's write), exit 3 without starting CMD (with --wait, wait
+up to that long for it first, in line with other waiters, as claim does). --ttl is at least 100ms. If the lease
 is lost while CMD runs (a renewal finds it expired, released or superseded,
 or renewals fail until its deadline), CMD's process group gets SIGTERM, then
 SIGKILL after --grace, and run exits 3. The lease is a signal, not a guard:
@@ -93,24 +94,44 @@ func (c *cli) runLocked(ctx context.Context, cmd *command, b *backend, client *l
 	signal.Notify(sigs, forwardedSignals...)
 	defer signal.Stop(sigs)
 
+	// A signal before CMD starts stops the wait; from CMD's start on,
+	// signals are CMD's.
+	waitCtx, interrupt := context.WithCancelCause(ctx)
+	defer interrupt(nil)
+	stopWatch, watchDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		select {
+		case s := <-sigs:
+			interrupt(fmt.Errorf("interrupted by %v while waiting", s))
+		case <-stopWatch:
+		}
+	}()
+	unwatch := sync.OnceFunc(func() { close(stopWatch); <-watchDone })
+	defer unwatch()
+	var opts []lease.HoldOption
+	if wait > 0 {
+		opts = append(opts, lease.Wait(wait))
+	}
+
 	var (
 		started bool
 		out     childOutcome
 		holdErr error
 	)
-	err := waitWhileHeld(ctx, wait, sigs, func() error {
-		err := lease.Hold(ctx, client, b.coord, lock, func(ctx context.Context, l *lease.Lease) error {
-			started = true
-			var err error
-			out, err = c.supervise(ctx, cmd, l, b.dsn, argv, grace, sigs)
-			return err
-		})
-		if started {
-			holdErr = err // not a reason to try again: CMD ran
-			return nil
+	err := lease.Hold(waitCtx, client, b.coord, lock, func(ctx context.Context, l *lease.Lease) error {
+		unwatch()
+		if err := context.Cause(waitCtx); err != nil {
+			return err // interrupted as the lease was granted: CMD never starts
 		}
+		started = true
+		var err error
+		out, err = c.supervise(ctx, cmd, l, b.dsn, argv, grace, sigs)
 		return err
-	})
+	}, opts...)
+	if started {
+		holdErr, err = err, nil // not a failure to start: CMD ran
+	}
 	if held, ok := errors.AsType[*lease.HeldError](err); ok {
 		return heldBy(held)
 	}
