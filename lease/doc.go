@@ -40,6 +40,21 @@
 // Hold runs that whole cycle for long work, renewing in the background and
 // cancelling the work's context when the lease is lost.
 //
+// # Waiting
+//
+// Coordinator.AcquireWait, and Hold with the Wait option, wait their turn
+// while the resource is held instead of answering "held". Waiters queue in
+// the database (fencegate_waiter) and are granted in the order they joined,
+// from any number of processes; none starves while others come and go. A
+// release hands the lock to the next waiter at once: in the same process
+// directly, across processes on Postgres by LISTEN/NOTIFY, and otherwise
+// (SQLite and MySQL across processes, or a lost notification) when the
+// waiter next looks: at the holder's expiry, and every third of
+// CoordinatorOptions.WaiterTTL. No waiter holds a transaction or a row lock
+// while it waits. A holder that was killed without releasing still blocks
+// the queue until its lease's term ends. Plain acquisitions do not queue;
+// see AcquireWait.
+//
 // # Fences
 //
 // Every new generation of ownership (an acquisition after the previous lease

@@ -77,6 +77,9 @@ func (c *Coordinator) AcquireWait(ctx context.Context, client *Client, resource 
 	ex := c.store.Executor()
 	seq, err := ex.WaiterAdd(ctx, resource, client.Holder(), c.waiterTTL)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, c.waitEnded(ctx, resource, nil)
+		}
 		return nil, c.wrap("wait for", resource, err)
 	}
 	w := c.waits.join(c, resource, seq)

@@ -379,3 +379,46 @@ SELECT count(*) FROM pg_stat_activity
 		}
 	})
 }
+
+// TestHoldWaitRunsAfterTheRelease: Hold with Wait queues behind the holder
+// and runs fn once the lock is released; with a limit that passes first, it
+// says who holds the lock.
+func TestHoldWaitRunsAfterTheRelease(t *testing.T) {
+	forWaitStores(t, waitDrivers, nil, func(t *testing.T, store sqlstore.Store, _ queryFunc) {
+		ctx := context.Background()
+		r := resourceName(t)
+		coord := NewCoordinator(store, &CoordinatorOptions{WaiterTTL: time.Hour})
+		rec := newRecorder()
+		coord.waits.hooks = rec.hooks(true)
+		holder := newClient(t, "holder", ClientOptions{})
+		l := acquire(t, holder, coord, r)
+
+		waiter := newClient(t, "waiter", ClientOptions{})
+		short, cancel := context.WithCancel(ctx)
+		cancel() // the limit has passed
+		err := Hold(short, waiter, coord, r, func(context.Context, *Lease) error {
+			t.Error("fn ran while the lock was held")
+			return nil
+		}, Wait(time.Hour))
+		if held, ok := errors.AsType[*HeldError](err); !ok || held.HeldBy != "holder" || !errors.Is(err, context.Canceled) {
+			t.Fatalf("Hold past its wait = %v, want context.Canceled and who holds the lock", err)
+		}
+
+		ran := make(chan gate.Token, 1)
+		done := make(chan error, 1)
+		go func() {
+			done <- Hold(ctx, waiter, coord, r, func(_ context.Context, l *Lease) error {
+				ran <- l.Token()
+				return nil
+			}, Wait(0))
+		}()
+		<-rec.queued
+		releaseOK(t, holder, coord, l)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if tok := <-ran; tok.Holder != "waiter" || tok.Fence <= l.Token().Fence {
+			t.Fatalf("fn ran with %v after %v", tok, l.Token())
+		}
+	})
+}
