@@ -39,6 +39,10 @@
 //     Retryable, ConnLost and OutcomeUnknown bool methods, pgx SafeToRetry
 //     style: the helpers ask for the behaviour, not a type. ClassifyError offers the
 //     same reading for errors of the caller's own statements.
+//   - Optionally Notifier, when its database can announce lease changes to
+//     other connections (Postgres: LISTEN/NOTIFY, fed by triggers in its
+//     migrations), so waiting acquisitions wake at once; without it they
+//     wake by timers across processes.
 //   - Its DSN handling: an Open(ctx, dsn) that returns errors matching
 //     ErrInvalidDSN for input it cannot use, never printing a password.
 //
