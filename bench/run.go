@@ -57,6 +57,7 @@ func RunAll(ctx context.Context, cfg Config, outDir, only string, quick bool) er
 		{"5", func() error { return Wedged(ctx, cfg, r) }},
 		{"6", func() error { return ManyLeases(ctx, cfg, r) }},
 		{"mariadb", func() error { return MariaDB(ctx, cfg, r) }},
+		{"7", func() error { return Handover(ctx, cfg, pg, r) }},
 	}
 	for _, s := range steps {
 		if !want(s.id) {
