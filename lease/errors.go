@@ -49,7 +49,9 @@ var ErrBusy = errors.New("lease: coordinator busy, retry")
 var ErrLeaseLost = errors.New("lease: lease lost")
 
 // ErrHeld is matched by the *HeldError that Hold returns when the resource
-// is held by someone else, or already by this holder.
+// is held by someone else, or already by this holder, and that
+// Coordinator.AcquireWait (and Hold with Wait) joins to ctx's error when a
+// wait ends.
 var ErrHeld = errors.New("lease: resource is held")
 
 // HeldError is Hold's refusal to start: the coordinator denied the

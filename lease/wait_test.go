@@ -127,6 +127,16 @@ func (r *recorder) settle(t *testing.T, store sqlstore.Store) chan time.Time {
 // announces lease changes to the whole database, every schema.
 func resourceName(t *testing.T) string { return "r-" + newRequestID()[:12] }
 
+// hookedCoordinator returns a coordinator over store whose waiters are seen
+// by a recorder, whose fallback timers fire only when the test fires them,
+// and whose waiters never lose their place by time (an hour's WaiterTTL).
+func hookedCoordinator(store sqlstore.Store) (*Coordinator, *recorder) {
+	coord := NewCoordinator(store, &CoordinatorOptions{WaiterTTL: time.Hour})
+	rec := newRecorder()
+	coord.waits.hooks = rec.hooks(true)
+	return coord, rec
+}
+
 type waitResult struct {
 	l   *Lease
 	err error
@@ -164,9 +174,10 @@ func TestAcquireWaitKeepsArrivalOrder(t *testing.T) {
 		ctx := context.Background()
 		r := resourceName(t)
 		// On SQLite the other coordinator's waiters learn of a release by
-		// their timers: keep them short, but long enough that no waiter loses
-		// its place while SQLite makes it wait for the write lock.
-		opts := &CoordinatorOptions{WaiterTTL: time.Second}
+		// their timers (every WaiterTTL/3); the default WaiterTTL is long
+		// enough that no waiter loses its place while a loaded machine makes
+		// it wait for SQLite's write lock (a shorter one did, under -race).
+		opts := &CoordinatorOptions{}
 		coords := []*Coordinator{NewCoordinator(store, opts), NewCoordinator(store, opts)}
 		recs := []*recorder{newRecorder(), newRecorder()}
 		for i, coord := range coords {
@@ -221,9 +232,7 @@ func TestAcquireWaitCancelledLeavesNoTrace(t *testing.T) {
 	forWaitStores(t, waitDrivers, nil, func(t *testing.T, store sqlstore.Store, _ queryFunc) {
 		ctx := context.Background()
 		r := resourceName(t)
-		coord := NewCoordinator(store, &CoordinatorOptions{WaiterTTL: time.Hour})
-		rec := newRecorder()
-		coord.waits.hooks = rec.hooks(true) // no timer fires: only wake-ups hand over
+		coord, rec := hookedCoordinator(store) // no timer fires: only wake-ups hand over
 		holder := newClient(t, "holder", ClientOptions{})
 		l := acquire(t, holder, coord, r)
 
@@ -271,9 +280,7 @@ func TestAcquireWaitStaleReleaseWakesNobody(t *testing.T) {
 	forWaitStores(t, waitDrivers, nil, func(t *testing.T, store sqlstore.Store, _ queryFunc) {
 		ctx := context.Background()
 		r := resourceName(t)
-		coord := NewCoordinator(store, &CoordinatorOptions{WaiterTTL: time.Hour})
-		rec := newRecorder()
-		coord.waits.hooks = rec.hooks(true)
+		coord, rec := hookedCoordinator(store)
 		a := newClient(t, "a", ClientOptions{})
 		b := newClient(t, "b", ClientOptions{})
 		la := acquire(t, a, coord, r)
@@ -336,9 +343,7 @@ func TestAcquireWaitLostNotification(t *testing.T) {
 		ctx := context.Background()
 		r := resourceName(t)
 		holderCoord := NewCoordinator(store, nil)
-		coord := NewCoordinator(store, &CoordinatorOptions{WaiterTTL: time.Hour})
-		rec := newRecorder()
-		coord.waits.hooks = rec.hooks(true)
+		coord, rec := hookedCoordinator(store)
 		coord.waits.hooks.noRetry = true
 		holder := newClient(t, "holder", ClientOptions{})
 		l := acquire(t, holder, holderCoord, r)
@@ -387,9 +392,7 @@ func TestHoldWaitRunsAfterTheRelease(t *testing.T) {
 	forWaitStores(t, waitDrivers, nil, func(t *testing.T, store sqlstore.Store, _ queryFunc) {
 		ctx := context.Background()
 		r := resourceName(t)
-		coord := NewCoordinator(store, &CoordinatorOptions{WaiterTTL: time.Hour})
-		rec := newRecorder()
-		coord.waits.hooks = rec.hooks(true)
+		coord, rec := hookedCoordinator(store)
 		holder := newClient(t, "holder", ClientOptions{})
 		l := acquire(t, holder, coord, r)
 
