@@ -75,6 +75,22 @@ func (c *Coordinator) AcquireWait(ctx context.Context, client *Client, resource 
 		return nil, err
 	}
 	ex := c.store.Executor()
+	// Nobody queued: try at once, as Acquire does, and queue only if held.
+	// A waiter that joins meanwhile came later, so the order holds.
+	if ws, err := ex.WaiterList(ctx, resource); err == nil && len(ws) == 0 {
+		l, out, err := c.tryAcquire(ctx, client, resource)
+		switch {
+		case l != nil:
+			return l, nil
+		case err == nil && out.AlreadyHeld:
+			return nil, heldError(resource, out)
+		case err != nil && !errors.Is(err, ErrBusy):
+			if ctx.Err() != nil {
+				return nil, c.waitEnded(ctx, resource, nil)
+			}
+			return nil, err
+		}
+	}
 	seq, err := ex.WaiterAdd(ctx, resource, client.Holder(), c.waiterTTL)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -84,12 +100,13 @@ func (c *Coordinator) AcquireWait(ctx context.Context, client *Client, resource 
 	}
 	w := c.waits.join(c, resource, seq)
 	defer func() {
-		c.waits.leave(w)
 		// Out of the queue even when ctx ended, but not for long: a place
-		// left behind runs out by itself.
+		// left behind runs out by itself. Then wake the next waiter, which
+		// would otherwise still find this place ahead of its own.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
 		_ = ex.WaiterRemove(rctx, w.place())
+		c.waits.leave(w)
 	}()
 
 	var held *HeldError // the last refusal, for the error when ctx ends
