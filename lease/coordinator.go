@@ -173,6 +173,10 @@ type Status struct {
 // LockTimeout and then returns an error matching ErrBusy, with nothing
 // granted.
 //
+// Where the store's Executor is a sqlstore.LeaseAcquirer (both Postgres
+// drivers) the acquisition is one statement, so one round trip; otherwise
+// it is a transaction of one statement per step, under the same rules.
+//
 // Errors: gate.ErrInvalidInput for a bad request (including a ttl below
 // MinTTL or above MaxTTL), ErrRequestExpired, ErrFloorAhead, ErrBusy, or the
 // database's error.
@@ -187,69 +191,94 @@ func (c *Coordinator) Acquire(ctx context.Context, req *AcquireRequest) (Acquire
 	if err := c.applyStartFence(ctx); err != nil {
 		return AcquireOutcome{}, err
 	}
-	var out AcquireOutcome
-	err = c.store.InTx(ctx, func(ex sqlstore.Executor) error {
-		var err error
-		out, err = c.acquireTx(ctx, ex, req, ttl)
-		return err
-	})
+	p := sqlstore.LeaseAcquireParams{
+		Resource:    req.Resource,
+		Holder:      req.Holder,
+		RequestID:   req.RequestID,
+		TTL:         ttl,
+		LockTimeout: c.lockTimeout,
+	}
+	var res sqlstore.LeaseAcquireResult
+	if ex, ok := c.store.Executor().(sqlstore.LeaseAcquirer); ok {
+		res, err = ex.LeaseAcquire(ctx, p) // one round trip
+	} else {
+		err = c.store.InTx(ctx, func(ex sqlstore.Executor) error {
+			var err error
+			res, err = acquireTx(ctx, ex, p)
+			return err
+		})
+		if ahead, ok := errors.AsType[*floorAheadError](err); ok {
+			res, err = ahead.res, nil // rolled back: nothing was written
+		}
+	}
 	if err != nil {
 		return AcquireOutcome{}, c.wrap("acquire", req.Resource, err)
 	}
-	return out, nil
+	switch res.Status {
+	case sqlstore.AcquireGranted, sqlstore.AcquireRetried:
+		// A retry of the request that made the lease gets the same grant,
+		// with the time it has left: the holder dates it from the
+		// (earlier) instant it first sent the request.
+		return AcquireOutcome{OK: true, Grant: c.grantOf(res.Lease, req.RequestID)}, nil
+	case sqlstore.AcquireHeld:
+		row := res.Lease
+		return AcquireOutcome{
+			HeldBy:      row.Holder,
+			Fence:       row.Fence,
+			RetryAfter:  row.ExpiresAt.Sub(row.Now),
+			ExpiresAt:   DBTime{row.ExpiresAt},
+			AlreadyHeld: row.Holder == req.Holder,
+		}, nil
+	case sqlstore.AcquireRequestExpired:
+		// A late retry of a request whose lease is over: granting it again
+		// would lock the resource for a holder that gave up.
+		return AcquireOutcome{}, fmt.Errorf("%w: %q: request %s made the lease with fence %d, which expired or was released",
+			ErrRequestExpired, req.Resource, req.RequestID, res.Fence)
+	case sqlstore.AcquireFloorAhead:
+		return AcquireOutcome{}, fmt.Errorf("%w: %q: floor %d (raised by %q) is above the new fence %d; "+
+			"set CoordinatorOptions.StartFence above %d", ErrFloorAhead, req.Resource, res.Floor, res.FloorHolder, res.Fence, res.Floor)
+	}
+	return AcquireOutcome{}, fmt.Errorf("lease: acquire %q: the store answered status %d", req.Resource, res.Status)
 }
 
-// acquireTx is Acquire's transaction.
-func (c *Coordinator) acquireTx(ctx context.Context, ex sqlstore.Executor, req *AcquireRequest, ttl time.Duration) (AcquireOutcome, error) {
-	if err := ex.SetLockTimeout(ctx, c.lockTimeout); err != nil {
-		return AcquireOutcome{}, err
+// acquireTx is Acquire's transaction on a store whose Executor is no
+// sqlstore.LeaseAcquirer: the same steps, one statement at a time.
+func acquireTx(ctx context.Context, ex sqlstore.Executor, p sqlstore.LeaseAcquireParams) (sqlstore.LeaseAcquireResult, error) {
+	if err := ex.SetLockTimeout(ctx, p.LockTimeout); err != nil {
+		return sqlstore.LeaseAcquireResult{}, err
 	}
 	for range acquireAttempts {
-		row, err := ex.LeaseGetForUpdate(ctx, req.Resource)
+		row, err := ex.LeaseGetForUpdate(ctx, p.Resource)
 		if err != nil {
-			return AcquireOutcome{}, err
+			return sqlstore.LeaseAcquireResult{}, err
 		}
-		if row.Live() {
-			if row.Holder == req.Holder && row.RequestID == req.RequestID {
-				// A retry of the request that made this lease: the same
-				// grant, with the time it has left. The holder dates it
-				// from the (earlier) instant it first sent the request.
-				return AcquireOutcome{OK: true, Grant: c.grantOf(row, req.RequestID)}, nil
-			}
+		if row.Live() && row.Holder == p.Holder && row.RequestID == p.RequestID {
+			return sqlstore.LeaseAcquireResult{Status: sqlstore.AcquireRetried, Lease: row}, nil
 		}
-		if fence, err := ex.RequestFence(ctx, req.Resource, req.RequestID); err != nil {
-			return AcquireOutcome{}, err
+		if fence, err := ex.RequestFence(ctx, p.Resource, p.RequestID); err != nil {
+			return sqlstore.LeaseAcquireResult{}, err
 		} else if fence != 0 {
-			// A late retry of a request whose lease is over: granting it
-			// again would lock the resource for a holder that gave up.
-			return AcquireOutcome{}, fmt.Errorf("%w: %q: request %s made the lease with fence %d, which expired or was released",
-				ErrRequestExpired, req.Resource, req.RequestID, fence)
+			return sqlstore.LeaseAcquireResult{Status: sqlstore.AcquireRequestExpired, Fence: fence}, nil
 		}
 		if row.Live() {
-			return AcquireOutcome{
-				HeldBy:      row.Holder,
-				Fence:       row.Fence,
-				RetryAfter:  row.ExpiresAt.Sub(row.Now),
-				ExpiresAt:   DBTime{row.ExpiresAt},
-				AlreadyHeld: row.Holder == req.Holder,
-			}, nil
+			return sqlstore.LeaseAcquireResult{Status: sqlstore.AcquireHeld, Lease: row}, nil
 		}
 
 		// Free (never leased, expired or released): a new generation.
 		fence, err := ex.FenceNext(ctx)
 		if err != nil {
-			return AcquireOutcome{}, err
+			return sqlstore.LeaseAcquireResult{}, err
 		}
 		granted, inserted, err := ex.LeaseGrant(ctx, sqlstore.LeaseGrantParams{
-			Resource:  req.Resource,
-			Holder:    req.Holder,
+			Resource:  p.Resource,
+			Holder:    p.Holder,
 			Fence:     fence,
-			RequestID: req.RequestID,
-			TTL:       ttl,
+			RequestID: p.RequestID,
+			TTL:       p.TTL,
 			Replace:   row.Found,
 		})
 		if err != nil {
-			return AcquireOutcome{}, err
+			return sqlstore.LeaseAcquireResult{}, err
 		}
 		if !row.Found && !inserted {
 			continue // a concurrent first acquisition created the row: read it
@@ -258,21 +287,29 @@ func (c *Coordinator) acquireTx(ctx context.Context, ex sqlstore.Executor, req *
 		// Co-located mode: raise the gate's floor in this transaction, so
 		// the grant and the refusal of every older fence commit together.
 		floor, err := ex.FloorRaise(ctx, sqlstore.FloorRaiseParams{
-			Resource: req.Resource,
-			Holder:   req.Holder,
+			Resource: p.Resource,
+			Holder:   p.Holder,
 			Fence:    fence,
 		})
 		if err != nil {
-			return AcquireOutcome{}, err
+			return sqlstore.LeaseAcquireResult{}, err
 		}
 		if !floor.Admitted {
-			return AcquireOutcome{}, fmt.Errorf("%w: %q: floor %d (raised by %q) is above the new fence %d; "+
-				"set CoordinatorOptions.StartFence above %d", ErrFloorAhead, req.Resource, floor.Floor, floor.FloorHolder, fence, floor.Floor)
+			// Roll the grant back: InTx commits only a nil error.
+			return sqlstore.LeaseAcquireResult{}, &floorAheadError{sqlstore.LeaseAcquireResult{
+				Status: sqlstore.AcquireFloorAhead, Fence: fence, Floor: floor.Floor, FloorHolder: floor.FloorHolder,
+			}}
 		}
-		return AcquireOutcome{OK: true, Grant: c.grantOf(granted, req.RequestID)}, nil
+		return sqlstore.LeaseAcquireResult{Status: sqlstore.AcquireGranted, Lease: granted}, nil
 	}
-	return AcquireOutcome{}, errors.New("the lease row kept changing under a concurrent acquisition")
+	return sqlstore.LeaseAcquireResult{}, errors.New("the lease row kept changing under a concurrent acquisition")
 }
+
+// floorAheadError makes InTx roll back a grant whose floor raise was not
+// admitted; Acquire turns it back into the result it carries.
+type floorAheadError struct{ res sqlstore.LeaseAcquireResult }
+
+func (e *floorAheadError) Error() string { return "the floor is ahead of the new fence" }
 
 // grantOf describes a lease row as a grant, with the time it has left at the
 // database's clock, less one tick of that clock (Store.ClockPrecision): the

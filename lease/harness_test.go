@@ -12,16 +12,31 @@ import (
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/pgsql"
 )
 
 // forEachStore runs fn on a fresh database of every driver of the one list
-// (internal/dbtest.Drivers). The subtests run in parallel; each has its own
-// database (a file, or a schema).
+// (internal/dbtest.Drivers), and once more on Postgres acquiring one
+// statement at a time (stepwise). The subtests run in parallel; each has its
+// own database (a file, or a schema).
 func forEachStore(t *testing.T, fn func(t *testing.T, store sqlstore.Store)) {
 	t.Helper()
 	forEachDriver(t,
 		func(t *testing.T, h harness[*sql.Tx]) { fn(t, h.Driver) },
 		func(t *testing.T, h harness[pgx.Tx]) { fn(t, h.Driver) })
+	t.Run("postgres-stepwise", func(t *testing.T) {
+		t.Parallel()
+		fn(t, stepwise{dbtest.Postgres(t)})
+	})
+}
+
+// stepwise hides the Postgres executor's sqlstore.LeaseAcquirer, so that the
+// coordinator acquires in a transaction of single statements, as it does on
+// a store without one (SQLite), and that path keeps running on Postgres too.
+type stepwise struct{ *pgsql.Driver }
+
+func (s stepwise) Executor() sqlstore.Executor {
+	return struct{ sqlstore.Executor }{s.Driver.Executor()}
 }
 
 // harness gives a test the driver in its native transaction type TTx, and

@@ -31,6 +31,11 @@
 //   - Executor: fencegate's statements, every argument bound, each method's
 //     contract as documented on the interface; times come from the
 //     database's clock.
+//   - Optionally, LeaseAcquirer on its Executor: a lease acquisition in
+//     one statement (the Postgres drivers call fencegate_acquire, a
+//     function their migrations install). Without it the lease
+//     coordinator runs the acquisition's steps one statement at a time in
+//     InTx, under the same rules.
 //   - Error classification: every error the driver returns passes through
 //     WithClass with the driver's reading of its database's errors
 //     (ErrorClass: retryable, connection lost, outcome unknown), so

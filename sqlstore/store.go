@@ -248,3 +248,61 @@ type LeaseRenewParams struct {
 	Fence    int64
 	TTL      time.Duration
 }
+
+// LeaseAcquirer is a capability an Executor may have: a whole lease
+// acquisition in one statement, so in one round trip. The lease coordinator
+// uses it when Store.Executor's value has it, and otherwise runs the same
+// steps one statement at a time in a transaction of its own (InTx).
+//
+// LeaseAcquire must keep exactly the coordinator's rules, in the
+// statement's own transaction: bound every row-lock wait by LockTimeout
+// (failing with a retryable error), lock the resource's lease row, answer a
+// live lease this request made with AcquireRetried, a request that already
+// made a generation with AcquireRequestExpired, someone's live lease with
+// AcquireHeld, and otherwise take the next fence and, unless the floor is
+// above it (AcquireFloorAhead, nothing written), write the new generation,
+// record RequestID (see Executor.RequestFence) and raise the floor to the
+// fence (Executor.FloorRaise), all committed together.
+type LeaseAcquirer interface {
+	LeaseAcquire(ctx context.Context, p LeaseAcquireParams) (LeaseAcquireResult, error)
+}
+
+// LeaseAcquireParams are the inputs of LeaseAcquirer.LeaseAcquire.
+type LeaseAcquireParams struct {
+	Resource    string
+	Holder      string
+	RequestID   string
+	TTL         time.Duration
+	LockTimeout time.Duration
+}
+
+// AcquireStatus is the kind of answer LeaseAcquirer.LeaseAcquire gives.
+type AcquireStatus int
+
+// The answers of LeaseAcquirer.LeaseAcquire.
+const (
+	// AcquireGranted: a new generation, LeaseAcquireResult.Lease.
+	AcquireGranted AcquireStatus = iota + 1
+	// AcquireRetried: Lease is the live lease this very request made.
+	AcquireRetried
+	// AcquireHeld: Lease is a live lease under another request, which
+	// blocks the grant.
+	AcquireHeld
+	// AcquireRequestExpired: the request made the generation with fence
+	// Fence, which is over; nothing was written.
+	AcquireRequestExpired
+	// AcquireFloorAhead: the floor (Floor, raised by FloorHolder) is above
+	// the new fence Fence; nothing was written.
+	AcquireFloorAhead
+)
+
+// LeaseAcquireResult is the outcome of LeaseAcquirer.LeaseAcquire.
+type LeaseAcquireResult struct {
+	Status AcquireStatus
+	// Lease is the granted, retried or blocking lease row, with Now the
+	// database's clock after any wait for its lock.
+	Lease       LeaseRow
+	Fence       int64  // AcquireRequestExpired: the request's fence; AcquireFloorAhead: the new fence
+	Floor       int64  // AcquireFloorAhead only
+	FloorHolder string // AcquireFloorAhead only
+}

@@ -158,4 +158,6 @@ SELECT min(seq) FROM fencegate_waiter
 	WaiterList: `
 SELECT seq, resource, holder, (extract(epoch FROM expires_at) * 1000000)::bigint
   FROM fencegate_waiter WHERE resource = $1 AND expires_at > clock_timestamp() ORDER BY seq`,
+	// Migration 00006.
+	LeaseAcquire: `SELECT * FROM fencegate_acquire($1, $2, $3, $4::bigint, $5)`,
 }

@@ -47,9 +47,14 @@ func (c Classifier) Classify(err error) error {
 }
 
 // New returns the executor that runs queries through q, marking every error
-// by classify.
+// by classify. With queries.LeaseAcquire set it is also a
+// sqlstore.LeaseAcquirer.
 func New(q Querier, queries *Queries, classify Classifier) sqlstore.Executor {
-	return &executor{q: q, sql: queries, classify: classify}
+	e := &executor{q: q, sql: queries, classify: classify}
+	if queries.LeaseAcquire != "" {
+		return acquirer{e}
+	}
+	return e
 }
 
 // executor implements sqlstore.Executor over a Querier and one dialect's SQL
@@ -153,12 +158,17 @@ func (e *executor) RejectionList(ctx context.Context, p sqlstore.RejectionListPa
 	return collect(ctx, e, "list rejections", ScanRejection, query, p.Resource, p.AfterSeq, p.Limit)
 }
 
+// lockTimeout is d as a Postgres lock_timeout setting, in whole
+// milliseconds and never 0, which would mean "wait forever".
+func lockTimeout(d time.Duration) string {
+	return fmt.Sprintf("%dms", max(d.Milliseconds(), 1))
+}
+
 func (e *executor) SetLockTimeout(ctx context.Context, d time.Duration) error {
 	if e.sql.SetLockTimeout == "" {
 		return nil
 	}
-	ms := max(d.Milliseconds(), 1) // 0 would mean "wait forever"
-	if err := e.q.QueryRow(ctx, e.sql.SetLockTimeout, fmt.Sprintf("%dms", ms)).Scan(new(string)); err != nil {
+	if err := e.q.QueryRow(ctx, e.sql.SetLockTimeout, lockTimeout(d)).Scan(new(string)); err != nil {
 		return e.fail("set lock timeout", err)
 	}
 	return nil
@@ -334,6 +344,45 @@ func ScanWaiter(s Scanner) (sqlstore.Waiter, error) {
 
 func (e *executor) WaiterList(ctx context.Context, resource string) ([]sqlstore.Waiter, error) {
 	return collect(ctx, e, "list waiters", ScanWaiter, e.sql.WaiterList, resource)
+}
+
+// acquirer is an executor whose dialect acquires a lease in one statement.
+type acquirer struct{ *executor }
+
+var _ sqlstore.LeaseAcquirer = acquirer{}
+
+// acquireStatus reads the status column of Queries.LeaseAcquire.
+var acquireStatus = map[string]sqlstore.AcquireStatus{
+	"granted":         sqlstore.AcquireGranted,
+	"retried":         sqlstore.AcquireRetried,
+	"held":            sqlstore.AcquireHeld,
+	"request_expired": sqlstore.AcquireRequestExpired,
+	"floor_ahead":     sqlstore.AcquireFloorAhead,
+}
+
+func (e acquirer) LeaseAcquire(ctx context.Context, p sqlstore.LeaseAcquireParams) (sqlstore.LeaseAcquireResult, error) {
+	var res sqlstore.LeaseAcquireResult
+	var status string
+	var granted, expires, now int64
+	r := &res.Lease
+	err := e.q.QueryRow(ctx, e.sql.LeaseAcquire, p.Resource, p.Holder, p.RequestID, p.TTL.Microseconds(), lockTimeout(p.LockTimeout)).
+		Scan(&status, &r.Resource, &r.Holder, &r.Fence, &r.RequestID, &granted, &expires, &r.Released, &now,
+			&res.Fence, &res.Floor, &res.FloorHolder)
+	if err != nil {
+		return sqlstore.LeaseAcquireResult{}, e.fail("acquire lease", err)
+	}
+	res.Status = acquireStatus[status]
+	switch res.Status {
+	case 0:
+		return sqlstore.LeaseAcquireResult{}, fmt.Errorf("acquire lease: unknown status %q", status)
+	case sqlstore.AcquireGranted, sqlstore.AcquireRetried, sqlstore.AcquireHeld:
+		r.Found = true
+		r.GrantedAt, r.ExpiresAt = Micros(granted), Micros(expires)
+	default:
+		*r = sqlstore.LeaseRow{}
+	}
+	r.Now = Micros(now)
+	return res, nil
 }
 
 // collect runs a query and scans every row with scan.

@@ -37,4 +37,9 @@ type Queries struct {
 	// LeaseRelease): SQLite's clock high-water mark, raised to the wall
 	// clock, which those statements then read as "now".
 	ClockTick string
+	// LeaseAcquire, when set, is a whole acquisition in one statement
+	// (sqlstore.LeaseAcquirer): $1 resource, $2 holder, $3 request id,
+	// $4 ttl µs, $5 lock timeout text → status, the lease columns and
+	// clock, fence, floor, floor holder.
+	LeaseAcquire string
 }
