@@ -382,6 +382,12 @@ func (c *Coordinator) Renew(ctx context.Context, req *RenewRequest) (RenewOutcom
 // successor's lease. The gate's floor is left as it is, so the released
 // fence stays valid at the gate until a newer one is granted.
 //
+// On Postgres a release commits without waiting for its WAL to be flushed
+// (synchronous_commit off for its own transaction, a fsync saved): a release
+// lost in a crash or failover only keeps the resource locked until the
+// lease's expiry, as if the holder had not released it. Grants and renewals
+// commit synchronously.
+//
 // Errors: gate.ErrInvalidInput for an invalid token, ErrBusy, or the
 // database's error.
 func (c *Coordinator) Release(ctx context.Context, token gate.Token) (bool, error) {

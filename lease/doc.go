@@ -124,5 +124,7 @@
 // A fence is as durable as the transaction that issued it. On Postgres, a
 // grant acknowledged under synchronous_commit=off, or lost in a failover to
 // an asynchronous replica, could let a fence be issued twice; SQLite needs
-// synchronous=FULL (sqlite.Open sets it).
+// synchronous=FULL (sqlite.Open sets it). A release on Postgres commits
+// without waiting for the WAL flush: losing one in a crash only keeps the
+// resource locked until its lease expires.
 package lease

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencegate/fencegate/internal/dbtest"
+	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/pgxv5"
 )
 
@@ -22,27 +24,35 @@ func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ p
 
 func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-// On Postgres an acquisition, granted or denied, a renewal and a release
-// are one statement each, so one round trip each: the acquisition runs in
-// fencegate_acquire (migration 00005), not as BEGIN, lock timeout, locking
-// read, request check, nextval, lease write, floor raise and COMMIT.
-func TestPostgresLeaseCallsAreOneStatementEach(t *testing.T) {
-	ctx := context.Background()
+// pgxStore returns a migrated pgx driver on a fresh schema, its pool
+// configured by configure.
+func pgxStore(t *testing.T, configure func(*pgxpool.Config)) *pgxv5.Driver {
+	t.Helper()
 	cfg, err := pgxpool.ParseConfig(dbtest.PostgresSchemaURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	counter := &statementCounter{}
-	cfg.ConnConfig.Tracer = counter
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	configure(cfg)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close()
+	t.Cleanup(pool.Close)
 	store := pgxv5.New(pool)
-	if err := store.Migrate(ctx); err != nil {
+	if err := store.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	return store
+}
+
+// On Postgres an acquisition, granted or denied, a renewal and a release
+// are one statement each, so one round trip each: the acquisition runs in
+// fencegate_acquire (migration 00006), not as BEGIN, lock timeout, locking
+// read, request check, nextval, lease write, floor raise and COMMIT.
+func TestPostgresLeaseCallsAreOneStatementEach(t *testing.T) {
+	ctx := context.Background()
+	counter := &statementCounter{}
+	store := pgxStore(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = counter })
 	coord := NewCoordinator(store, nil)
 	a := newClient(t, "agent-a", ClientOptions{})
 	b := newClient(t, "agent-b", ClientOptions{})
@@ -78,4 +88,58 @@ func TestPostgresLeaseCallsAreOneStatementEach(t *testing.T) {
 		}
 	})
 	statements("a grant of a released lease", func() { acquire(t, b, coord, "job") })
+}
+
+// On its own, a release on Postgres commits without waiting for the WAL
+// flush (a lost release only keeps the resource locked until expiry); the
+// setting stays in the release's transaction, and a release inside a
+// caller's transaction leaves the caller's durability alone. A trigger
+// records the setting each release ran under.
+func TestPostgresReleaseCommitsAsynchronouslyOnItsOwn(t *testing.T) {
+	ctx := context.Background()
+	// Every statement on one session, to see what the session kept.
+	store := pgxStore(t, func(cfg *pgxpool.Config) { cfg.MaxConns = 1 })
+	pool := store.Pool()
+	for _, q := range []string{
+		`CREATE TABLE release_probe (n serial, setting text)`,
+		`CREATE FUNCTION release_probe() RETURNS trigger LANGUAGE plpgsql AS $$
+		 BEGIN INSERT INTO release_probe (setting) VALUES (current_setting('synchronous_commit')); RETURN NULL; END $$`,
+		`CREATE TRIGGER release_probe AFTER UPDATE OF released ON fencegate_lease
+		 FOR EACH ROW WHEN (NEW.released) EXECUTE FUNCTION release_probe()`,
+	} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	coord := NewCoordinator(store, nil)
+	a := newClient(t, "agent-a", ClientOptions{})
+
+	l := acquire(t, a, coord, "job")
+	if ok, err := coord.Release(ctx, l.Token()); err != nil || !ok {
+		t.Fatalf("Release = %v, %v", ok, err)
+	}
+	l = acquire(t, a, coord, "job")
+	err := store.InTx(ctx, func(ex sqlstore.Executor) error {
+		ok, err := ex.LeaseRelease(ctx, "job", "agent-a", l.Token().Fence)
+		if err == nil && !ok {
+			t.Error("LeaseRelease in a transaction released nothing")
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var settings []string
+	rows, _ := pool.Query(ctx, `SELECT setting FROM release_probe ORDER BY n`)
+	settings, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"off", "on"}; !slices.Equal(settings, want) {
+		t.Errorf("releases ran under synchronous_commit %v, want %v (on its own, then in a transaction)", settings, want)
+	}
+	var now string
+	if err := pool.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&now); err != nil || now != "on" {
+		t.Errorf("after the releases the session's synchronous_commit is %q (%v), want on", now, err)
+	}
 }

@@ -79,7 +79,7 @@ func (d *Driver) UnwrapExecutor(tx pgx.Tx) sqlstore.Executor {
 // Executor runs fencegate statements on the pool, each in its own
 // transaction.
 func (d *Driver) Executor() sqlstore.Executor {
-	return sqlexec.New(querier{d.pool}, pg.Queries, classify)
+	return sqlexec.New(querier{d.pool}, pg.AutocommitQueries, classify)
 }
 
 // InTx runs fn in a new transaction, committing if fn returns nil.

@@ -78,8 +78,14 @@ var (
 	pgFloorRaiseVerified = pgFloorCTEVerified + pgFloorResult
 )
 
-// Queries is the Postgres SQL text.
-var Queries = &sqlexec.Queries{
+// Queries is the Postgres SQL text; AutocommitQueries the same for
+// statements run on their own (Store.Executor).
+var (
+	Queries           = queries
+	AutocommitQueries = queries.Autocommit()
+)
+
+var queries = &sqlexec.Queries{
 	FloorRaise:         pgFloorRaise,
 	FloorRaiseVerified: pgFloorRaiseVerified,
 	FloorGet: `
@@ -138,6 +144,16 @@ UPDATE fencegate_lease SET expires_at = now.t + $4::bigint * interval '1 microse
 RETURNING ` + pgLeaseCols + `, (extract(epoch FROM now.t) * 1000000)::bigint`,
 	LeaseRelease: `
 UPDATE fencegate_lease SET released = true, expires_at = LEAST(expires_at, clock_timestamp())
+ WHERE resource = $1 AND holder = $2 AND fence = $3 AND NOT released AND expires_at > clock_timestamp()`,
+	// On its own, a release commits without waiting for its WAL to reach
+	// disk (or a synchronous standby): a release lost in a crash only keeps
+	// the resource locked until the lease's expiry, and the next grant's
+	// synchronous commit flushes it. A row released joins the CTE, so its
+	// setting is in force whenever there is something to commit.
+	LeaseReleaseAutocommit: `
+WITH async AS (SELECT set_config('synchronous_commit', 'off', true))
+UPDATE fencegate_lease SET released = true, expires_at = LEAST(expires_at, clock_timestamp())
+  FROM async
  WHERE resource = $1 AND holder = $2 AND fence = $3 AND NOT released AND expires_at > clock_timestamp()`,
 	RequestInsert: `
 INSERT INTO fencegate_request (resource, request_id, fence) VALUES ($1, $2, $3)

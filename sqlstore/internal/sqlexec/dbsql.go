@@ -28,10 +28,11 @@ type Dialect struct {
 // Driver is a database/sql driver of one dialect: it implements
 // sqlstore.Driver[*sql.Tx]. Driver packages embed it.
 type Driver struct {
-	db      *sql.DB
-	dialect Dialect
-	onClose func() error // closes what the driver's Open opened; nil after New
-	stmts   *stmtCache
+	db         *sql.DB
+	dialect    Dialect
+	autocommit *Queries     // dialect.Queries.Autocommit(), for Executor
+	onClose    func() error // closes what the driver's Open opened; nil after New
+	stmts      *stmtCache
 }
 
 var _ sqlstore.Driver[*sql.Tx] = (*Driver)(nil)
@@ -40,7 +41,7 @@ var _ sqlstore.Driver[*sql.Tx] = (*Driver)(nil)
 // runs at Close after the statements are closed (a driver's Open closes
 // what it opened there); with nil, db stays the caller's to close.
 func NewDriver(db *sql.DB, dialect Dialect, onClose func() error) *Driver {
-	d := &Driver{db: db, dialect: dialect, onClose: onClose}
+	d := &Driver{db: db, dialect: dialect, autocommit: dialect.Queries.Autocommit(), onClose: onClose}
 	if dialect.CacheStatements {
 		d.stmts = newStmtCache(db)
 	}
@@ -97,7 +98,7 @@ func (d *Driver) UnwrapExecutor(tx *sql.Tx) sqlstore.Executor {
 
 // Executor runs fencegate statements on the pool, each on its own.
 func (d *Driver) Executor() sqlstore.Executor {
-	return New(sqlQuerier{c: d.db, stmts: d.stmts}, d.dialect.Queries, d.dialect.Classify)
+	return New(sqlQuerier{c: d.db, stmts: d.stmts}, d.autocommit, d.dialect.Classify)
 }
 
 // InTx runs fn in a new transaction, committing if fn returns nil.

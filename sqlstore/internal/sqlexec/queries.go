@@ -24,14 +24,17 @@ type Queries struct {
 	LeaseReplace       string // same
 	LeaseRenew         string // $1 resource, $2 holder, $3 fence, $4 ttl µs
 	LeaseRelease       string // $1 resource, $2 holder, $3 fence
-	RequestInsert      string // $1 resource, $2 request id, $3 fence
-	RequestFence       string // $1 resource, $2 request id → fence
-	WaiterPrune        string // $1 resource: delete its expired waiters
-	WaiterInsert       string // $1 resource, $2 holder, $3 ttl µs → seq
-	WaiterTouch        string // $1 resource, $2 seq, $3 ttl µs
-	WaiterFirst        string // $1 resource, $2 seq → the lowest live seq (seq counts as live)
-	WaiterDelete       string // $1 seq
-	WaiterList         string // $1 resource → seq, resource, holder, expires µs
+	// LeaseReleaseAutocommit, when set, replaces LeaseRelease in an
+	// executor outside any caller's transaction (Autocommit).
+	LeaseReleaseAutocommit string
+	RequestInsert          string // $1 resource, $2 request id, $3 fence
+	RequestFence           string // $1 resource, $2 request id → fence
+	WaiterPrune            string // $1 resource: delete its expired waiters
+	WaiterInsert           string // $1 resource, $2 holder, $3 ttl µs → seq
+	WaiterTouch            string // $1 resource, $2 seq, $3 ttl µs
+	WaiterFirst            string // $1 resource, $2 seq → the lowest live seq (seq counts as live)
+	WaiterDelete           string // $1 seq
+	WaiterList             string // $1 resource → seq, resource, holder, expires µs
 	// ClockTick, when set, runs before every statement that judges or
 	// stamps a lease (LeaseGetForUpdate, LeaseGrant, LeaseRenew,
 	// LeaseRelease): SQLite's clock high-water mark, raised to the wall
@@ -42,4 +45,15 @@ type Queries struct {
 	// $4 ttl µs, $5 lock timeout text → status, the lease columns and
 	// clock, fence, floor, floor holder.
 	LeaseAcquire string
+}
+
+// Autocommit returns the statements for an executor that runs each on its
+// own (Store.Executor): q with its autocommit variants in place.
+func (q *Queries) Autocommit() *Queries {
+	if q.LeaseReleaseAutocommit == "" {
+		return q
+	}
+	c := *q
+	c.LeaseRelease = q.LeaseReleaseAutocommit
+	return &c
 }
