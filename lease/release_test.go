@@ -1,0 +1,77 @@
+package lease
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/internal/dbtest"
+)
+
+// Issue 15 saw a false from Release under 16 concurrent acquirers. A release
+// is an UPDATE of the lease row, so it queues behind every acquisition
+// holding that row locked (the stepwise transaction holds it for all its
+// round trips). That is not where a false comes from: an acquisition that
+// only locked the row leaves it unchanged, so Postgres does not check the
+// release's condition again when the lock comes free, and a release that
+// found the lease live when it arrived releases it, even if the term ran
+// out while it waited. (Only a changed row, a successor's grant, is checked
+// again, and a successor exists only after the lease expired.) So a false
+// means the lease was over before the release reached the database.
+func TestReleaseQueuedBehindAnAcquisitionStillReleases(t *testing.T) {
+	ctx := context.Background()
+	d := dbtest.Postgres(t)
+	coord := NewCoordinator(d, nil)
+	a := newClient(t, "agent-a", ClientOptions{TTL: 200 * time.Millisecond})
+	l := acquire(t, a, coord, "r")
+
+	// A concurrent acquisition's transaction, between its locking read and
+	// its commit.
+	blocker, err := d.DB().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Rollback()
+	var pid int
+	if err := blocker.QueryRowContext(ctx,
+		`SELECT pg_backend_pid() FROM fencegate_lease WHERE resource = 'r' FOR UPDATE`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+
+	type result struct {
+		ok  bool
+		err error
+	}
+	released := make(chan result, 1)
+	go func() {
+		ok, err := coord.Release(ctx, l.Token())
+		released <- result{ok, err}
+	}()
+	// Wait until the release queues on the row lock: the server says so.
+	for {
+		var waiting bool
+		err := d.DB().QueryRowContext(ctx,
+			`SELECT EXISTS (SELECT FROM pg_stat_activity WHERE $1::int = ANY (pg_blocking_pids(pid)))`, pid).Scan(&waiting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		select {
+		case r := <-released:
+			t.Fatalf("Release = %v, %v without waiting for the locked row", r.ok, r.err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	waitUntilFree(t, coord, "r") // the term runs out while the release waits
+	if err := blocker.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-released; r.err != nil || !r.ok {
+		t.Fatalf("Release queued behind an acquisition = %v, %v; want true, nil", r.ok, r.err)
+	}
+	if st, err := coord.Status(ctx, "r"); err != nil || st.Held || !st.Released || st.Fence != l.Token().Fence {
+		t.Errorf("Status = %+v, %v; want the lease released", st, err)
+	}
+}
