@@ -369,12 +369,12 @@ func (e acquirer) LeaseAcquire(ctx context.Context, p sqlstore.LeaseAcquireParam
 		Scan(&status, &r.Resource, &r.Holder, &r.Fence, &r.RequestID, &granted, &expires, &r.Released, &now,
 			&res.Fence, &res.Floor, &res.FloorHolder)
 	if err != nil {
-		return sqlstore.LeaseAcquireResult{}, e.fail("acquire lease", err)
+		return sqlstore.LeaseAcquireResult{}, e.fail("one-statement acquire", err)
 	}
 	res.Status = acquireStatus[status]
 	switch res.Status {
 	case 0:
-		return sqlstore.LeaseAcquireResult{}, fmt.Errorf("acquire lease: unknown status %q", status)
+		return sqlstore.LeaseAcquireResult{}, fmt.Errorf("one-statement acquire: unknown status %q", status)
 	case sqlstore.AcquireGranted, sqlstore.AcquireRetried, sqlstore.AcquireHeld:
 		r.Found = true
 		r.GrantedAt, r.ExpiresAt = Micros(granted), Micros(expires)
