@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -20,6 +21,11 @@ import (
 
 // maxPathLen bounds a file write's path.
 const maxPathLen = 4096
+
+// mcpWriteTxTimeout bounds a file write's transaction once the request's own
+// context no longer does: the floor row wait, the file write (at most
+// --max-file-bytes) and the commit.
+const mcpWriteTxTimeout = time.Minute
 
 // fileArea is the directory file writes are confined to. Every operation
 // goes through an os.Root, which refuses to leave the directory by "..",
@@ -208,8 +214,10 @@ func (s *mcpServer) writeFile(ctx context.Context, token gate.Token, in writeInp
 	// must not roll back (and so unlock the floor row) while the file is
 	// being renamed into place. The request's context still bounds the
 	// wait for the floor row, and the write stops before the rename once
-	// it is cancelled.
-	txCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	// it is cancelled. Bounded all the same: a database that stops
+	// answering must not hold the request forever (the commit then fails
+	// and the answer says the order may be lost).
+	txCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), mcpWriteTxTimeout)
 	defer cancel()
 	tx, err := s.b.driver.Begin(txCtx)
 	if err != nil {
