@@ -48,7 +48,7 @@ type BatchSender interface {
 // extended protocol or pgx's simple protocol, both of which run a pipeline
 // as one transaction; it does not survive a pooler in statement mode.
 //
-// The fence statement needs fencegate's Postgres migration 00002.
+// The fence statement needs fencegate's Postgres migrations 00002 and 00007.
 func CommitBatch(ctx context.Context, g *gate.Gate[pgx.Tx], conn BatchSender, token gate.Token, b *pgx.Batch) error {
 	err := commitBatch(ctx, g, conn, token, b)
 	if err == nil {

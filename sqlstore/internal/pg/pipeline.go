@@ -13,22 +13,14 @@ const (
 	pgNotIssued  = "FG002" // VerifyIssued: no such lease
 )
 
-// pgPipelineFence is FloorRaise in a form that fails instead of answering
-// no: it admits the token exactly like floorRaise and, when it would not,
-// calls fencegate_refuse, which raises. Sent first in a pipeline (one Sync),
-// the error makes Postgres skip every later statement and roll the whole
-// implicit transaction back. The outer join keeps one row when the
-// verified form finds no lease, so that case fails too.
-const pgPipelineFenceResult = `, r AS (
-  SELECT floor, holder FROM held UNION ALL SELECT floor, holder FROM raised
-)
-SELECT CASE WHEN r.floor = $2 THEN true
-            ELSE fencegate_refuse($1, $3, $2, r.floor, r.holder) END
-  FROM (SELECT) AS one LEFT JOIN r ON true`
-
-var (
-	pgPipelineFence         = pgFloorCTE + pgPipelineFenceResult
-	pgPipelineFenceVerified = pgFloorCTEVerified + pgPipelineFenceResult
+// The pipelined fence is fencegate_fence in its strict form: it admits the
+// token exactly like FloorRaise and, when it would not, fails (FG001 stale,
+// FG002 never issued). Sent first in a pipeline (one Sync), or just after
+// BEGIN, the error makes Postgres skip every later statement and roll the
+// transaction back.
+const (
+	pgPipelineFence         = `SELECT floor FROM fencegate_fence($1, $2, $3, false, true)`
+	pgPipelineFenceVerified = `SELECT floor FROM fencegate_fence($1, $2, $3, true, true)`
 )
 
 // PipelineFenceSQL returns the statement that admits a token in a pipeline,
@@ -38,7 +30,7 @@ var (
 // that AsPipelineRefusal recognises. With verifyIssued it also refuses a
 // fence the co-located coordinator never issued.
 //
-// It needs migration 00002 (fencegate_refuse).
+// It needs migrations 00002 (fencegate_refuse) and 00007 (fencegate_fence).
 func PipelineFenceSQL(verifyIssued bool) string {
 	if verifyIssued {
 		return pgPipelineFenceVerified

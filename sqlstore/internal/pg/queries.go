@@ -4,8 +4,6 @@
 package pg
 
 import (
-	"fmt"
-
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/internal/sqlexec"
 )
@@ -23,59 +21,18 @@ const (
 	pgNow = `(extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
 )
 
-// The Postgres floor statement has two paths in one round trip.
-//
-// A fence equal to the floor, from the holder that set it (every write of a
-// lease after its first), only locks the floor row (held): no new row
-// version, no index work, and a plain row-lock queue. The lock is FOR NO KEY
-// UPDATE: it conflicts with the raise's own lock and with itself, so the
-// floor cannot rise while such a writer is in flight (a write under N never
-// commits after a write under N+1), and writers of a resource queue in
-// arrival order, the way an advisory lock queues them. (FOR SHARE would let
-// equal-fence writers overlap, but new share lockers join while a raise
-// waits, so a stale holder that keeps writing could hold the raise off
-// indefinitely.)
-//
-// Anything else (no floor yet, a higher fence, a lower one, another holder)
-// takes the upsert (raised), which writes max(floor, fence). The upsert used
-// to serve every write: under 64 concurrent writers of one resource each
-// wrote a new row version, and each waiter, on finding the row updated,
-// restarted its INSERT … ON CONFLICT and queued again from the back.
-//
-// If held waits on a raise that commits, READ COMMITTED re-checks its WHERE
-// against the new row, finds floor ≠ fence, and returns nothing; raised then
-// runs and reports the higher floor (a refusal).
+// The Postgres floor statement is a call of fencegate_fence (migration
+// 00007), whose comment tells its two paths: a fence equal to the floor,
+// from the holder that set it, only locks the floor row (FOR NO KEY UPDATE,
+// no new row version, writers of a resource queue in arrival order); any
+// other takes the GREATEST upsert. A function, because the server caches the
+// plans of its statements for the session whatever the client's protocol:
+// the CTE that held both paths before was parsed and planned on every call
+// under pgx's exec and simple protocol modes (a transaction pooler's), which
+// cost more than running it. The call itself is short to parse.
 const (
-	pgFloorCTETemplate = `
-WITH held AS MATERIALIZED (
-  SELECT floor, holder FROM fencegate_floor
-   WHERE resource = $1 AND floor = $2 AND holder = $3%s
-     FOR NO KEY UPDATE
-), raised AS (
-  INSERT INTO fencegate_floor AS f (resource, floor, holder, updated_at)
-  %s
-  ON CONFLICT (resource) DO UPDATE SET
-    floor      = GREATEST(f.floor, excluded.floor),
-    holder     = CASE WHEN excluded.floor >= f.floor THEN excluded.holder ELSE f.holder END,
-    updated_at = CASE WHEN excluded.floor > f.floor THEN excluded.updated_at ELSE f.updated_at END
-  RETURNING floor, holder
-)`
-	pgVerifiedCond = `
-     AND EXISTS (SELECT 1 FROM fencegate_lease l WHERE l.resource = $1 AND l.fence = $2 AND l.holder = $3)`
-	pgRaiseValues = `SELECT $1, $2, $3, clock_timestamp() WHERE NOT EXISTS (SELECT FROM held)`
-	pgRaiseIssued = `SELECT l.resource, l.fence, l.holder, clock_timestamp()
-    FROM fencegate_lease l
-   WHERE l.resource = $1 AND l.fence = $2 AND l.holder = $3 AND NOT EXISTS (SELECT FROM held)`
-	pgFloorResult = `
-SELECT floor, holder FROM held UNION ALL SELECT floor, holder FROM raised`
-)
-
-var (
-	pgFloorCTE         = fmt.Sprintf(pgFloorCTETemplate, "", pgRaiseValues)
-	pgFloorCTEVerified = fmt.Sprintf(pgFloorCTETemplate, pgVerifiedCond, pgRaiseIssued)
-
-	pgFloorRaise         = pgFloorCTE + pgFloorResult
-	pgFloorRaiseVerified = pgFloorCTEVerified + pgFloorResult
+	pgFloorRaise         = `SELECT floor, holder FROM fencegate_fence($1, $2, $3, false, false)`
+	pgFloorRaiseVerified = `SELECT floor, holder FROM fencegate_fence($1, $2, $3, true, false)`
 )
 
 // Queries is the Postgres SQL text; AutocommitQueries the same for
