@@ -1,0 +1,48 @@
+package pgxv5_test
+
+import (
+	"context"
+	"errors"
+	"log"
+	"os"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/sqlstore/pgxv5"
+)
+
+// A fenced transaction in the round trips of an unfenced one: BEGIN and
+// the fence travel together, the writes follow, and COMMIT commits them
+// with the floor raise. A stale token never gets a transaction.
+func ExampleBeginFenced() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	d := pgxv5.New(pool)
+	if err := d.Migrate(ctx); err != nil {
+		log.Fatal(err)
+	}
+	g := gate.New(d, nil)
+
+	token := gate.Token{Resource: "account/42", Holder: "worker-a", Fence: 7} // from the lease
+	tx, err := pgxv5.BeginFenced(ctx, g, pool, token, pgx.TxOptions{})
+	if errors.Is(err, gate.ErrStaleFence) {
+		log.Printf("superseded: %v", err) // logged and recorded; nothing was written
+		return
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer tx.Rollback(ctx) // a no-op after Commit
+	if _, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance - $1 WHERE id = $2`, 10, 42); err != nil {
+		log.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		log.Fatal(err)
+	}
+}
