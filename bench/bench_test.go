@@ -45,7 +45,7 @@ func TestWorkloads(t *testing.T) {
 	}
 	pg := newPG(t)
 	for name, op := range map[string]bench.Op{
-		"plain tx": pg.PgPlainTx, "autocommit": pg.PgPlainAutocommit, "fenced tx": pg.PgFencedTx,
+		"plain tx": pg.PgPlainTx, "autocommit": pg.PgPlainAutocommit, "fenced tx": pg.PgFencedTx, "begin fenced tx": pg.PgBeginFencedTx,
 		"fenced batch": pg.PgFencedBatch, "prototype": pg.PgPrototypeTx, "advisory xact": pg.PgAdvisoryXactTx,
 		"advisory xact batch": pg.PgAdvisoryXactBatch, "advisory session": pg.PgAdvisorySession,
 		"sql plain": pg.SQLPlainTx, "sql fenced": pg.SQLFencedTx,
@@ -93,7 +93,7 @@ func TestWorkloadsPerExecModeThroughProxy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for name, op := range map[string]bench.Op{"plain tx": via.PgPlainTx, "fenced tx": via.PgFencedTx, "fenced batch": via.PgFencedBatch} {
+		for name, op := range map[string]bench.Op{"plain tx": via.PgPlainTx, "fenced tx": via.PgFencedTx, "begin fenced tx": via.PgBeginFencedTx, "fenced batch": via.PgFencedBatch} {
 			if err := op(ctx, 3); err != nil {
 				t.Errorf("%s, %s: %v", mode, name, err)
 			}
@@ -119,6 +119,7 @@ func BenchmarkPostgres(b *testing.B) {
 	pg := newPG(b)
 	b.Run("pgx/unfenced-tx", func(b *testing.B) { benchOp(b, pg.PgPlainTx) })
 	b.Run("pgx/fenced-tx", func(b *testing.B) { benchOp(b, pg.PgFencedTx) })
+	b.Run("pgx/begin-fenced-tx", func(b *testing.B) { benchOp(b, pg.PgBeginFencedTx) })
 	b.Run("pgx/fenced-batch", func(b *testing.B) { benchOp(b, pg.PgFencedBatch) })
 	b.Run("pgx/unfenced-autocommit", func(b *testing.B) { benchOp(b, pg.PgPlainAutocommit) })
 	b.Run("pgx/advisory-xact-tx", func(b *testing.B) { benchOp(b, pg.PgAdvisoryXactTx) })

@@ -51,6 +51,7 @@ func RunAll(ctx context.Context, cfg Config, outDir, only string, quick bool) er
 		run func() error
 	}{
 		{"1", func() error { return Overhead(ctx, cfg, pg, lite, r) }},
+		{"fencesql", func() error { return FenceSQL(ctx, cfg, pg, r) }},
 		{"2", func() error { return Contention(ctx, cfg, pg, r) }},
 		{"3", func() error { return LeaseCosts(ctx, cfg, r) }},
 		{"4", func() error { return FloorTableSize(ctx, cfg, r) }},

@@ -66,6 +66,20 @@ func (p *PG) PgFencedTx(ctx context.Context, key int) error {
 	})
 }
 
+// PgBeginFencedTx is pgxv5.BeginFenced (BEGIN and the fence in one round
+// trip), UPDATE, COMMIT: the round trips of PgPlainTx.
+func (p *PG) PgBeginFencedTx(ctx context.Context, key int) error {
+	tx, err := pgxv5.BeginFenced(ctx, p.GatePgx, p.Pool, Token(key), pgx.TxOptions{})
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, updateItem, key); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
 // PgFencedBatch is pgxv5.CommitBatch with the UPDATE: one round trip.
 func (p *PG) PgFencedBatch(ctx context.Context, key int) error {
 	b := &pgx.Batch{}
@@ -223,4 +237,41 @@ func (p *PG) pglockClient(heartbeat bool) *pglock.Client {
 		return p.PglockHB
 	}
 	return p.Pglock
+}
+
+// floorCTE is the gate's floor statement before migration 00007 made it a
+// function (fencegate_fence): both paths in one CTE, parsed and planned on
+// every call outside the statement-caching exec modes.
+const floorCTE = `
+WITH held AS MATERIALIZED (
+  SELECT floor, holder FROM fencegate_floor
+   WHERE resource = $1 AND floor = $2 AND holder = $3
+     FOR NO KEY UPDATE
+), raised AS (
+  INSERT INTO fencegate_floor AS f (resource, floor, holder, updated_at)
+  SELECT $1, $2, $3, clock_timestamp() WHERE NOT EXISTS (SELECT FROM held)
+  ON CONFLICT (resource) DO UPDATE SET
+    floor      = GREATEST(f.floor, excluded.floor),
+    holder     = CASE WHEN excluded.floor >= f.floor THEN excluded.holder ELSE f.holder END,
+    updated_at = CASE WHEN excluded.floor > f.floor THEN excluded.updated_at ELSE f.updated_at END
+  RETURNING floor, holder
+)
+SELECT floor, holder FROM held UNION ALL SELECT floor, holder FROM raised`
+
+// PgFloorCTETx is PgFencedTx with the floor CTE of before migration 00007
+// in place of gate.Commit's call of fencegate_fence.
+func (p *PG) PgFloorCTETx(ctx context.Context, key int) error {
+	tok := Token(key)
+	return pgx.BeginFunc(ctx, p.Pool, func(tx pgx.Tx) error {
+		var floor int64
+		var holder string
+		if err := tx.QueryRow(ctx, floorCTE, tok.Resource, tok.Fence, tok.Holder).Scan(&floor, &holder); err != nil {
+			return err
+		}
+		if floor != tok.Fence {
+			return fmt.Errorf("refused at floor %d", floor)
+		}
+		_, err := tx.Exec(ctx, updateItem, key)
+		return err
+	})
 }
