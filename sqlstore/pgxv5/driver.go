@@ -73,13 +73,17 @@ func (d *Driver) Rollback(ctx context.Context, tx pgx.Tx) error {
 
 // UnwrapExecutor runs fencegate statements inside tx.
 func (d *Driver) UnwrapExecutor(tx pgx.Tx) sqlstore.Executor {
-	return sqlexec.New(querier{tx}, pg.Queries, classify)
+	var mode pgx.QueryExecMode
+	if c := tx.Conn(); c != nil {
+		mode = c.Config().DefaultQueryExecMode
+	}
+	return sqlexec.New(newQuerier(tx, mode), pg.Queries, classify)
 }
 
 // Executor runs fencegate statements on the pool, each in its own
 // transaction.
 func (d *Driver) Executor() sqlstore.Executor {
-	return sqlexec.New(querier{d.pool}, pg.AutocommitQueries, classify)
+	return sqlexec.New(newQuerier(d.pool, d.pool.Config().ConnConfig.DefaultQueryExecMode), pg.AutocommitQueries, classify)
 }
 
 // InTx runs fn in a new transaction, committing if fn returns nil.
@@ -103,19 +107,41 @@ type conn interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-type querier struct{ c conn }
+// querier runs fencegate's statements on c in c's exec mode, except that
+// describe_exec becomes exec: describe_exec spends a round trip describing
+// every statement, and fencegate's statements need no description (their
+// argument types follow from the Go values). Both run unnamed statements, so
+// whatever a pooler allows the one it allows the other.
+type querier struct {
+	c    conn
+	mode []any // the exec mode argument to put first, or none
+}
+
+func newQuerier(c conn, mode pgx.QueryExecMode) querier {
+	if mode == pgx.QueryExecModeDescribeExec {
+		return querier{c: c, mode: []any{pgx.QueryExecModeExec}}
+	}
+	return querier{c: c}
+}
+
+func (q querier) args(args []any) []any {
+	if q.mode == nil {
+		return args
+	}
+	return append(q.mode[:len(q.mode):len(q.mode)], args...)
+}
 
 func (q querier) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
-	tag, err := q.c.Exec(ctx, sql, args...)
+	tag, err := q.c.Exec(ctx, sql, q.args(args)...)
 	return tag.RowsAffected(), err
 }
 
 func (q querier) QueryRow(ctx context.Context, sql string, args ...any) sqlexec.Scanner {
-	return q.c.QueryRow(ctx, sql, args...)
+	return q.c.QueryRow(ctx, sql, q.args(args)...)
 }
 
 func (q querier) Query(ctx context.Context, sql string, args ...any) (sqlexec.Rows, error) {
-	rs, err := q.c.Query(ctx, sql, args...)
+	rs, err := q.c.Query(ctx, sql, q.args(args)...)
 	if err != nil {
 		return nil, err
 	}
