@@ -45,7 +45,9 @@
 // gate.New(pgxv5.New(pool), nil) takes pgx.Tx, and gate.New(sqlite.New(db),
 // nil) or gate.New(pgsql.New(db), nil) takes *sql.Tx. Passing the other kind
 // does not compile. The gate imports no driver: the SQL is the driver's.
-// pgxv5.CommitBatch is the one-round-trip fenced write on pgx.
+// pgxv5.CommitBatch is the one-round-trip fenced write on pgx, and
+// pgxv5.BeginFenced begins a pgx transaction with the fence already judged,
+// in BEGIN's round trip.
 //
 // # Where fences come from
 //

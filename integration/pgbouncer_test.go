@@ -116,6 +116,16 @@ func TestPgBouncerTransactionPooling(t *testing.T) {
 				b := &pgx.Batch{}
 				b.Queue(`INSERT INTO writes (resource, fence) VALUES ($1, $2)`, l.Token().Resource, l.Token().Fence)
 				return pgxv5.CommitBatch(ctx, g, pool, l.Token(), b)
+			}, func(ctx context.Context, l *lease.Lease) error {
+				tx, err := pgxv5.BeginFenced(ctx, g, pool, l.Token(), pgx.TxOptions{})
+				if err != nil {
+					return err
+				}
+				defer tx.Rollback(ctx)
+				if _, err := tx.Exec(ctx, `INSERT INTO writes (resource, fence) VALUES ($1, $2)`, l.Token().Resource, l.Token().Fence); err != nil {
+					return err
+				}
+				return tx.Commit(ctx)
 			})
 			checkStaleRefused(t, g, pool)
 		})
@@ -141,7 +151,7 @@ func TestPgBouncerTransactionPooling(t *testing.T) {
 // bouncerCycles runs 24 workers over 3 resources, each looping acquire →
 // fenced write (alternating the two write functions) → release, and fails
 // on any error: behind a transaction pooler in a safe mode, nothing should.
-func bouncerCycles(t *testing.T, store sqlstore.Store, write, write2 func(context.Context, *lease.Lease) error) {
+func bouncerCycles(t *testing.T, store sqlstore.Store, writes ...func(context.Context, *lease.Lease) error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -187,10 +197,7 @@ func bouncerCycles(t *testing.T, store sqlstore.Store, write, write2 func(contex
 					errs <- err
 					return
 				}
-				fn := write
-				if i%2 == 1 {
-					fn = write2
-				}
+				fn := writes[i%len(writes)]
 				if err := fn(ctx, l); err != nil {
 					errs <- fmt.Errorf("write under %s: %w", l.Token(), err)
 					return
@@ -238,6 +245,9 @@ func checkStaleRefused(t *testing.T, g *gate.Gate[pgx.Tx], pool *pgxpool.Pool) {
 	}
 	if err := tx.Commit(ctx); err == nil {
 		t.Fatal("a refused transaction committed")
+	}
+	if tx, err := pgxv5.BeginFenced(ctx, g, pool, stale, pgx.TxOptions{}); !errors.As(err, &sfe) || sfe.Seq == 0 || tx != nil {
+		t.Fatalf("stale fence through the pooler, BeginFenced: got %v, want a logged *StaleFenceError", err)
 	}
 }
 

@@ -7,6 +7,9 @@
 //	c := lease.NewCoordinator(d, nil)
 //
 // CommitBatch is the one-round-trip fenced write, a pgx pipeline.
+// BeginFenced begins a transaction whose first round trip carries BEGIN and
+// the fence, so a fenced transaction costs the round trips of an unfenced
+// one.
 //
 // The driver links no SQLite and no database/sql driver but pgx's own
 // stdlib, which Migrate needs for goose (it registers "pgx/v5", and "pgx"
