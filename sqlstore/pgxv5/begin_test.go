@@ -335,3 +335,33 @@ func TestBeginFencedConcurrentCommitsInFenceOrder(t *testing.T) {
 		idle(t, d)
 	})
 }
+
+// A database migrated before fencegate_fence (migration 00007) existed
+// says so: every way to fence fails with sqlstore.ErrNotMigrated, and a
+// missing function of the caller's own does not.
+func TestMissingFenceFunctionIsNotMigrated(t *testing.T) {
+	dbtest.ForEach(t, nil, func(t *testing.T, h dbtest.Harness[pgx.Tx]) {
+		ctx := context.Background()
+		d, g := pipelineHarness(t, h, nil)
+		if _, err := d.Pool().Exec(ctx, `DROP FUNCTION fencegate_fence(text, bigint, text, boolean, boolean)`); err != nil {
+			t.Fatal(err)
+		}
+		tok := gate.Token{Resource: "r", Holder: "a", Fence: 1}
+		tx, err := pgxv5.BeginFenced(ctx, g, d.Pool(), tok, pgx.TxOptions{})
+		endTx(tx)
+		if !errors.Is(err, sqlstore.ErrNotMigrated) {
+			t.Errorf("BeginFenced: %v, want ErrNotMigrated", err)
+		}
+		if err := pgxv5.CommitBatch(ctx, g, d.Pool(), tok, nil); !errors.Is(err, sqlstore.ErrNotMigrated) {
+			t.Errorf("CommitBatch: %v, want ErrNotMigrated", err)
+		}
+		if err := g.Do(ctx, tok, func(context.Context, pgx.Tx) error { return nil }); !errors.Is(err, sqlstore.ErrNotMigrated) {
+			t.Errorf("gate.Do: %v, want ErrNotMigrated", err)
+		}
+		_, err = d.Pool().Exec(ctx, `SELECT no_such_function_of_mine()`)
+		if err = d.ClassifyError(err); err == nil || errors.Is(err, sqlstore.ErrNotMigrated) {
+			t.Errorf("the caller's own missing function = %v: want an error that is not ErrNotMigrated", err)
+		}
+		idle(t, d)
+	})
+}

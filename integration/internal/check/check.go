@@ -116,7 +116,7 @@ func (v Violation) String() string { return v.Check + ": " + v.Detail }
 type Report struct {
 	Ops       int                                // client operations
 	Outcomes  map[string]map[history.Outcome]int // by type, then outcome
-	Via       map[string]int                     // writes by path: commit, do, batch, bypass
+	Via       map[string]int                     // writes by path: commit, do, batch, begin, bypass
 	Late      map[history.Outcome]int            // renewals sent after the holder's own deadline, by outcome
 	Committed int                                // write rows in the table
 	Grants    int                                // raise rows (committed grants)

@@ -77,7 +77,9 @@ type Config struct {
 	LateRenewProb float64 `json:"lateRenewProb"`
 
 	// BatchProb is the chance that a gated write on pgx goes through
-	// pgxv5.CommitBatch (one pipelined round trip, no BEGIN or COMMIT).
+	// pgxv5.CommitBatch (one pipelined round trip, no BEGIN or COMMIT),
+	// and, of the rest, the chance that it begins with pgxv5.BeginFenced
+	// (BEGIN and the fence in one round trip).
 	BatchProb float64 `json:"batchProb"`
 
 	// HoldProb is the chance that a cycle runs through lease.Hold (which
@@ -192,6 +194,9 @@ type env[TTx any] struct {
 	insert string
 	// batch is pgxv5.CommitBatch of one INSERT through the pool (pgx only).
 	batch func(ctx context.Context, g *gate.Gate[TTx], tok gate.Token, q string, args ...any) error
+	// begin is pgxv5.BeginFenced on the pool: the fence judged at BEGIN
+	// (pgx only).
+	begin func(ctx context.Context, g *gate.Gate[TTx], tok gate.Token) (TTx, error)
 	// draw runs a statement that returns one number, outside any transaction.
 	draw func(ctx context.Context, q string, args ...any) (int64, error)
 }
@@ -215,6 +220,14 @@ func run[TTx any](ctx context.Context, cfg Config, rec *history.Recorder, d sqls
 			b := &pgx.Batch{}
 			b.Queue(q, args...)
 			return pgxv5.CommitBatch(ctx, any(g).(*gate.Gate[pgx.Tx]), sender, tok, b)
+		}
+		e.begin = func(ctx context.Context, g *gate.Gate[TTx], tok gate.Token) (TTx, error) {
+			tx, err := pgxv5.BeginFenced(ctx, any(g).(*gate.Gate[pgx.Tx]), sender, tok, pgx.TxOptions{})
+			if err != nil {
+				var none TTx
+				return none, err
+			}
+			return any(tx).(TTx), nil
 		}
 	}
 	var wg sync.WaitGroup
@@ -481,9 +494,10 @@ func (e *env[TTx]) holdCycle(ctx context.Context, a *agent, res string) time.Dur
 	return time.Duration(5+a.rng.IntN(50)) * time.Millisecond
 }
 
-// write is one fenced write: BEGIN, gate.Commit, INSERT, COMMIT; or the
-// same through gate.Do (a third of the gated writes), which retries what the
-// dialect calls retryable. The row's op id is unique, so a retry of an
+// write is one fenced write: BEGIN, gate.Commit, INSERT, COMMIT; on pgx,
+// sometimes pgxv5.CommitBatch, or pgxv5.BeginFenced (BEGIN with the fence),
+// INSERT, COMMIT; or the same through gate.Do (a third of the other gated
+// writes), which retries what the dialect calls retryable. The row's op id is unique, so a retry of an
 // attempt that did commit could not commit twice unnoticed.
 func (e *env[TTx]) write(ctx context.Context, a *agent, g *gate.Gate[TTx], tok gate.Token) history.Outcome {
 	via := "commit"
@@ -492,6 +506,8 @@ func (e *env[TTx]) write(ctx context.Context, a *agent, g *gate.Gate[TTx], tok g
 		via = "bypass"
 	case e.batch != nil && a.rng.Float64() < e.cfg.BatchProb:
 		via = "batch"
+	case e.begin != nil && a.rng.Float64() < e.cfg.BatchProb:
+		via = "begin"
 	case a.rng.IntN(3) == 0:
 		via = "do"
 	}
@@ -530,7 +546,11 @@ func (e *env[TTx]) write(ctx context.Context, a *agent, g *gate.Gate[TTx], tok g
 		err = e.batch(octx, g, tok, e.insert, tok.Resource, tok.Fence, tok.Holder, a.name, inv.Op)
 	default:
 		var tx TTx
-		tx, err = e.driver.Begin(octx)
+		if via == "begin" {
+			tx, err = e.begin(octx, g, tok) // refused here, or the floor row held from BEGIN on
+		} else {
+			tx, err = e.driver.Begin(octx)
+		}
 		if err == nil {
 			if via == "commit" {
 				err = g.Commit(octx, tx, tok)
