@@ -45,7 +45,7 @@ func TestWorkloads(t *testing.T) {
 	}
 	pg := newPG(t)
 	for name, op := range map[string]bench.Op{
-		"plain tx": pg.PgPlainTx, "autocommit": pg.PgPlainAutocommit, "fenced tx": pg.PgFencedTx, "begin fenced tx": pg.PgBeginFencedTx,
+		"plain tx": pg.PgPlainTx, "autocommit": pg.PgPlainAutocommit, "fenced tx": pg.PgFencedTx, "begin fenced tx": pg.PgBeginFencedTx, "floor CTE tx": pg.PgFloorCTETx,
 		"fenced batch": pg.PgFencedBatch, "prototype": pg.PgPrototypeTx, "advisory xact": pg.PgAdvisoryXactTx,
 		"advisory xact batch": pg.PgAdvisoryXactBatch, "advisory session": pg.PgAdvisorySession,
 		"sql plain": pg.SQLPlainTx, "sql fenced": pg.SQLFencedTx,
@@ -62,8 +62,8 @@ func TestWorkloads(t *testing.T) {
 		t.Errorf("pglock heartbeat: %v", err)
 	}
 	var n int64
-	if err := pg.Pool.QueryRow(ctx, `SELECT n FROM bench_item WHERE id = 2`).Scan(&n); err != nil || n != 12 {
-		t.Fatalf("row 2 = %d, %v; want 12 updates", n, err)
+	if err := pg.Pool.QueryRow(ctx, `SELECT n FROM bench_item WHERE id = 2`).Scan(&n); err != nil || n != 14 {
+		t.Fatalf("row 2 = %d, %v; want 14 updates", n, err)
 	}
 	if err := pg.PglockAcquireRelease(false)(ctx, 1); err != nil {
 		t.Errorf("pglock acquire+release: %v", err)
@@ -101,8 +101,8 @@ func TestWorkloadsPerExecModeThroughProxy(t *testing.T) {
 		via.Close(ctx)
 	}
 	var n int64
-	if err := pg.Pool.QueryRow(ctx, `SELECT n FROM bench_item WHERE id = 3`).Scan(&n); err != nil || n != int64(3*len(bench.ExecModes)) {
-		t.Fatalf("row 3 = %d, %v; want %d updates", n, err, 3*len(bench.ExecModes))
+	if err := pg.Pool.QueryRow(ctx, `SELECT n FROM bench_item WHERE id = 3`).Scan(&n); err != nil || n != int64(4*len(bench.ExecModes)) {
+		t.Fatalf("row 3 = %d, %v; want %d updates", n, err, 4*len(bench.ExecModes))
 	}
 }
 
