@@ -376,6 +376,44 @@ func TestFloorAheadOfTheSequence(t *testing.T) {
 	})
 }
 
+// The same over a lease row that exists and is free, the case the Postgres
+// fast path (fencegate_grant) writes before it sees the floor: nothing of
+// the refused grant stays, neither the lease nor the request id, which a
+// later coordinator then grants.
+func TestFloorAheadOfAReleasedLease(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store sqlstore.Store) {
+		ctx := context.Background()
+		a := newClient(t, "agent-a", ClientOptions{})
+		coord := NewCoordinator(store, nil)
+		old := acquire(t, a, coord, "r")
+		tok, _ := a.Release(old)
+		if ok, err := coord.Release(ctx, tok); err != nil || !ok {
+			t.Fatalf("Release = %v, %v", ok, err)
+		}
+		_, err := store.Executor().FloorRaise(ctx, sqlstore.FloorRaiseParams{Resource: "r", Holder: "etcd-holder", Fence: tok.Fence + 500})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := a.BeginAcquire("r")
+		out, err := coord.Acquire(ctx, req)
+		if !errors.Is(err, ErrFloorAhead) || out.OK {
+			t.Fatalf("Acquire under a floor of %d = %+v, %v; want ErrFloorAhead", tok.Fence+500, out, err)
+		}
+		if st, _ := coord.Status(ctx, "r"); st.Fence != tok.Fence || st.Held || !st.Released {
+			t.Errorf("a refused acquisition changed the lease: %+v, want fence %d released", st, tok.Fence)
+		}
+		if f := floorOf(t, store, "r"); f.Floor != tok.Fence+500 || f.Holder != "etcd-holder" {
+			t.Errorf("floor %+v, want %d from etcd-holder untouched", f, tok.Fence+500)
+		}
+		// The refused request made no generation: the same request is
+		// granted once the sequence is above the floor.
+		again, err := NewCoordinator(store, &CoordinatorOptions{StartFence: tok.Fence + 501}).Acquire(ctx, req)
+		if err != nil || !again.OK || again.Grant.Fence <= tok.Fence+500 {
+			t.Fatalf("the same request with StartFence %d = %+v, %v; want a grant above the floor", tok.Fence+501, again, err)
+		}
+	})
+}
+
 func TestBadInput(t *testing.T) {
 	forEachStore(t, func(t *testing.T, store sqlstore.Store) {
 		ctx := context.Background()

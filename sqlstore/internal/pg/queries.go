@@ -133,4 +133,7 @@ SELECT seq, resource, holder, (extract(epoch FROM expires_at) * 1000000)::bigint
   FROM fencegate_waiter WHERE resource = $1 AND expires_at > clock_timestamp() ORDER BY seq`,
 	// Migration 00006.
 	LeaseAcquire: `SELECT * FROM fencegate_acquire($1, $2, $3, $4::bigint, $5)`,
+	// Migration 00009: the same with a fast path for a free lease row;
+	// it raises FG004 (or 23505) where it would have to undo its writes.
+	LeaseAcquireAutocommit: `SELECT * FROM fencegate_grant($1, $2, $3, $4::bigint, $5)`,
 }

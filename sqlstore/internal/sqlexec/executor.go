@@ -361,11 +361,35 @@ var acquireStatus = map[string]sqlstore.AcquireStatus{
 }
 
 func (e acquirer) LeaseAcquire(ctx context.Context, p sqlstore.LeaseAcquireParams) (sqlstore.LeaseAcquireResult, error) {
+	if e.sql.leaseAcquireFirst != "" {
+		res, err := e.acquire(ctx, e.sql.leaseAcquireFirst, p)
+		if !asksForRecheck(err) {
+			return res, err
+		}
+		// Rolled back, nothing written: a late retry or a floor ahead,
+		// which LeaseAcquire tells apart before it writes.
+	}
+	return e.acquire(ctx, e.sql.LeaseAcquire, p)
+}
+
+// asksForRecheck reports whether err is Queries.LeaseAcquireAutocommit's
+// request for Queries.LeaseAcquire: SQLSTATE AcquireRecheck, or the
+// unique_violation of a request id that already made a generation.
+func asksForRecheck(err error) bool {
+	coded, ok := errors.AsType[interface {
+		error
+		SQLState() string
+	}](err)
+	return ok && (coded.SQLState() == AcquireRecheck || coded.SQLState() == "23505")
+}
+
+// acquire runs one of the one-statement acquisitions and reads its row.
+func (e acquirer) acquire(ctx context.Context, query string, p sqlstore.LeaseAcquireParams) (sqlstore.LeaseAcquireResult, error) {
 	var res sqlstore.LeaseAcquireResult
 	var status string
 	var granted, expires, now int64
 	r := &res.Lease
-	err := e.q.QueryRow(ctx, e.sql.LeaseAcquire, p.Resource, p.Holder, p.RequestID, p.TTL.Microseconds(), lockTimeout(p.LockTimeout)).
+	err := e.q.QueryRow(ctx, query, p.Resource, p.Holder, p.RequestID, p.TTL.Microseconds(), lockTimeout(p.LockTimeout)).
 		Scan(&status, &r.Resource, &r.Holder, &r.Fence, &r.RequestID, &granted, &expires, &r.Released, &now,
 			&res.Fence, &res.Floor, &res.FloorHolder)
 	if err != nil {

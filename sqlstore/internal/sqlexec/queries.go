@@ -1,5 +1,7 @@
 package sqlexec
 
+import "cmp"
+
 // Queries is the SQL text of one dialect. Every statement binds its
 // arguments; times come back as integer microseconds since the Unix epoch so
 // that one scanner serves both dialects.
@@ -45,15 +47,31 @@ type Queries struct {
 	// $4 ttl µs, $5 lock timeout text → status, the lease columns and
 	// clock, fence, floor, floor holder.
 	LeaseAcquire string
+	// LeaseAcquireAutocommit, when set, is tried before LeaseAcquire in an
+	// executor outside any caller's transaction (Autocommit): the same
+	// arguments and columns, faster where the lease row exists and is
+	// free. Where it would have to undo what it wrote it fails with
+	// SQLSTATE AcquireRecheck or 23505 (unique_violation), its whole
+	// transaction rolled back, and LeaseAcquire answers instead.
+	LeaseAcquireAutocommit string
+
+	// leaseAcquireFirst is LeaseAcquireAutocommit in Autocommit's copy,
+	// empty in a transaction's, which such a failure would abort.
+	leaseAcquireFirst string
 }
+
+// AcquireRecheck is the SQLSTATE with which Queries.LeaseAcquireAutocommit
+// asks for Queries.LeaseAcquire, having written nothing.
+const AcquireRecheck = "FG004"
 
 // Autocommit returns the statements for an executor that runs each on its
 // own (Store.Executor): q with its autocommit variants in place.
 func (q *Queries) Autocommit() *Queries {
-	if q.LeaseReleaseAutocommit == "" {
+	if q.LeaseReleaseAutocommit == "" && q.LeaseAcquireAutocommit == "" {
 		return q
 	}
 	c := *q
-	c.LeaseRelease = q.LeaseReleaseAutocommit
+	c.LeaseRelease = cmp.Or(q.LeaseReleaseAutocommit, q.LeaseRelease)
+	c.leaseAcquireFirst = q.LeaseAcquireAutocommit
 	return &c
 }
