@@ -174,8 +174,10 @@ type Status struct {
 // granted.
 //
 // Where the store's Executor is a sqlstore.LeaseAcquirer (both Postgres
-// drivers) the acquisition is one statement, so one round trip; otherwise
-// it is a transaction of one statement per step, under the same rules.
+// drivers) the acquisition is one statement, so one round trip (two for a
+// late retry, or a floor above the sequence, over a free lease row: the
+// fast statement rolls back and a careful one answers); otherwise it is a
+// transaction of one statement per step, under the same rules.
 //
 // Errors: gate.ErrInvalidInput for a bad request (including a ttl below
 // MinTTL or above MaxTTL), ErrRequestExpired, ErrFloorAhead, ErrBusy, or the

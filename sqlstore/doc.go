@@ -32,10 +32,11 @@
 //     contract as documented on the interface; times come from the
 //     database's clock.
 //   - Optionally, LeaseAcquirer on its Executor: a lease acquisition in
-//     one statement (the Postgres drivers call fencegate_acquire, a
-//     function their migrations install). Without it the lease
-//     coordinator runs the acquisition's steps one statement at a time in
-//     InTx, under the same rules.
+//     one statement (the Postgres drivers call fencegate_grant on their
+//     own, with a fast path for a free lease row, and fencegate_acquire in
+//     a transaction: functions their migrations install). Without it the
+//     lease coordinator runs the acquisition's steps one statement at a
+//     time in InTx, under the same rules.
 //   - Error classification: every error the driver returns passes through
 //     WithClass with the driver's reading of its database's errors
 //     (ErrorClass: retryable, connection lost, outcome unknown), so
