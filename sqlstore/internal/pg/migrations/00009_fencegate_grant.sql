@@ -24,10 +24,14 @@
 -- Waits stay bounded by p_lock_timeout. The UPDATE takes the fence and the
 -- clock after the lease row's lock: when the row changed while it waited,
 -- Postgres re-evaluates the WHERE and the new values against the newest
--- row (EvalPlanQual; the clock is a correlated subquery so that it is read
--- again); when the lock was only held, not changed, the values computed
--- before the wait stand, which dates the grant (and so its expiry) earlier
--- than the wait: a shorter lease, never a longer one.
+-- row (EvalPlanQual). The clock is read in a subquery correlated with the
+-- row (its WHERE names l.resource) so that it is read again there; an
+-- uncorrelated one is an InitPlan, read once before the wait, which dated
+-- a grant before the end of the lease it replaced (the reliability suite's
+-- granted-while-live). When the lock was only held, not changed, the values
+-- computed before the wait stand: the row was free then, and the grant is
+-- dated (and so expires) earlier than its commit, a shorter lease, never a
+-- longer one.
 --
 -- Same columns and statuses as fencegate_acquire.
 
@@ -47,8 +51,8 @@ BEGIN
     PERFORM set_config('lock_timeout', p_lock_timeout, true);
     UPDATE fencegate_lease AS l
        SET holder = p_holder, fence = nextval('fencegate_fence_seq'), request_id = p_request_id,
-           (granted_at, expires_at) = (SELECT c.t, c.t + p_ttl_us * interval '1 microsecond'
-                                         FROM (SELECT clock_timestamp() AS t, l.resource AS r) c),
+           (granted_at, expires_at) = (SELECT t, t + p_ttl_us * interval '1 microsecond'
+                                         FROM clock_timestamp() AS t WHERE l.resource IS NOT NULL),
            released = false
      WHERE l.resource = p_resource AND (l.released OR l.expires_at <= clock_timestamp())
     RETURNING l.fence, l.granted_at, l.expires_at INTO v_fence, v_granted, v_expires;
