@@ -267,6 +267,39 @@ type LeaseAcquirer interface {
 	LeaseAcquire(ctx context.Context, p LeaseAcquireParams) (LeaseAcquireResult, error)
 }
 
+// LeaseBatchRenewer is a capability an Executor may have: many renewals in
+// one statement, so in one round trip (both Postgres drivers). The lease
+// coordinator's batch renewal uses it when Store.Executor's value has it,
+// and otherwise renews one lease after another in a transaction of its own
+// (InTx).
+//
+// LeaseRenewBatch keeps LeaseRenew's rules for each lease, reading the
+// database's clock once for the whole statement: it returns one row per
+// request, in order, the renewed lease with Found true, or Found false (and
+// nothing written for it) for a lease that is released, expired or
+// superseded. A request repeated in the batch is renewed once; its copies
+// answer Found false.
+type LeaseBatchRenewer interface {
+	LeaseRenewBatch(ctx context.Context, ps []LeaseRenewParams) ([]LeaseRow, error)
+}
+
+// ConnPinner is implemented by a Store that can take a connection from its
+// pool before any statement is written (pgxv5.Driver and the database/sql
+// drivers over sqlexec). OnConn waits for the connection, then runs fn with
+// an Executor whose statements run on it, each on its own (autocommit), and
+// gives the connection back. The lease coordinator uses it to read the
+// holder's clock for a request once the connection is in hand, so that
+// time queued for the pool is not taken off the lease. A driver that keeps
+// its statements prepared per pool (SQLite) may run fn on Executor instead.
+//
+// MaxConns is the most connections the pool opens, 0 for no limit: the
+// coordinator keeps one of them free of its own acquisitions and releases,
+// so that renewals are not queued behind them.
+type ConnPinner interface {
+	OnConn(ctx context.Context, fn func(Executor) error) error
+	MaxConns() int
+}
+
 // LeaseAcquireParams are the inputs of LeaseAcquirer.LeaseAcquire.
 type LeaseAcquireParams struct {
 	Resource    string

@@ -86,6 +86,23 @@ func (d *Driver) Executor() sqlstore.Executor {
 	return sqlexec.New(newQuerier(d.pool, d.pool.Config().ConnConfig.DefaultQueryExecMode), pg.AutocommitQueries, classify)
 }
 
+var _ sqlstore.ConnPinner = (*Driver)(nil)
+
+// OnConn takes a connection from the pool, then runs fn with an Executor on
+// it, each statement on its own, and gives the connection back
+// (sqlstore.ConnPinner).
+func (d *Driver) OnConn(ctx context.Context, fn func(sqlstore.Executor) error) error {
+	c, err := d.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("take a connection: %w", classify.Classify(err))
+	}
+	defer c.Release()
+	return fn(sqlexec.New(querier{c}, pg.AutocommitQueries, classify))
+}
+
+// MaxConns returns the pool's MaxConns (sqlstore.ConnPinner).
+func (d *Driver) MaxConns() int { return int(d.pool.Config().MaxConns) }
+
 // InTx runs fn in a new transaction, committing if fn returns nil.
 func (d *Driver) InTx(ctx context.Context, fn func(sqlstore.Executor) error) error {
 	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error { return fn(d.UnwrapExecutor(tx)) })

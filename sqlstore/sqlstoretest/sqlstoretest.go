@@ -319,6 +319,71 @@ func Exercise[TTx any](t *testing.T, newDriver func(t testing.TB) sqlstore.Drive
 		}
 	})
 
+	// A driver that renews in batches keeps LeaseRenew's rules for each
+	// lease; one that pins connections runs statements on them.
+	run("Executor/LeaseRenewBatch", func(t *testing.T, d sqlstore.Driver[TTx]) {
+		b, ok := d.Executor().(sqlstore.LeaseBatchRenewer)
+		if !ok {
+			t.Skip("the driver renews no batch in one statement")
+		}
+		ex := d.Executor()
+		grant(t, ex, sqlstore.LeaseGrantParams{Resource: "r1", Holder: "a", Fence: 4, RequestID: "q1", TTL: time.Minute})
+		grant(t, ex, sqlstore.LeaseGrantParams{Resource: "r2", Holder: "a", Fence: 5, RequestID: "q2", TTL: time.Minute})
+		grant(t, ex, sqlstore.LeaseGrantParams{Resource: "r3", Holder: "a", Fence: 6, RequestID: "q3", TTL: time.Minute})
+		if ok, err := ex.LeaseRelease(ctx, "r3", "a", 6); err != nil || !ok {
+			t.Fatalf("LeaseRelease = %v, %v", ok, err)
+		}
+		ps := []sqlstore.LeaseRenewParams{
+			{Resource: "r1", Holder: "a", Fence: 4, TTL: time.Hour},
+			{Resource: "r2", Holder: "a", Fence: 3, TTL: time.Hour}, // another fence
+			{Resource: "r3", Holder: "a", Fence: 6, TTL: time.Hour}, // released
+			{Resource: "none", Holder: "a", Fence: 1, TTL: time.Hour},
+			{Resource: "r2", Holder: "a", Fence: 5, TTL: 2 * time.Hour},
+		}
+		rows, err := b.LeaseRenewBatch(ctx, ps)
+		if err != nil || len(rows) != len(ps) {
+			t.Fatalf("LeaseRenewBatch = %+v, %v", rows, err)
+		}
+		for i, want := range []bool{true, false, false, false, true} {
+			if rows[i].Found != want {
+				t.Errorf("request %d: %+v, want Found %v", i, rows[i], want)
+			}
+		}
+		if r := rows[0]; r.Resource != "r1" || r.Fence != 4 || r.ExpiresAt.Sub(r.Now) != time.Hour {
+			t.Errorf("r1 renewed as %+v", r)
+		}
+		if r := rows[4]; r.Resource != "r2" || r.Fence != 5 || r.ExpiresAt.Sub(r.Now) != 2*time.Hour || !r.Now.Equal(rows[0].Now) {
+			t.Errorf("r2 renewed as %+v, at another clock reading than r1 (%v)", r, rows[0].Now)
+		}
+		if got, err := ex.LeaseGet(ctx, "r3"); err != nil || got.Live() {
+			t.Errorf("the released lease after the batch: %+v, %v", got, err)
+		}
+		if rows, err := b.LeaseRenewBatch(ctx, nil); err != nil || len(rows) != 0 {
+			t.Errorf("an empty batch = %+v, %v", rows, err)
+		}
+	})
+
+	run("OnConn", func(t *testing.T, d sqlstore.Driver[TTx]) {
+		p, ok := any(d).(sqlstore.ConnPinner)
+		if !ok {
+			t.Skip("the driver pins no connection")
+		}
+		err := p.OnConn(ctx, func(ex sqlstore.Executor) error {
+			grant(t, ex, sqlstore.LeaseGrantParams{Resource: "r", Holder: "a", Fence: 4, RequestID: "q1", TTL: time.Minute})
+			got, err := ex.LeaseRenew(ctx, sqlstore.LeaseRenewParams{Resource: "r", Holder: "a", Fence: 4, TTL: time.Hour})
+			if err != nil || !got.Found {
+				t.Errorf("LeaseRenew on a pinned connection = %+v, %v", got, err)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := d.Executor().LeaseGet(ctx, "r"); err != nil || got.ExpiresAt.Sub(got.Now) < 59*time.Minute {
+			t.Errorf("after OnConn (autocommit): %+v, %v", got, err)
+		}
+	})
+
 	run("WaiterQueue", func(t *testing.T, d sqlstore.Driver[TTx]) {
 		ex := d.Executor()
 		var seqs []int64

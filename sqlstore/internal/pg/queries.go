@@ -99,6 +99,20 @@ UPDATE fencegate_lease SET expires_at = now.t + $4::bigint * interval '1 microse
   FROM now
  WHERE resource = $1 AND holder = $2 AND fence = $3 AND NOT released AND expires_at > now.t
 RETURNING ` + pgLeaseCols + `, (extract(epoch FROM now.t) * 1000000)::bigint`,
+	// One clock reading for the whole batch; a request's ordinality (from
+	// 1) tells its row. Two requests for one row renew it once.
+	LeaseRenewBatch: `
+WITH now AS MATERIALIZED (SELECT clock_timestamp() AS t),
+req AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[])
+         WITH ORDINALITY AS r(resource, holder, fence, ttl_us, i))
+UPDATE fencegate_lease l SET expires_at = now.t + req.ttl_us * interval '1 microsecond'
+  FROM now, req
+ WHERE l.resource = req.resource AND l.holder = req.holder AND l.fence = req.fence
+   AND NOT l.released AND l.expires_at > now.t
+RETURNING req.i, l.resource, l.holder, l.fence, l.request_id,
+  (extract(epoch FROM l.granted_at) * 1000000)::bigint,
+  (extract(epoch FROM l.expires_at) * 1000000)::bigint,
+  l.released, (extract(epoch FROM now.t) * 1000000)::bigint`,
 	LeaseRelease: `
 UPDATE fencegate_lease SET released = true, expires_at = LEAST(expires_at, clock_timestamp())
  WHERE resource = $1 AND holder = $2 AND fence = $3 AND NOT released AND expires_at > clock_timestamp()`,

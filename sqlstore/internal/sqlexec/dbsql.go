@@ -101,6 +101,29 @@ func (d *Driver) Executor() sqlstore.Executor {
 	return New(sqlQuerier{c: d.db, stmts: d.stmts}, d.autocommit, d.dialect.Classify)
 }
 
+var _ sqlstore.ConnPinner = (*Driver)(nil)
+
+// OnConn takes a connection from the pool, then runs fn with an Executor on
+// it, each statement on its own, and gives the connection back
+// (sqlstore.ConnPinner). A driver that caches prepared statements (SQLite)
+// runs fn on Executor instead: its statements are prepared per pool, and
+// its wait is for the database's write lock, not for a connection.
+func (d *Driver) OnConn(ctx context.Context, fn func(sqlstore.Executor) error) error {
+	if d.stmts != nil {
+		return fn(d.Executor())
+	}
+	conn, err := d.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("take a connection: %w", d.ClassifyError(err))
+	}
+	defer conn.Close()
+	return fn(New(sqlQuerier{c: conn}, d.autocommit, d.dialect.Classify))
+}
+
+// MaxConns returns the *sql.DB's MaxOpenConnections, 0 for no limit
+// (sqlstore.ConnPinner).
+func (d *Driver) MaxConns() int { return d.db.Stats().MaxOpenConnections }
+
 // InTx runs fn in a new transaction, committing if fn returns nil.
 func (d *Driver) InTx(ctx context.Context, fn func(sqlstore.Executor) error) error {
 	tx, err := d.Begin(ctx)

@@ -48,11 +48,17 @@ func (c Classifier) Classify(err error) error {
 
 // New returns the executor that runs queries through q, marking every error
 // by classify. With queries.LeaseAcquire set it is also a
-// sqlstore.LeaseAcquirer.
+// sqlstore.LeaseAcquirer, and with queries.LeaseRenewBatch a
+// sqlstore.LeaseBatchRenewer.
 func New(q Querier, queries *Queries, classify Classifier) sqlstore.Executor {
 	e := &executor{q: q, sql: queries, classify: classify}
-	if queries.LeaseAcquire != "" {
+	switch {
+	case queries.LeaseAcquire != "" && queries.LeaseRenewBatch != "":
+		return acquireBatcher{acquirer{e}}
+	case queries.LeaseAcquire != "":
 		return acquirer{e}
+	case queries.LeaseRenewBatch != "":
+		return batcher{e}
 	}
 	return e
 }
@@ -407,6 +413,63 @@ func (e acquirer) acquire(ctx context.Context, query string, p sqlstore.LeaseAcq
 	}
 	r.Now = Micros(now)
 	return res, nil
+}
+
+// batcher is an executor whose dialect renews many leases in one statement.
+type batcher struct{ *executor }
+
+// acquireBatcher is an executor with both capabilities.
+type acquireBatcher struct{ acquirer }
+
+var (
+	_ sqlstore.LeaseBatchRenewer = batcher{}
+	_ sqlstore.LeaseBatchRenewer = acquireBatcher{}
+	_ sqlstore.LeaseAcquirer     = acquireBatcher{}
+)
+
+func (e batcher) LeaseRenewBatch(ctx context.Context, ps []sqlstore.LeaseRenewParams) ([]sqlstore.LeaseRow, error) {
+	return e.renewBatch(ctx, ps)
+}
+
+func (e acquireBatcher) LeaseRenewBatch(ctx context.Context, ps []sqlstore.LeaseRenewParams) ([]sqlstore.LeaseRow, error) {
+	return e.renewBatch(ctx, ps)
+}
+
+// renewBatch runs Queries.LeaseRenewBatch: the requests go as four arrays,
+// and each renewed row comes back with its request's ordinality.
+func (e *executor) renewBatch(ctx context.Context, ps []sqlstore.LeaseRenewParams) ([]sqlstore.LeaseRow, error) {
+	out := make([]sqlstore.LeaseRow, len(ps))
+	if len(ps) == 0 {
+		return out, nil
+	}
+	resources, holders := make([]string, len(ps)), make([]string, len(ps))
+	fences, ttls := make([]int64, len(ps)), make([]int64, len(ps))
+	for i, p := range ps {
+		resources[i], holders[i], fences[i], ttls[i] = p.Resource, p.Holder, p.Fence, p.TTL.Microseconds()
+	}
+	rs, err := e.q.Query(ctx, e.sql.LeaseRenewBatch, resources, holders, fences, ttls)
+	if err != nil {
+		return nil, e.fail("renew leases", err)
+	}
+	defer rs.Close()
+	for rs.Next() {
+		var i int64
+		var r sqlstore.LeaseRow
+		var granted, expires, now int64
+		if err := rs.Scan(&i, &r.Resource, &r.Holder, &r.Fence, &r.RequestID, &granted, &expires, &r.Released, &now); err != nil {
+			return nil, e.fail("renew leases", err)
+		}
+		if i < 1 || i > int64(len(ps)) {
+			return nil, fmt.Errorf("renew leases: the database answered request %d of %d", i, len(ps))
+		}
+		r.Found = true
+		r.GrantedAt, r.ExpiresAt, r.Now = Micros(granted), Micros(expires), Micros(now)
+		out[i-1] = r
+	}
+	if err := rs.Err(); err != nil {
+		return nil, e.fail("renew leases", err)
+	}
+	return out, nil
 }
 
 // collect runs a query and scans every row with scan.

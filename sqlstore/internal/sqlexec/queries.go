@@ -26,6 +26,11 @@ type Queries struct {
 	LeaseReplace       string // same
 	LeaseRenew         string // $1 resource, $2 holder, $3 fence, $4 ttl µs
 	LeaseRelease       string // $1 resource, $2 holder, $3 fence
+	// LeaseRenewBatch, when set, renews many leases in one statement
+	// (sqlstore.LeaseBatchRenewer): $1 resources, $2 holders, $3 fences,
+	// $4 ttls µs, as arrays → the request's ordinality (from 1), then the
+	// lease columns and clock, for each lease renewed.
+	LeaseRenewBatch string
 	// LeaseReleaseAutocommit, when set, replaces LeaseRelease in an
 	// executor outside any caller's transaction (Autocommit).
 	LeaseReleaseAutocommit string
