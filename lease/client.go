@@ -59,6 +59,7 @@ type Client struct {
 	ttl            time.Duration
 	releaseTimeout time.Duration
 	clock          *checkedClock
+	keeper         keeper // renews the leases held through Hold
 }
 
 // NewClient returns a Client for one holder. Invalid options return an error
@@ -101,15 +102,27 @@ type AcquireRequest struct {
 	RequestID string        // random, unique per request; makes retries idempotent
 	TTL       time.Duration // the term asked for; 0 for the coordinator's default
 
-	sentAt Instant // holder-side only: never sent, never read by the coordinator
+	sentAt sendStamp // holder-side only: never sent, never read by the coordinator
 	client *Client
 	used   atomic.Bool
 }
 
-// SentAt returns the instant, on the holder's clock, at which BeginAcquire
-// read the clock: the anchor of the lease's deadline. It is zero for a
-// request no Client began.
-func (r *AcquireRequest) SentAt() Instant { return r.sentAt }
+// SentAt returns the instant, on the holder's clock, at which the request
+// was sent: the anchor of the lease's deadline. BeginAcquire reads the
+// clock; a Coordinator in the holder's process reads it again once it has
+// a connection for the request's first sending (see Coordinator.Acquire),
+// so that time queued for a connection is not taken off the lease. It is
+// zero for a request no Client began.
+func (r *AcquireRequest) SentAt() Instant { return r.sentAt.load() }
+
+// restamp reads the holder's clock again, just before the request's first
+// sending, when the request was begun in this process. A retry keeps the
+// first sending's instant, which comes before any grant the retry can get.
+func (r *AcquireRequest) restamp() {
+	if r.client != nil {
+		r.sentAt.restamp(r.client.clock)
+	}
+}
 
 // RenewRequest asks the coordinator to extend a live lease. Make one with
 // Client.BeginRenewal just before sending it; the exported fields are all
@@ -121,14 +134,47 @@ type RenewRequest struct {
 	RequestID string
 	TTL       time.Duration // the new term, from when the coordinator processes it; 0 for its default
 
-	sentAt Instant
+	sentAt sendStamp
 	lease  *Lease
 	used   atomic.Bool
 }
 
-// SentAt returns the instant at which BeginRenewal read the holder's clock.
+// SentAt returns the instant at which the request was sent, on the holder's
+// clock: when BeginRenewal read it, or later, as AcquireRequest.SentAt.
 // The renewed deadline dates from it, not from the reply's arrival.
-func (r *RenewRequest) SentAt() Instant { return r.sentAt }
+func (r *RenewRequest) SentAt() Instant { return r.sentAt.load() }
+
+// restamp is AcquireRequest.restamp for a renewal.
+func (r *RenewRequest) restamp() {
+	if r.lease != nil && r.lease.client != nil {
+		r.sentAt.restamp(r.lease.client.clock)
+	}
+}
+
+// sendStamp is a request's send instant. It is read again (restamp) at most
+// once, before the first sending; a lock orders that reading before the
+// sending of any concurrent copy of the request.
+type sendStamp struct {
+	mu     sync.Mutex
+	at     Instant
+	resent bool // restamp ran: the request has been sent
+}
+
+func newSendStamp(at Instant) sendStamp { return sendStamp{at: at} }
+
+func (s *sendStamp) load() Instant {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.at
+}
+
+func (s *sendStamp) restamp(clock Clock) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.resent {
+		s.at, s.resent = clock.Now(), true
+	}
+}
 
 // Grant is the coordinator's answer to a successful acquisition or renewal.
 type Grant struct {
@@ -162,7 +208,7 @@ func (c *Client) BeginAcquire(resource string) (*AcquireRequest, error) {
 		Holder:    c.holder,
 		RequestID: newRequestID(),
 		TTL:       c.ttl,
-		sentAt:    c.clock.Now(),
+		sentAt:    newSendStamp(c.clock.Now()),
 		client:    c,
 	}, nil
 }
@@ -190,7 +236,7 @@ func (c *Client) CompleteAcquire(req *AcquireRequest, grant Grant) (*Lease, erro
 		client: c,
 		token:  gate.Token{Resource: grant.Resource, Holder: grant.Holder, Fence: grant.Fence},
 	}
-	l.set(req.sentAt, grant)
+	l.set(req.SentAt(), grant)
 	return l, nil
 }
 
@@ -212,7 +258,7 @@ func (c *Client) BeginRenewal(l *Lease) (*RenewRequest, error) {
 		Fence:     l.token.Fence,
 		RequestID: newRequestID(),
 		TTL:       c.ttl,
-		sentAt:    c.clock.Now(),
+		sentAt:    newSendStamp(c.clock.Now()),
 		lease:     l,
 	}, nil
 }
@@ -241,7 +287,7 @@ func (c *Client) CompleteRenewal(req *RenewRequest, grant Grant) (*Lease, error)
 	if l.released {
 		return nil, ErrReleased
 	}
-	l.setLocked(req.sentAt, grant)
+	l.setLocked(req.SentAt(), grant)
 	return l, nil
 }
 

@@ -74,6 +74,15 @@ type CoordinatorOptions struct {
 // mode): from the moment a lease is granted, every older fence is refused,
 // even before the new holder writes.
 //
+// Where the store says how many connections its pool opens
+// (sqlstore.ConnPinner: both Postgres drivers, and the database/sql ones
+// with SetMaxOpenConns), a Coordinator sends at most one fewer acquisitions
+// and releases at a time; the rest wait their turn in the Coordinator,
+// before their send instant is read. One connection then stays free for
+// renewals (Renew, RenewBatch, Hold's keeper), so that a thousand queued
+// acquirers do not starve the leases already held. Share one Coordinator
+// per pool for the bound to hold.
+//
 // A Coordinator is safe for concurrent use.
 type Coordinator struct {
 	store       sqlstore.Store
@@ -86,6 +95,12 @@ type Coordinator struct {
 
 	startMu   sync.Mutex
 	startDone bool // StartFence was applied
+
+	// slots bounds the acquisitions and releases in flight to one fewer
+	// than the store's pool has connections (sqlstore.ConnPinner), so that
+	// a renewal finds a connection free however many acquirers queue; nil
+	// for no bound.
+	slots chan struct{}
 }
 
 // NewCoordinator returns a Coordinator over store, which must be migrated
@@ -94,7 +109,12 @@ func NewCoordinator(store sqlstore.Store, opts *CoordinatorOptions) *Coordinator
 	if opts == nil {
 		opts = &CoordinatorOptions{}
 	}
+	var slots chan struct{}
+	if p, ok := store.(sqlstore.ConnPinner); ok && p.MaxConns() > 1 {
+		slots = make(chan struct{}, p.MaxConns()-1)
+	}
 	return &Coordinator{
+		slots:       slots,
 		store:       store,
 		ttl:         cmp.Or(opts.TTL, 30*time.Second),
 		maxTTL:      cmp.Or(opts.MaxTTL, 24*time.Hour),
@@ -193,6 +213,11 @@ func (c *Coordinator) Acquire(ctx context.Context, req *AcquireRequest) (Acquire
 	if err := c.applyStartFence(ctx); err != nil {
 		return AcquireOutcome{}, err
 	}
+	free, err := c.takeSlot(ctx)
+	if err != nil {
+		return AcquireOutcome{}, c.wrap("acquire", req.Resource, err)
+	}
+	defer free()
 	p := sqlstore.LeaseAcquireParams{
 		Resource:    req.Resource,
 		Holder:      req.Holder,
@@ -202,9 +227,18 @@ func (c *Coordinator) Acquire(ctx context.Context, req *AcquireRequest) (Acquire
 	}
 	var res sqlstore.LeaseAcquireResult
 	if ex, ok := c.store.Executor().(sqlstore.LeaseAcquirer); ok {
-		res, err = ex.LeaseAcquire(ctx, p) // one round trip
+		err = c.onConn(ctx, func(pinned sqlstore.Executor) error {
+			if acq, ok := pinned.(sqlstore.LeaseAcquirer); ok {
+				ex = acq
+			}
+			req.restamp() // the connection is in hand: the request goes out now
+			var err error
+			res, err = ex.LeaseAcquire(ctx, p) // one round trip
+			return err
+		})
 	} else {
 		err = c.store.InTx(ctx, func(ex sqlstore.Executor) error {
+			req.restamp() // the transaction has begun: its statements go out now
 			var err error
 			res, err = acquireTx(ctx, ex, p)
 			return err
@@ -350,11 +384,17 @@ func (c *Coordinator) Renew(ctx context.Context, req *RenewRequest) (RenewOutcom
 		return RenewOutcome{}, invalid("fence", "must be positive, got %d", req.Fence)
 	}
 	ex := c.store.Executor()
-	row, err := ex.LeaseRenew(ctx, sqlstore.LeaseRenewParams{
-		Resource: req.Resource,
-		Holder:   req.Holder,
-		Fence:    req.Fence,
-		TTL:      ttl,
+	var row sqlstore.LeaseRow
+	err = c.onConn(ctx, func(pinned sqlstore.Executor) error {
+		req.restamp() // the connection is in hand: the request goes out now
+		var err error
+		row, err = pinned.LeaseRenew(ctx, sqlstore.LeaseRenewParams{
+			Resource: req.Resource,
+			Holder:   req.Holder,
+			Fence:    req.Fence,
+			TTL:      ttl,
+		})
+		return err
 	})
 	if err != nil {
 		return RenewOutcome{}, c.wrap("renew", req.Resource, err)
@@ -378,6 +418,111 @@ func (c *Coordinator) Renew(ctx context.Context, req *RenewRequest) (RenewOutcom
 	return out, nil
 }
 
+// RenewBatch renews many leases at once, in one round trip where the
+// store can (on Postgres one statement, sqlstore.LeaseBatchRenewer), else
+// in one transaction of one renewal per lease (SQLite, MySQL). It returns
+// one outcome per request, in order, each as Renew's: OK with the grant
+// (whose TTL is dated, like Renew's, from the request's SentAt), or Expired
+// for a lease that is released, expired or superseded. Unlike Renew it does
+// not read who holds an expired lease now (HeldBy and Fence are empty), nor
+// tell a resource that was never leased from one whose lease is over:
+// both are Expired. Each lease answers for itself: one lost lease does not
+// fail the batch.
+//
+// The batch fails as a whole or not at all: an invalid request (nothing is
+// sent) or a database error (nothing is known to be renewed; send new
+// requests to retry) is the error, matched as Renew's are.
+func (c *Coordinator) RenewBatch(ctx context.Context, reqs []*RenewRequest) ([]RenewOutcome, error) {
+	ps := make([]sqlstore.LeaseRenewParams, len(reqs))
+	for i, req := range reqs {
+		if req == nil {
+			return nil, invalid("request", "%d of the batch is nil", i)
+		}
+		ttl, err := c.checkRequest(req.Resource, req.Holder, req.RequestID, req.TTL)
+		if err != nil {
+			return nil, err
+		}
+		if req.Fence <= 0 {
+			return nil, invalid("fence", "must be positive, got %d", req.Fence)
+		}
+		ps[i] = sqlstore.LeaseRenewParams{Resource: req.Resource, Holder: req.Holder, Fence: req.Fence, TTL: ttl}
+	}
+	if len(reqs) == 0 {
+		return nil, nil
+	}
+	restamp := func() {
+		for _, req := range reqs {
+			req.restamp()
+		}
+	}
+	var rows []sqlstore.LeaseRow
+	var err error
+	if ex, ok := c.store.Executor().(sqlstore.LeaseBatchRenewer); ok {
+		err = c.onConn(ctx, func(pinned sqlstore.Executor) error {
+			if b, ok := pinned.(sqlstore.LeaseBatchRenewer); ok {
+				ex = b
+			}
+			restamp() // the connection is in hand: the batch goes out now
+			var err error
+			rows, err = ex.LeaseRenewBatch(ctx, ps)
+			return err
+		})
+		if err == nil && len(rows) != len(ps) {
+			err = fmt.Errorf("the store answered %d of %d renewals", len(rows), len(ps))
+		}
+	} else {
+		err = c.store.InTx(ctx, func(ex sqlstore.Executor) error {
+			restamp() // the transaction has begun: its statements go out now
+			rows = make([]sqlstore.LeaseRow, len(ps))
+			for i, p := range ps {
+				var err error
+				if rows[i], err = ex.LeaseRenew(ctx, p); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		return nil, c.wrap(fmt.Sprintf("renew %d leases", len(reqs)), "", err)
+	}
+	outs := make([]RenewOutcome, len(reqs))
+	for i, row := range rows {
+		if row.Found {
+			outs[i] = RenewOutcome{OK: true, Grant: c.grantOf(row, reqs[i].RequestID)}
+		} else {
+			outs[i] = RenewOutcome{Expired: true}
+		}
+	}
+	return outs, nil
+}
+
+// takeSlot waits for one of the acquisitions' and releases' slots (see
+// Coordinator.slots), until ctx ends, and returns the function that frees
+// it.
+func (c *Coordinator) takeSlot(ctx context.Context) (free func(), err error) {
+	if c.slots == nil {
+		return func() {}, nil
+	}
+	select {
+	case c.slots <- struct{}{}:
+		return func() { <-c.slots }, nil
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+}
+
+// onConn runs fn on an executor whose connection is already taken, where
+// the store can take one first (sqlstore.ConnPinner), and otherwise on the
+// store's Executor: a request's send instant is read (restamp) once no
+// wait for a pooled connection is left before it goes out.
+func (c *Coordinator) onConn(ctx context.Context, fn func(sqlstore.Executor) error) error {
+	if p, ok := c.store.(sqlstore.ConnPinner); ok {
+		return p.OnConn(ctx, fn)
+	}
+	return fn(c.store.Executor())
+}
+
 // Release ends the live lease the token names and reports whether it did. A
 // stale token (an older fence, another holder, a lease already expired or
 // released) is a no-op that returns false: a late release never frees a
@@ -396,7 +541,12 @@ func (c *Coordinator) Release(ctx context.Context, token gate.Token) (bool, erro
 	if err := token.Validate(); err != nil {
 		return false, err
 	}
+	free, err := c.takeSlot(ctx)
+	if err != nil {
+		return false, c.wrap("release", token.Resource, err)
+	}
 	ok, err := c.store.Executor().LeaseRelease(ctx, token.Resource, token.Holder, token.Fence)
+	free()
 	if err != nil {
 		return false, c.wrap("release", token.Resource, err)
 	}
@@ -404,6 +554,47 @@ func (c *Coordinator) Release(ctx context.Context, token gate.Token) (bool, erro
 		c.waits.wake(token.Resource) // the next waiter in this process, at once
 	}
 	return ok, nil
+}
+
+// ReleaseStrict is Release for a caller that wants to know why nothing was
+// released: it returns nil when it released the token's lease, and a
+// *NotReleasedError (matching ErrNotReleased, and the reason:
+// ErrReleaseExpired, ErrReleaseAlreadyReleased, ErrReleaseSuperseded or
+// ErrReleaseNeverHeld) when the token named no live lease. The reason is
+// read after the release (one more statement, only then), so it describes
+// the resource a moment later: a lease that expired may have been granted
+// to someone else meanwhile, and is then reported superseded.
+//
+// Other errors are Release's.
+func (c *Coordinator) ReleaseStrict(ctx context.Context, token gate.Token) error {
+	ok, err := c.Release(ctx, token)
+	if err != nil || ok {
+		return err
+	}
+	nr := &NotReleasedError{Resource: token.Resource, Holder: token.Holder, Fence: token.Fence}
+	row, err := c.store.Executor().LeaseGet(ctx, token.Resource)
+	switch {
+	case errors.Is(err, sqlstore.ErrNotFound):
+		nr.Reason = ErrReleaseNeverHeld
+		return nr
+	case err != nil:
+		return fmt.Errorf("lease: release %q released nothing, and reading why failed: %w", token.Resource, err)
+	}
+	nr.HeldBy, nr.CurrentFence = row.Holder, row.Fence
+	switch {
+	case row.Fence > token.Fence:
+		nr.Reason = ErrReleaseSuperseded
+	case row.Fence < token.Fence || row.Holder != token.Holder:
+		nr.Reason = ErrReleaseNeverHeld
+	case row.Released:
+		nr.Reason = ErrReleaseAlreadyReleased
+	default:
+		// Unreleased and not live when the release ran (a row that is
+		// live now, with the same fence, cannot be: a generation that
+		// expired is never renewed).
+		nr.Reason = ErrReleaseExpired
+	}
+	return nr
 }
 
 // Status reads the lease of one resource. A resource that was never leased

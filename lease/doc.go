@@ -38,7 +38,11 @@
 //	coord.Release(ctx, token)
 //
 // Hold runs that whole cycle for long work, renewing in the background and
-// cancelling the work's context when the lease is lost.
+// cancelling the work's context when the lease is lost. A Client renews all
+// the leases it holds through Hold from one goroutine, in one batch per tick
+// (Coordinator.RenewBatch: one statement on Postgres, one transaction on
+// SQLite and MySQL), so the renewal statements per second do not grow with
+// the number of leases.
 //
 // # Waiting
 //
@@ -81,7 +85,12 @@
 //
 // so the holder's window lies inside the coordinator's however slow the
 // request and the reply are. Dating from the reply's arrival would lean the
-// wrong way by a round trip on every renewal.
+// wrong way by a round trip on every renewal. Where the Coordinator runs in
+// the holder's process (the request was begun by a Client there), it reads
+// the holder's clock again for the request's first sending, once it holds a
+// database connection (sqlstore.ConnPinner) or its transaction has begun:
+// time queued for a small pool is then not taken off the lease, and the
+// instant still precedes the database's processing.
 //
 // The holder's readings are Instant; the database's timestamps are DBTime.
 // They are different types, so subtracting one from the other does not
@@ -107,7 +116,9 @@
 // holder that gave up on it. A holder that already holds a lease is denied another
 // (AcquireOutcome.AlreadyHeld). An expired lease is never renewed: Renew
 // answers Expired. Releasing with a stale token is a no-op, so a late release
-// never frees a successor's lease.
+// never frees a successor's lease. Release reports only whether it released;
+// ReleaseStrict says why not (ErrReleaseExpired, ErrReleaseAlreadyReleased,
+// ErrReleaseSuperseded, ErrReleaseNeverHeld, in a *NotReleasedError).
 //
 // # Errors
 //

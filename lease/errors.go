@@ -3,6 +3,7 @@ package lease
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -114,3 +115,60 @@ type busyError struct{ err error }
 func (e *busyError) Error() string        { return "coordinator busy, retry: " + e.err.Error() }
 func (e *busyError) Is(target error) bool { return target == ErrBusy }
 func (e *busyError) Unwrap() error        { return e.err }
+
+// ErrNotReleased is matched by the *NotReleasedError that
+// Coordinator.ReleaseStrict returns when the token named no live lease, so
+// that nothing was released. The error also matches the reason: one of
+// ErrReleaseExpired, ErrReleaseAlreadyReleased, ErrReleaseSuperseded and
+// ErrReleaseNeverHeld.
+var ErrNotReleased = errors.New("lease: not released")
+
+// The reasons a release released nothing (NotReleasedError.Reason). They
+// are read after the release, from the resource's lease row: advisory, as
+// Status, and stale as soon as they are read.
+var (
+	// ErrReleaseExpired: the token's lease was not live when the release
+	// ran: its term had ended (in the database's clock), and no one had
+	// taken the resource since.
+	ErrReleaseExpired = errors.New("lease: the lease had expired")
+	// ErrReleaseAlreadyReleased: the token's lease had been released
+	// already (by an earlier release of the same token).
+	ErrReleaseAlreadyReleased = errors.New("lease: the lease was released already")
+	// ErrReleaseSuperseded: a newer generation (a higher fence) has been
+	// granted on the resource since the token's lease; NotReleasedError's
+	// HeldBy and CurrentFence name it.
+	ErrReleaseSuperseded = errors.New("lease: the lease was superseded by a newer one")
+	// ErrReleaseNeverHeld: no lease the token names was ever granted: the
+	// resource was never leased, or its lease with that fence belongs to
+	// another holder, or the fence is above every fence the resource had.
+	ErrReleaseNeverHeld = errors.New("lease: the token names no lease that was granted")
+)
+
+// NotReleasedError says why Coordinator.ReleaseStrict released nothing. It
+// matches ErrNotReleased and, through Unwrap, its Reason.
+type NotReleasedError struct {
+	Resource string
+	Holder   string // the token's
+	Fence    int64  // the token's
+	// Reason is ErrReleaseExpired, ErrReleaseAlreadyReleased,
+	// ErrReleaseSuperseded or ErrReleaseNeverHeld.
+	Reason error
+	// HeldBy and CurrentFence describe the resource's latest generation
+	// when the reason was read, live or not; empty for a resource that was
+	// never leased.
+	HeldBy       string
+	CurrentFence int64
+}
+
+// Error names the token and the reason.
+func (e *NotReleasedError) Error() string {
+	return fmt.Sprintf("lease: %s: release by %q of fence %d released nothing: %s",
+		e.Resource, e.Holder, e.Fence, strings.TrimPrefix(e.Reason.Error(), "lease: "))
+}
+
+// Is makes errors.Is(err, ErrNotReleased) true.
+func (e *NotReleasedError) Is(target error) bool { return target == ErrNotReleased }
+
+// Unwrap returns the reason, so that errors.Is(err, ErrReleaseExpired) and
+// the like answer.
+func (e *NotReleasedError) Unwrap() error { return e.Reason }

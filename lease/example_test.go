@@ -121,3 +121,77 @@ func ExampleHold() {
 	// writing under fence 1
 	// held after Hold: false
 }
+
+// RenewBatch renews many leases in one round trip, each answered for
+// itself: a lease released behind the holder's back comes back Expired.
+func ExampleCoordinator_RenewBatch() {
+	ctx := context.Background()
+	store, cleanup := openExample(ctx)
+	defer cleanup()
+
+	coord := lease.NewCoordinator(store, nil)
+	agent, _ := lease.NewClient(lease.ClientOptions{Holder: "agent-7"})
+	var leases []*lease.Lease
+	for _, resource := range []string{"orders/1", "orders/2", "orders/3"} {
+		req, _ := agent.BeginAcquire(resource)
+		out, err := coord.Acquire(ctx, req)
+		if err != nil {
+			log.Fatal(err)
+		}
+		l, _ := agent.CompleteAcquire(req, out.Grant)
+		leases = append(leases, l)
+	}
+	_, _ = coord.Release(ctx, leases[1].Token()) // behind the holder's back
+
+	var reqs []*lease.RenewRequest
+	for _, l := range leases {
+		req, _ := agent.BeginRenewal(l)
+		reqs = append(reqs, req)
+	}
+	outs, err := coord.RenewBatch(ctx, reqs)
+	if err != nil {
+		log.Fatal(err) // the whole batch failed: retry with new requests
+	}
+	for i, out := range outs {
+		if !out.OK {
+			fmt.Println(reqs[i].Resource, "expired: acquire again")
+			continue
+		}
+		l, _ := agent.CompleteRenewal(reqs[i], out.Grant)
+		fmt.Println(reqs[i].Resource, "renewed, fence", l.Token().Fence)
+	}
+
+	// Output:
+	// orders/1 renewed, fence 1
+	// orders/2 expired: acquire again
+	// orders/3 renewed, fence 3
+}
+
+// ReleaseStrict says why a release released nothing.
+func ExampleCoordinator_ReleaseStrict() {
+	ctx := context.Background()
+	store, cleanup := openExample(ctx)
+	defer cleanup()
+
+	coord := lease.NewCoordinator(store, nil)
+	agent, _ := lease.NewClient(lease.ClientOptions{Holder: "agent-7"})
+	req, _ := agent.BeginAcquire("orders/42")
+	out, _ := coord.Acquire(ctx, req)
+	l, _ := agent.CompleteAcquire(req, out.Grant)
+	token, _ := agent.Release(l)
+
+	fmt.Println("first release:", coord.ReleaseStrict(ctx, token))
+	err := coord.ReleaseStrict(ctx, token)
+	fmt.Println("again, not released:", errors.Is(err, lease.ErrNotReleased))
+	fmt.Println("because released already:", errors.Is(err, lease.ErrReleaseAlreadyReleased))
+	var nr *lease.NotReleasedError
+	if errors.As(err, &nr) {
+		fmt.Println("latest generation:", nr.HeldBy, nr.CurrentFence)
+	}
+
+	// Output:
+	// first release: <nil>
+	// again, not released: true
+	// because released already: true
+	// latest generation: agent-7 1
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 )
 
 // Hold acquires resource for c's holder, runs fn while keeping the lease
@@ -13,7 +12,12 @@ import (
 //
 // While fn runs, Hold renews the lease in the background once a third of the
 // term has passed (when two thirds remain), so a failed renewal has two
-// thirds of the term to be retried (every tenth of it). fn's context is cancelled,
+// thirds of the term to be retried (every tenth of it). One goroutine per
+// Client renews all the leases it holds through Hold, in one batch per
+// Coordinator (Coordinator.RenewBatch) for all that are due: a lease may be
+// renewed up to a twelfth of its term early to share a batch, and its first
+// renewal up to a sixth of its term early, at random, so that leases taken
+// together do not all fall due together. fn's context is cancelled,
 // with a *LostError cause (errors.Is(context.Cause(ctx), ErrLeaseLost)), the
 // moment the lease can no longer be trusted: the coordinator reports it
 // expired, released or superseded, or the holder's deadline arrives before a
@@ -53,16 +57,10 @@ func Hold(ctx context.Context, c *Client, coord *Coordinator, resource string, f
 
 	workCtx, lose := context.WithCancelCause(ctx)
 	defer lose(nil)
-	keeperCtx, stopKeeper := context.WithCancel(workCtx)
-	keeperDone := make(chan struct{})
-	go func() {
-		defer close(keeperDone)
-		keep(keeperCtx, c, coord, l, lose)
-	}()
-
+	kept := c.keeper.add(l, coord, workCtx, lose)
+	defer c.keeper.drop(kept) // also if fn panics
 	fnErr := fn(workCtx, l)
-	stopKeeper()
-	<-keeperDone
+	c.keeper.drop(kept) // from here on, nothing cancels workCtx but ctx
 
 	var lost *LostError
 	if errors.As(context.Cause(workCtx), &lost) {
@@ -93,94 +91,4 @@ func release(ctx context.Context, c *Client, coord *Coordinator, l *Lease) error
 		return fmt.Errorf("%w (the lease may not have been released; it expires by itself at the end of its term)", err)
 	}
 	return nil
-}
-
-// keep renews l until ctx ends, and calls lose once l can no longer be
-// trusted. Renewals run in their own goroutine so that the deadline timer
-// still fires while a renewal is stuck in the database.
-func keep(ctx context.Context, c *Client, coord *Coordinator, l *Lease, lose context.CancelCauseFunc) {
-	type result struct {
-		req *RenewRequest
-		out RenewOutcome
-		err error
-	}
-	results := make(chan result, 1)
-	inFlight := false
-	defer func() {
-		if inFlight {
-			<-results // ctx is done, so the renewal returns promptly
-		}
-	}()
-
-	lost := func(reason string, err error) {
-		lose(&LostError{Resource: l.token.Resource, Fence: l.token.Fence, Reason: reason, Err: err})
-	}
-
-	deadline := time.NewTimer(l.Remaining())
-	defer deadline.Stop()
-	renew := time.NewTimer(renewWait(l))
-	defer renew.Stop()
-	var lastErr error // the last failed renewal, for the LostError
-	for {
-		select {
-		case <-ctx.Done():
-			return
-
-		case <-deadline.C:
-			if rem := l.Remaining(); rem > 0 {
-				deadline.Reset(rem) // the deadline moved, or the clock is not the process's
-				continue
-			}
-			lost("its deadline passed without a successful renewal", lastErr)
-			return
-
-		case <-renew.C:
-			if inFlight {
-				continue
-			}
-			req, err := c.BeginRenewal(l)
-			if err != nil {
-				lost("it could not be renewed", err)
-				return
-			}
-			inFlight = true
-			go func() {
-				out, err := coord.Renew(ctx, req)
-				results <- result{req, out, err}
-			}()
-
-		case r := <-results:
-			inFlight = false
-			if r.err != nil {
-				// Maybe a blip: retry soon, while the deadline timer
-				// guards the lease.
-				lastErr = r.err
-				renew.Reset(retryWait(l))
-				continue
-			}
-			if !r.out.OK {
-				lost("the coordinator reports it expired, released or superseded", nil)
-				return
-			}
-			if _, err := c.CompleteRenewal(r.req, r.out.Grant); err != nil {
-				lost("its renewal could not be completed", err)
-				return
-			}
-			lastErr = nil
-			deadline.Reset(l.Remaining())
-			renew.Reset(renewWait(l))
-		}
-	}
-}
-
-// renewWait is how long until l should be renewed: when two thirds of its
-// term remain.
-func renewWait(l *Lease) time.Duration {
-	return max(l.Remaining()-2*l.Grant().TTL/3, 0)
-}
-
-// retryWait is the pause after a failed renewal: a tenth of the term, so
-// several attempts fit before the deadline.
-func retryWait(l *Lease) time.Duration {
-	return max(l.Grant().TTL/10, time.Millisecond)
 }

@@ -98,6 +98,12 @@ func (s *failingRenewals) Executor() sqlstore.Executor {
 	return failingRenewExecutor{s.Store.Executor(), &s.fail}
 }
 
+// InTx fails the renewals of a transaction too: RenewBatch's, where the
+// executor renews no batch in one statement.
+func (s *failingRenewals) InTx(ctx context.Context, fn func(sqlstore.Executor) error) error {
+	return s.Store.InTx(ctx, func(ex sqlstore.Executor) error { return fn(failingRenewExecutor{ex, &s.fail}) })
+}
+
 type failingRenewExecutor struct {
 	sqlstore.Executor
 	fail *atomic.Bool

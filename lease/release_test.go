@@ -2,10 +2,13 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/internal/dbtest"
+	"github.com/fencegate/fencegate/sqlstore"
 )
 
 // Issue 15 saw a false from Release under 16 concurrent acquirers. A release
@@ -74,4 +77,46 @@ func TestReleaseQueuedBehindAnAcquisitionStillReleases(t *testing.T) {
 	if st, err := coord.Status(ctx, "r"); err != nil || st.Held || !st.Released || st.Fence != l.Token().Fence {
 		t.Errorf("Status = %+v, %v; want the lease released", st, err)
 	}
+}
+
+// ReleaseStrict says why a release released nothing, for each reason, in
+// a way errors.Is and errors.As read.
+func TestReleaseStrictSaysWhy(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store sqlstore.Store) {
+		ctx := context.Background()
+		coord := NewCoordinator(store, nil)
+		a := newClient(t, "agent-a", ClientOptions{TTL: time.Minute})
+		b := newClient(t, "agent-b", ClientOptions{TTL: time.Minute})
+		short := newClient(t, "agent-s", ClientOptions{TTL: 50 * time.Millisecond})
+		check := func(what string, token gate.Token, reason error, heldBy string) {
+			t.Helper()
+			err := coord.ReleaseStrict(ctx, token)
+			var nr *NotReleasedError
+			if !errors.Is(err, ErrNotReleased) || !errors.Is(err, reason) || !errors.As(err, &nr) {
+				t.Errorf("%s: ReleaseStrict = %v, want ErrNotReleased and %v", what, err, reason)
+				return
+			}
+			if nr.Resource != token.Resource || nr.Fence != token.Fence || nr.Holder != token.Holder || nr.HeldBy != heldBy {
+				t.Errorf("%s: %+v", what, nr)
+			}
+			t.Logf("%s: %v", what, err)
+		}
+
+		check("never leased", gate.Token{Resource: "job", Holder: "agent-a", Fence: 1}, ErrReleaseNeverHeld, "")
+
+		l := acquire(t, a, coord, "job")
+		check("another holder's token", gate.Token{Resource: "job", Holder: "agent-b", Fence: l.Token().Fence}, ErrReleaseNeverHeld, "agent-a")
+		check("a fence above every grant", gate.Token{Resource: "job", Holder: "agent-a", Fence: l.Token().Fence + 1}, ErrReleaseNeverHeld, "agent-a")
+		if err := coord.ReleaseStrict(ctx, l.Token()); err != nil {
+			t.Fatalf("ReleaseStrict of a live lease = %v", err)
+		}
+		check("released twice", l.Token(), ErrReleaseAlreadyReleased, "agent-a")
+
+		l = acquire(t, short, coord, "slot")
+		waitUntilFree(t, coord, "slot")
+		check("expired", l.Token(), ErrReleaseExpired, "agent-s")
+
+		acquire(t, b, coord, "slot")
+		check("superseded", l.Token(), ErrReleaseSuperseded, "agent-b")
+	})
 }

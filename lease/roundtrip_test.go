@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -141,5 +142,60 @@ func TestPostgresReleaseCommitsAsynchronouslyOnItsOwn(t *testing.T) {
 	var now string
 	if err := pool.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&now); err != nil || now != "on" {
 		t.Errorf("after the releases the session's synchronous_commit is %q (%v), want on", now, err)
+	}
+}
+
+// Where the coordinator runs in the holder's process, a request's send
+// instant is read once the connection is in hand: time queued for a busy
+// pool is not taken off the lease. Here the holder's clock moves a second
+// while the pool hands the connection over; the lease is dated after it.
+func TestSendInstantIsReadOnceTheConnectionIsInHand(t *testing.T) {
+	ctx := context.Background()
+	clock := NewManualClock(0, 0)
+	var armed atomic.Bool
+	store := pgxStore(t, func(cfg *pgxpool.Config) {
+		cfg.PrepareConn = func(context.Context, *pgx.Conn) (bool, error) {
+			if armed.CompareAndSwap(true, false) {
+				clock.Advance(time.Second) // the wait for the connection
+			}
+			return true, nil
+		}
+	})
+	coord := NewCoordinator(store, nil)
+	c, err := NewClient(ClientOptions{Holder: "agent-a", Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := acquire(t, c, coord, "renewed")
+	for _, op := range []string{"acquire", "renew", "batch"} {
+		began := clock.Now()
+		armed.Store(true)
+		var sent Instant
+		switch op {
+		case "acquire":
+			req, _ := c.BeginAcquire("job")
+			if out, err := coord.Acquire(ctx, req); err != nil || !out.OK {
+				t.Fatalf("Acquire = %+v, %v", out, err)
+			}
+			sent = req.SentAt()
+		case "renew":
+			req, _ := c.BeginRenewal(l)
+			if out, err := coord.Renew(ctx, req); err != nil || !out.OK {
+				t.Fatalf("Renew = %+v, %v", out, err)
+			}
+			sent = req.SentAt()
+		case "batch":
+			req, _ := c.BeginRenewal(l)
+			if outs, err := coord.RenewBatch(ctx, []*RenewRequest{req}); err != nil || !outs[0].OK {
+				t.Fatalf("RenewBatch = %+v, %v", outs, err)
+			}
+			sent = req.SentAt()
+		}
+		if armed.Load() {
+			t.Fatalf("%s took no connection from the pool", op)
+		}
+		if sent.Sub(began) < time.Second {
+			t.Errorf("%s: SentAt %v, before the second the request waited for its connection (from %v)", op, sent, began)
+		}
 	}
 }
