@@ -59,6 +59,8 @@ func RunAll(ctx context.Context, cfg Config, outDir, only string, quick bool) er
 		{"6", func() error { return ManyLeases(ctx, cfg, r) }},
 		{"mariadb", func() error { return MariaDB(ctx, cfg, r) }},
 		{"7", func() error { return Handover(ctx, cfg, pg, r) }},
+		{"hold", func() error { return HoldMany(ctx, cfg, r) }},
+		{"queue", func() error { return QueuedAcquirers(ctx, cfg, r) }},
 	}
 	for _, s := range steps {
 		if !want(s.id) {

@@ -22,6 +22,7 @@ type Config struct {
 	Writers     []int         // contention levels of scenario 2
 	BigFloors   int           // the largest floor table of scenario 4
 	Leases      []int         // lease counts of scenario 6
+	HoldLeases  []int         // lease counts of the hold scenario
 	Self        string        // this program, re-executed for scenario 5
 	RTT         time.Duration // what a DelayProxy adds to a round trip for the second path; 0: loopback only
 	Nets        []Net         // paths to PostgresURL's server, loopback first (RunAll sets it from RTT)

@@ -1,0 +1,292 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/sqlstore/pgxv5"
+)
+
+// holdPoolConns is the pool the hold and queue scenarios share among all
+// their leases: small, as max_connections is shared.
+const holdPoolConns = 8
+
+// renewalCounter is a pgx tracer that counts batch renewals (statements,
+// the leases they renewed, and failures) while on.
+type renewalCounter struct {
+	on                        atomic.Bool
+	statements, rows, failure atomic.Int64
+}
+
+type renewalKey struct{}
+
+func (c *renewalCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if c.on.Load() && strings.Contains(d.SQL, "unnest(") {
+		return context.WithValue(ctx, renewalKey{}, true)
+	}
+	return ctx
+}
+
+func (c *renewalCounter) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryEndData) {
+	if ctx.Value(renewalKey{}) == nil {
+		return
+	}
+	c.statements.Add(1)
+	if d.Err != nil {
+		c.failure.Add(1)
+		return
+	}
+	c.rows.Add(d.CommandTag.RowsAffected())
+}
+
+// tracedPool opens a pool of conns on pg's schema (along pg's net) with
+// tracer.
+func tracedPool(ctx context.Context, pg *PG, conns int32, tracer pgx.QueryTracer) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(pg.URL)
+	if err != nil {
+		return nil, err
+	}
+	cfg.MaxConns = conns
+	cfg.ConnConfig.Tracer = tracer
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// rssBytes reads the process's resident set from /proc (0 where there is
+// none).
+func rssBytes() int64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// HoldMany is the hold scenario: n leases held in one process with
+// lease.Hold, renewed by the Client's one keeper in batch statements,
+// over every net.
+func HoldMany(ctx context.Context, cfg Config, r *Report) error {
+	pgs, done, err := schemaOnNets(ctx, cfg, 2)
+	if err != nil {
+		return err
+	}
+	defer done()
+	r.f("## Leases held in one process, one keeper per Client (`-only hold`)\n\n")
+	r.f("n goroutines each run lease.Hold around a function that blocks, all through one Client and a pgx pool of %d connections; the Client's keeper renews every due lease in one statement per tick (Coordinator.RenewBatch). The leases are held for two terms once all are acquired; statements/s and leases renewed/s are counted over that window. RSS is the whole process's resident set, the pools included: *while held* after one GC, *settled* after returning freed memory to the OS (debug.FreeOSMemory, three times: stacks grown during the acquisitions shrink by half per GC), as a process holding its leases for long settles at; per lease, less the settled RSS before the Holds started. Goroutines per lease counts the callers' own (one each, blocked in Hold). The lost column counts Holds cancelled from their start to the end of the window.\n\n", holdPoolConns)
+	r.f("| leases | TTL | network | acquire all | RSS while held | RSS settled | settled RSS per lease | heap per lease | goroutines per lease | renewal statements/s | leases renewed/s | failed batches | lost | not acquired |\n|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, n := range cfg.HoldLeases {
+		ttl := 6 * time.Second
+		if n > 10_000 {
+			ttl = 30 * time.Second // acquiring 100k takes longer than a 6s term's first renewal
+		}
+		for _, pg := range pgs {
+			if err := holdMany(ctx, cfg, pg, n, ttl, r); err != nil {
+				return err
+			}
+		}
+	}
+	r.f("\n")
+	return nil
+}
+
+func holdMany(ctx context.Context, cfg Config, pg *PG, n int, ttl time.Duration, r *Report) error {
+	counter := &renewalCounter{}
+	pool, err := tracedPool(ctx, pg, holdPoolConns, counter)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	store := pgxv5.New(pool)
+	client, err := lease.NewClient(lease.ClientOptions{Holder: "bench-hold", TTL: ttl})
+	if err != nil {
+		return err
+	}
+	coord := lease.NewCoordinator(store, &lease.CoordinatorOptions{TTL: ttl})
+	prefix := fmt.Sprintf("hold/%s/%d/%d/", pg.Net, n, time.Now().UnixNano())
+
+	runtime.GC()
+	debug.FreeOSMemory()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	rss0, g0 := rssBytes(), runtime.NumGoroutine()
+
+	holdCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var (
+		ready, done      sync.WaitGroup
+		held, lost, fail atomic.Int64
+		firstErr         atomic.Pointer[error]
+	)
+	start := time.Now()
+	ready.Add(n)
+	for i := range n {
+		done.Go(func() {
+			called := false
+			err := lease.Hold(holdCtx, client, coord, prefix+strconv.Itoa(i), func(ctx context.Context, l *lease.Lease) error {
+				called = true
+				held.Add(1)
+				ready.Done()
+				<-ctx.Done()
+				if errors.Is(context.Cause(ctx), lease.ErrLeaseLost) {
+					lost.Add(1)
+				}
+				return nil
+			})
+			if !called {
+				fail.Add(1)
+				ready.Done()
+			}
+			if err != nil && !errors.Is(err, context.Canceled) {
+				firstErr.CompareAndSwap(nil, &err)
+			}
+		})
+	}
+	ready.Wait()
+	acquireAll := time.Since(start)
+	prog(cfg, fmt.Sprintf("hold [%s]: %d leases held (%d not acquired) in %s", pg.Net, held.Load(), fail.Load(), acquireAll.Round(time.Millisecond)))
+
+	counter.on.Store(true)
+	window := 2 * ttl
+	select {
+	case <-time.After(window):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	counter.on.Store(false)
+	runtime.GC()
+	runtime.ReadMemStats(&m1)
+	rss1, g1 := rssBytes(), runtime.NumGoroutine()
+	// Stacks grown during the acquisitions shrink by half per GC, and
+	// freed pages go back to the OS only when scavenged: what a process
+	// holding its leases for long settles at.
+	for range 3 {
+		debug.FreeOSMemory()
+	}
+	rss2 := rssBytes()
+	lostInWindow := lost.Load()
+	stop()
+	done.Wait()
+
+	per := float64(max(held.Load(), 1))
+	r.f("| %d | %s | %s | %s | %.1f MiB | %.1f MiB | %.1f KiB | %.1f KiB | %.2f | %.1f | %.0f | %d | %d | %d |\n",
+		n, ttl, pg.Net, acquireAll.Round(time.Millisecond), float64(rss1)/(1<<20), float64(rss2)/(1<<20), float64(rss2-rss0)/per/1024,
+		float64(int64(m1.HeapInuse)-int64(m0.HeapInuse))/per/1024, float64(g1-g0)/per,
+		float64(counter.statements.Load())/window.Seconds(), float64(counter.rows.Load())/window.Seconds(),
+		counter.failure.Load(), lostInWindow, fail.Load())
+	r.Notes = append(r.Notes, fmt.Sprintf("hold: %d leases at TTL %s, %s: %.1f MiB RSS while held (%.1f MiB settled), %.2f goroutines per lease, %.1f renewal statements/s, %d lost",
+		n, ttl, pg.Net, float64(rss1)/(1<<20), float64(rss2)/(1<<20), float64(g1-g0)/per, float64(counter.statements.Load())/window.Seconds(), lostInWindow))
+	if e := firstErr.Load(); e != nil {
+		r.f("\n%s, %d leases: first error `%v`\n\n", pg.Net, n, *e)
+	}
+	return nil
+}
+
+// QueuedAcquirers is the queue scenario: 1,000 acquirers at once for a
+// small pool at TTL 3s. Each acquisition's lost term is measured twice from
+// the same grant: as dated from the request's making (BeginAcquire, before
+// the wait for a connection: what the coordinator did before) and from its
+// SentAt (read again once the connection is in hand).
+func QueuedAcquirers(ctx context.Context, cfg Config, r *Report) error {
+	const (
+		acquirers = 1000
+		conns     = 4
+		ttl       = 3 * time.Second
+	)
+	pgs, done, err := schemaOnNets(ctx, cfg, conns)
+	if err != nil {
+		return err
+	}
+	defer done()
+	r.f("## Term lost before the request leaves (`-only queue`)\n\n")
+	r.f("%d goroutines acquire distinct resources at once through a pgx pool of %d connections, TTL %s. The term lost is TTL minus the time the holder has left when the grant arrives. Both columns come from the same grants: *stamped at BeginAcquire* dates the lease from before the wait for a connection (as the coordinator did before); *stamped with the connection in hand* from Request.SentAt, which the coordinator now reads again once it holds the connection, just before the statement goes out.\n\n", acquirers, conns, ttl)
+	r.f("| network | stamp | term lost p50 | p99 | max | grants with no time left |\n|---|---|---:|---:|---:|---:|\n")
+	clock := lease.SystemClock() // the Client's clock: one origin per process
+	for _, pg := range pgs {
+		client, err := lease.NewClient(lease.ClientOptions{Holder: "bench-queue", TTL: ttl})
+		if err != nil {
+			return err
+		}
+		coord := lease.NewCoordinator(pg.Pgx, &lease.CoordinatorOptions{TTL: ttl})
+		prefix := fmt.Sprintf("queue/%s/%d/", pg.Net, time.Now().UnixNano())
+		before, after := make([]time.Duration, acquirers), make([]time.Duration, acquirers)
+		leases := make([]*lease.Lease, acquirers)
+		var wg sync.WaitGroup
+		var firstErr atomic.Pointer[error]
+		start := make(chan struct{})
+		for i := range acquirers {
+			wg.Go(func() {
+				<-start
+				made := clock.Now()
+				req, err := client.BeginAcquire(prefix + strconv.Itoa(i))
+				if err == nil {
+					var out lease.AcquireOutcome
+					if out, err = coord.Acquire(ctx, req); err == nil && out.OK {
+						arrival := clock.Now()
+						before[i] = ttl - (made.Add(out.Grant.TTL).Sub(arrival))
+						after[i] = ttl - (req.SentAt().Add(out.Grant.TTL).Sub(arrival))
+						leases[i], err = client.CompleteAcquire(req, out.Grant)
+					} else if err == nil {
+						err = fmt.Errorf("%s held by %s", req.Resource, out.HeldBy)
+					}
+				}
+				if err != nil {
+					firstErr.CompareAndSwap(nil, &err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if e := firstErr.Load(); e != nil {
+			return fmt.Errorf("queue [%s]: %w", pg.Net, *e)
+		}
+		for _, l := range leases {
+			tok, _ := client.Release(l)
+			if _, err := coord.Release(ctx, tok); err != nil {
+				return err
+			}
+		}
+		for _, v := range []struct {
+			name string
+			lost []time.Duration
+		}{{"stamped at BeginAcquire", before}, {"stamped with the connection in hand", after}} {
+			slices.Sort(v.lost)
+			none := 0
+			for _, d := range v.lost {
+				if d >= ttl {
+					none++
+				}
+			}
+			q := func(p float64) time.Duration { return v.lost[min(int(p*float64(len(v.lost))), len(v.lost)-1)] }
+			r.f("| %s | %s | %s (%.1f%%) | %s (%.1f%%) | %s (%.1f%%) | %d |\n", pg.Net, v.name,
+				fmtDur(q(0.5)), 100*q(0.5).Seconds()/ttl.Seconds(), fmtDur(q(0.99)), 100*q(0.99).Seconds()/ttl.Seconds(),
+				fmtDur(v.lost[len(v.lost)-1]), 100*v.lost[len(v.lost)-1].Seconds()/ttl.Seconds(), none)
+			r.Notes = append(r.Notes, fmt.Sprintf("queue: 1k acquirers on %d connections, TTL 3s, %s, %s: term lost p50 %s, max %s, %d grants with no time left",
+				conns, pg.Net, v.name, fmtDur(q(0.5)), fmtDur(v.lost[len(v.lost)-1]), none))
+		}
+		prog(cfg, fmt.Sprintf("queue [%s]: done", pg.Net))
+	}
+	r.f("\n")
+	return nil
+}
