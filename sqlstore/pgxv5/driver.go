@@ -97,7 +97,7 @@ func (d *Driver) OnConn(ctx context.Context, fn func(sqlstore.Executor) error) e
 		return fmt.Errorf("take a connection: %w", classify.Classify(err))
 	}
 	defer c.Release()
-	return fn(sqlexec.New(querier{c}, pg.AutocommitQueries, classify))
+	return fn(sqlexec.New(newQuerier(c, d.pool.Config().ConnConfig.DefaultQueryExecMode), pg.AutocommitQueries, classify))
 }
 
 // MaxConns returns the pool's MaxConns (sqlstore.ConnPinner).
