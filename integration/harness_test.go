@@ -53,6 +53,12 @@ type spec struct {
 	Cuts       int  // cuts of every proxied connection at a random moment (Postgres)
 	CommitCuts int  // times the proxy is armed to cut two connections right after their COMMIT (Postgres)
 	Restarts   int  // Postgres crashes mid-run (throwaway cluster only)
+	// OSCrashes are crashes of the OS mid-run: the database's filesystem
+	// (ext4 on a loop device, the history's own) is shut down without
+	// flushing, and what was not fsynced is gone. Postgres: the server is
+	// killed and recovers from what is left; SQLite: every worker is
+	// killed with it. Root only.
+	OSCrashes  int
 	FinalCrash bool // Postgres: crash after the run, before checking; SQLite: kill -9 every worker mid-write at the end
 	// Failover runs Postgres as a primary and a streaming standby (a
 	// synchronous one unless AsyncStandby); mid-run the primary is killed
@@ -76,6 +82,7 @@ type outcome struct {
 	MidOpKills int // kills that left an operation without a return
 	Pauses     int
 	Restarts   int
+	OSCrashes  int
 	Failovers  int
 	// DecodedOld is how many of the decoded transactions committed on the
 	// old primary before a failover (the rest on the promoted standby).
@@ -119,6 +126,7 @@ func runHistory(t *testing.T, sp spec) *outcome {
 		// primary's, which together observe the whole history.
 		oldPrimary *faults.Cluster
 		oldSlot    *observe.Slot
+		disk       *faults.Disk // SQLite with OSCrashes: the file's filesystem
 	)
 	switch sp.Dialect {
 	case pgsql.Dialect:
@@ -126,12 +134,15 @@ func runHistory(t *testing.T, sp spec) *outcome {
 		if sp.Failover {
 			cluster, standby = replicatedPair(t, !sp.AsyncStandby)
 			base = cluster.URL("postgres")
+		} else if sp.OSCrashes > 0 {
+			cluster = clusterOnDisk(t)
+			base = cluster.URL("postgres")
 		} else {
 			base, cluster = postgresServer(t)
 		}
 		schema = "fgrel_" + randomHex(5)
 		checkDSN = dbtest.CreateSchema(t, base, schema, cluster == nil) // a throwaway cluster goes away whole
-		setup(t, checkDSN, schema)
+		setup(t, checkDSN, schema, sp.Worker)
 		var err error
 		u, _ := url.Parse(checkDSN)
 		proxy, err = faults.NewProxy(u.Host)
@@ -166,7 +177,7 @@ func runHistory(t *testing.T, sp spec) *outcome {
 		if checkDSN, err = mdb.CreateDatabase(ctx, "fgrel"); err != nil {
 			t.Fatal(err)
 		}
-		setup(t, checkDSN, "")
+		setup(t, checkDSN, "", sp.Worker)
 		if proxy, err = faults.NewMySQLProxy(mdb.Addr()); err != nil {
 			t.Fatal(err)
 		}
@@ -178,8 +189,12 @@ func runHistory(t *testing.T, sp spec) *outcome {
 		sp.External, out.External = 0, 0 // unrecorded on MariaDB: see workload's mysqlSchema
 	case sqlite.Dialect:
 		checkDSN = filepath.Join(dir, "fencegate.db")
+		if sp.OSCrashes > 0 {
+			disk = diskOf(t)
+			checkDSN = filepath.Join(disk.Mount, "fencegate.db")
+		}
 		workerDSN = checkDSN
-		setup(t, checkDSN, "")
+		setup(t, checkDSN, "", sp.Worker)
 	}
 
 	until := time.Now().Add(sp.Duration)
@@ -247,6 +262,7 @@ func runHistory(t *testing.T, sp spec) *outcome {
 	if cluster != nil || mdb != nil {
 		addFaults("restart", sp.Restarts)
 	}
+	addFaults("oscrash", sp.OSCrashes)
 	if standby != nil {
 		plan = append(plan, fault{time.Duration((0.3 + 0.4*rng.Float64()) * float64(sp.Duration)), "failover"})
 	}
@@ -283,6 +299,32 @@ func runHistory(t *testing.T, sp spec) *outcome {
 				t.Fatalf("the server did not come back: %v", err)
 			}
 			out.Restarts++
+		case "oscrash":
+			if cluster != nil {
+				if err := cluster.OSCrash(ctx); err != nil {
+					t.Fatalf("the OS crash: %v\n%s", err, cluster.LogTail(20))
+				}
+			} else {
+				// The file's filesystem stops; the machine's processes die
+				// with it; the "reboot" mounts what had reached the device.
+				if err := disk.Crash(); err != nil {
+					t.Fatal(err)
+				}
+				for i := range sp.Procs {
+					if fl.kill(i) {
+						out.Kills++
+					}
+				}
+				if err := disk.Reattach(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if time.Until(until) > time.Second {
+					for i := range sp.Procs {
+						fl.start(i)
+					}
+				}
+			}
+			out.OSCrashes++
 		case "failover":
 			// First the standby falls behind: the primary's WAL sender
 			// stops for 0.3 to 0.8 s while the workers go on (a
@@ -439,7 +481,11 @@ func mariadbServer(t *testing.T) *faults.MariaDB {
 }
 
 // setup migrates a fresh database and adds the workload's tables.
-func setup(t *testing.T, dsn, schema string) {
+//
+// A mutant's worker (worker not empty) runs the migrations itself, so that
+// a mutant of the migrations' SQL (say, of fencegate_acquire) is what the
+// database runs.
+func setup(t *testing.T, dsn, schema, worker string) {
 	t.Helper()
 	ctx := context.Background()
 	d, err := sqlopen.Open(ctx, dsn)
@@ -447,7 +493,13 @@ func setup(t *testing.T, dsn, schema string) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	if err := d.Migrate(ctx); err != nil {
+	if worker != "" {
+		cmd := exec.CommandContext(ctx, worker, "-migrate")
+		cmd.Env = append(os.Environ(), "FGWORKER_DSN="+dsn)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("the mutant's worker did not migrate the database: %v\n%s", err, out)
+		}
+	} else if err := d.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := workload.Setup(ctx, d.DB(), d.Dialect(), schema); err != nil {
@@ -539,6 +591,49 @@ func replicatedPair(t *testing.T, synchronous bool) (primary, standby *faults.Cl
 		_ = p.Stop()
 	})
 	return p, s
+}
+
+// clusterOnDisk starts a throwaway Postgres cluster of the history's own
+// with its data directory on a loop-device filesystem (OS crashes), removed
+// with it. Where that cannot run (not root, not Linux, no initdb) it skips
+// t loudly, or fails it under FENCEGATE_REQUIRE_POSTGRES=true.
+func clusterOnDisk(t *testing.T) *faults.Cluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := faults.StartClusterOnDisk(ctx, 512)
+	if err != nil {
+		requireOSCrash(t, err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	return c
+}
+
+// diskOf makes a loop-device filesystem for a SQLite history's file (OS
+// crashes), removed with the history; it skips or fails t like
+// clusterOnDisk.
+func diskOf(t *testing.T) *faults.Disk {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	d, err := faults.NewDisk(ctx, t.TempDir(), 256, -1, -1)
+	if err != nil {
+		requireOSCrash(t, err)
+	}
+	t.Cleanup(func() {
+		if err := d.Close(); err != nil {
+			t.Errorf("removing the loop-device filesystem: %v", err)
+		}
+	})
+	return d
+}
+
+func requireOSCrash(t *testing.T, err error) {
+	t.Helper()
+	if os.Getenv(dbtest.EnvRequirePostgres) == "true" {
+		t.Fatalf("the OS-crash fault cannot run: %v (and %s=true makes that a failure)", err, dbtest.EnvRequirePostgres)
+	}
+	t.Skipf("\n*** OS-CRASH HISTORY SKIPPED: %v ***\n", err)
 }
 
 // beforeFailover reads what the old primary's slot saw commit, starting the

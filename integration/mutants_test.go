@@ -24,6 +24,7 @@ type mutant struct {
 	kills    []string // the check kinds of which one must fire
 	dialects []sqlstore.Dialect
 	skip     string // why it is not run here
+	faults   []string // faults beyond the short history's own: "oscrash"
 	edits    []edit
 }
 
@@ -43,6 +44,13 @@ func parseMutant(name, text string) (mutant, error) {
 		case strings.HasPrefix(line, "dialects: "):
 			for _, d := range strings.Fields(strings.TrimPrefix(line, "dialects: ")) {
 				m.dialects = append(m.dialects, sqlstore.Dialect(d))
+			}
+		case strings.HasPrefix(line, "faults: "):
+			m.faults = strings.Fields(strings.TrimPrefix(line, "faults: "))
+			for _, f := range m.faults {
+				if f != "oscrash" {
+					return m, fmt.Errorf("%s: unknown fault %q", name, f)
+				}
 			}
 		case strings.HasPrefix(line, "skip: "):
 			m.skip = strings.TrimPrefix(line, "skip: ")
@@ -167,6 +175,9 @@ func TestMutants(t *testing.T) {
 						sp.Cuts, sp.CommitCuts = 1, 1
 					}
 					sp.Worker = bin
+					if slices.Contains(m.faults, "oscrash") {
+						sp.OSCrashes = 3
+					}
 					o := runHistory(t, sp)
 					record("mutant/"+m.name+"/"+string(dialect), o)
 					by := o.Report.ByCheck()

@@ -227,6 +227,40 @@ func runFailoverWith(t *testing.T, async, advance bool, n uint64) *outcome {
 	return o
 }
 
+// TestOSCrash runs one short history per dialect whose database lives on
+// a filesystem of its own (ext4 on a loop device) that is shut down twice
+// mid-run without flushing, as a crash of the OS or a power cut would
+// leave it: only what was fsynced survives (Postgres with
+// synchronous_commit on, SQLite with synchronous=FULL). Nothing
+// acknowledged may be lost. Root only: it skips loudly otherwise, and
+// fails under FENCEGATE_REQUIRE_POSTGRES=true.
+func TestOSCrash(t *testing.T) {
+	t.Parallel()
+	for _, dialect := range []sqlstore.Dialect{pgsql.Dialect, sqlite.Dialect} {
+		t.Run(string(dialect), func(t *testing.T) {
+			t.Parallel()
+			sp := ciSpec(dialect, baseSeed(t))
+			sp.Duration, sp.Kills, sp.Pauses, sp.Restarts, sp.OSCrashes = 15*time.Second, 1, 1, 0, 2
+			if dialect == pgsql.Dialect {
+				sp.Cuts, sp.CommitCuts = 1, 1
+			}
+			o := runHistory(t, sp)
+			record("oscrash/"+string(dialect), o)
+			t.Log(describe(o))
+			r := o.Report
+			if len(r.Errors) > 0 {
+				t.Logf("errors the agents saw:\n%s", r.TopErrors(12))
+			}
+			if r.Failed() {
+				t.Errorf("%d violations across OS crashes (replay with %s=%d):\n%s", len(r.Violations), EnvSeed, sp.Seed, r.Summary(5))
+			}
+			if o.OSCrashes != sp.OSCrashes || r.Committed == 0 || r.Grants == 0 {
+				t.Errorf("%d OS crashes (want %d), %d writes, %d grants: the history did not run", o.OSCrashes, sp.OSCrashes, r.Committed, r.Grants)
+			}
+		})
+	}
+}
+
 // TestControlBypass runs the workload with the gate bypassed: each write is
 // guarded only by the holder's own check that its lease has not expired. The
 // checker must report violations; if it does not, it could not catch a

@@ -5,6 +5,13 @@
 // checks the histories afterwards.
 //
 //	fgworker -config worker.json
+//
+// With -migrate it instead runs the library's migrations on the database
+// named by $FGWORKER_DSN (not an argument: it may hold a password) and
+// exits: a mutant's worker is built with its mutated migrations embedded,
+// and only its own build can install them.
+//
+//	FGWORKER_DSN=... fgworker -migrate
 package main
 
 import (
@@ -15,11 +22,19 @@ import (
 	"os"
 
 	"github.com/fencegate/fencegate/integration/internal/workload"
+	"github.com/fencegate/fencegate/sqlstore/sqlopen"
 )
 
 func main() {
 	path := flag.String("config", "", "workload.Config as JSON")
+	migrate := flag.Bool("migrate", false, "run the migrations on $FGWORKER_DSN and exit")
 	flag.Parse()
+	if *migrate {
+		if err := runMigrations(context.Background(), os.Getenv("FGWORKER_DSN")); err != nil {
+			fail(err)
+		}
+		return
+	}
 	b, err := os.ReadFile(*path)
 	if err != nil {
 		fail(err)
@@ -31,6 +46,20 @@ func main() {
 	if err := workload.Run(context.Background(), cfg); err != nil {
 		fail(err)
 	}
+}
+
+// runMigrations migrates the database at dsn with the migrations this
+// binary embeds.
+func runMigrations(ctx context.Context, dsn string) error {
+	if dsn == "" {
+		return fmt.Errorf("-migrate: $FGWORKER_DSN is empty")
+	}
+	d, err := sqlopen.Open(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Migrate(ctx)
 }
 
 func fail(err error) {

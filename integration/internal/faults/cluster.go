@@ -31,6 +31,7 @@ type Cluster struct {
 	logf    string
 	data    string
 	stopped bool
+	disk    *Disk // the data directory's own filesystem (StartClusterOnDisk), or nil
 }
 
 // StartCluster makes and starts a cluster. It needs initdb and pg_ctl (on
@@ -309,7 +310,12 @@ func (c *Cluster) LogTail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
-func (c *Cluster) remove() { _ = os.RemoveAll(c.Dir) }
+func (c *Cluster) remove() {
+	if c.disk != nil {
+		_ = c.disk.Close()
+	}
+	_ = os.RemoveAll(c.Dir)
+}
 
 func (c *Cluster) run(ctx context.Context, name string, args ...string) ([]byte, error) {
 	argv := append(append(append([]string{}, c.runAs...), filepath.Join(c.bin, name)), args...)

@@ -1,0 +1,31 @@
+//go:build !linux
+
+package faults
+
+import (
+	"context"
+	"errors"
+)
+
+var errNoDisk = errors.New("faults: a loop-device filesystem needs Linux")
+
+// CanDisk reports why NewDisk cannot run here: it needs Linux.
+func CanDisk() error { return errNoDisk }
+
+// NewDisk needs Linux.
+func NewDisk(context.Context, string, int, int, int) (*Disk, error) { return nil, errNoDisk }
+
+// Crash needs Linux.
+func (d *Disk) Crash() error { return errNoDisk }
+
+// Reattach needs Linux.
+func (d *Disk) Reattach(context.Context) error { return errNoDisk }
+
+// Close needs Linux.
+func (d *Disk) Close() error { return errNoDisk }
+
+// StartClusterOnDisk needs Linux.
+func StartClusterOnDisk(context.Context, int) (*Cluster, error) { return nil, errNoDisk }
+
+// OSCrash needs Linux.
+func (c *Cluster) OSCrash(context.Context) error { return errNoDisk }
