@@ -48,11 +48,11 @@ type spec struct {
 	Bypass    bool // the control: no gate
 	Seed      uint64
 
-	Kills      int  // SIGKILLs of a worker mid-run, two in three as it sends a COMMIT (each followed by a new incarnation)
-	Pauses     int  // SIGSTOPs of a worker for 1.2 to 3 ttls, then SIGCONT
-	Cuts       int  // cuts of every proxied connection at a random moment (Postgres)
-	CommitCuts int  // times the proxy is armed to cut two connections right after their COMMIT (Postgres)
-	Restarts   int  // Postgres crashes mid-run (throwaway cluster only)
+	Kills      int // SIGKILLs of a worker mid-run, two in three as it sends a COMMIT (each followed by a new incarnation)
+	Pauses     int // SIGSTOPs of a worker for 1.2 to 3 ttls, then SIGCONT
+	Cuts       int // cuts of every proxied connection at a random moment (Postgres)
+	CommitCuts int // times the proxy is armed to cut two connections right after their COMMIT (Postgres)
+	Restarts   int // Postgres crashes mid-run (throwaway cluster only)
 	// OSCrashes are crashes of the OS mid-run: the database's filesystem
 	// (ext4 on a loop device, the history's own) is shut down without
 	// flushing, and what was not fsynced is gone. Postgres: the server is

@@ -23,7 +23,7 @@ type mutant struct {
 	name     string
 	kills    []string // the check kinds of which one must fire
 	dialects []sqlstore.Dialect
-	skip     string // why it is not run here
+	skip     string   // why it is not run here
 	faults   []string // faults beyond the short history's own: "oscrash"
 	edits    []edit
 }
