@@ -300,6 +300,19 @@ func runHistory(t *testing.T, sp spec) *outcome {
 			}
 			out.Restarts++
 		case "oscrash":
+			// Right after a grant is acknowledged: if its commit was not
+			// flushed, the crash takes it.
+			var crashErr error
+			fl.atNextGrant(func() {
+				if cluster != nil {
+					crashErr = cluster.Disk().Crash()
+				} else {
+					crashErr = disk.Crash()
+				}
+			})
+			if crashErr != nil {
+				t.Fatal(crashErr)
+			}
 			if cluster != nil {
 				if err := cluster.OSCrash(ctx); err != nil {
 					t.Fatalf("the OS crash: %v\n%s", err, cluster.LogTail(20))
@@ -701,18 +714,25 @@ type worker struct {
 }
 
 // commitWatch reads a worker's stdout, where it announces each COMMIT just
-// before sending it, and runs a hook on the next announcement.
+// before sending it ("commit …") and each acknowledged grant ("granted …"),
+// and runs a hook on the next announcement of each.
 type commitWatch struct {
-	mu     sync.Mutex
-	onNext func()
+	mu      sync.Mutex
+	onNext  func() // on the next COMMIT
+	onGrant func() // on the next acknowledged grant
 }
 
 func (c *commitWatch) Write(p []byte) (int, error) {
+	var fns []func()
 	c.mu.Lock()
-	fn := c.onNext
-	c.onNext = nil
+	if c.onNext != nil && bytes.Contains(p, []byte("commit ")) {
+		fns, c.onNext = append(fns, c.onNext), nil
+	}
+	if c.onGrant != nil && bytes.Contains(p, []byte("granted ")) {
+		fns, c.onGrant = append(fns, c.onGrant), nil
+	}
 	c.mu.Unlock()
-	if fn != nil {
+	for _, fn := range fns {
 		fn()
 	}
 	return len(p), nil
@@ -798,6 +818,36 @@ func (f *fleet) killAtCommit(i int) bool {
 	case <-timer.C:
 	}
 	return f.kill(i)
+}
+
+// atNextGrant runs fn once, as soon as any running worker announces an
+// acknowledged grant, or after two seconds without one, and returns after
+// it ran.
+func (f *fleet) atNextGrant(fn func()) {
+	var once sync.Once
+	done := make(chan struct{})
+	hook := func() { once.Do(func() { fn(); close(done) }) }
+	f.mu.Lock()
+	var armed []*worker
+	for _, w := range f.procs {
+		w.commit.mu.Lock()
+		w.commit.onGrant = hook
+		w.commit.mu.Unlock()
+		armed = append(armed, w)
+	}
+	f.mu.Unlock()
+	timer := time.NewTimer(2 * time.Second)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		hook()
+	}
+	for _, w := range armed {
+		w.commit.mu.Lock()
+		w.commit.onGrant = nil
+		w.commit.mu.Unlock()
+	}
 }
 
 // killAll kills every worker still running.

@@ -39,6 +39,7 @@ type tally struct {
 	MidOpKills int
 	Pauses     int
 	Restarts   int
+	OSCrashes  int
 	CutAll     int64
 	ConnsCut   int64
 	CommitCuts int64
@@ -84,6 +85,7 @@ func record(row string, o *outcome) {
 	s.MidOpKills += o.MidOpKills
 	s.Pauses += o.Pauses
 	s.Restarts += o.Restarts
+	s.OSCrashes += o.OSCrashes
 	s.CutAll += o.Proxy.CutAll
 	s.ConnsCut += o.Proxy.ConnsCut
 	s.CommitCuts += o.Proxy.CommitCuts
@@ -105,14 +107,14 @@ func describe(o *outcome) string {
 		"  ops %d: acquire ok %d / denied %d / fail %d / unknown %d; write ok %d / refused %d / fail %d / unknown %d (%d of them committed)\n"+
 		"  paths: writes %v; admit ok %d / refused %d / unknown %d; late renewals %v\n"+
 		"  table: %d writes, %d grants; rejection log %d (refusals not logged: %d); commit order: %s\n"+
-		"  faults: %d kills (%d mid-operation), %d pauses, %d server crashes, %d cuts of all connections (%d conns), %d connections cut after COMMIT%s\n"+
+		"  faults: %d kills (%d mid-operation), %d pauses, %d server crashes, %d OS crashes, %d cuts of all connections (%d conns), %d connections cut after COMMIT%s\n"+
 		"  linearizability (porcupine, %d ops): %s; violations: %d %v",
 		o.Dialect, map[bool]string{true: " (control: no gate)"}[o.Bypass], o.Procs, o.Agents, o.Duration, o.Seed, o.Elapsed.Round(time.Second),
 		r.Ops, a[history.OK], a[history.Denied], a[history.Fail], a[history.Unknown],
 		w[history.OK], w[history.Refused], w[history.Fail], w[history.Unknown], r.UnknownPresent,
 		r.Via, r.Count(history.Admit, history.OK), r.Count(history.Admit, history.Refused), r.Count(history.Admit, history.Unknown), r.Late,
 		r.Committed, r.Grants, r.Rejected, r.RefusedUnlogged, order(r.Observed, o),
-		o.Kills, o.MidOpKills, o.Pauses, o.Restarts, o.Proxy.CutAll, o.Proxy.ConnsCut, o.Proxy.CommitCuts, failovers(o),
+		o.Kills, o.MidOpKills, o.Pauses, o.Restarts, o.OSCrashes, o.Proxy.CutAll, o.Proxy.ConnsCut, o.Proxy.CommitCuts, failovers(o),
 		r.LinearOps, r.Linearizable, len(r.Violations), r.ByCheck())
 }
 
@@ -158,15 +160,19 @@ func printSummary(w io.Writer) {
 		if viol > 0 {
 			vs += " " + fmt.Sprint(s.Violations)
 		}
-		fmt.Fprintf(&b, "%-18s %4d %6s %7d %7d %7d %7d %6d %7d %7s %5d %5d %5d %12s %9s %s\n",
+		crash := fmt.Sprint(s.Restarts)
+		if s.OSCrashes > 0 {
+			crash += fmt.Sprintf("+%dos", s.OSCrashes)
+		}
+		fmt.Fprintf(&b, "%-18s %4d %6s %7d %7d %7d %7d %6d %7d %7s %5d %5s %5d %12s %9s %s\n",
 			name, s.Histories, s.Elapsed.Round(time.Second), s.Ops, s.Committed, s.Refusals,
 			s.Writes[history.Unknown]+s.Acquires[history.Unknown], s.Grants, s.Observed, fmt.Sprintf("%d/%d", s.Kills, s.MidOpKills),
-			s.Pauses, s.Restarts, s.CutAll, fmt.Sprintf("%d/%d", s.ConnsCut, s.CommitCuts), lin, vs)
+			s.Pauses, crash, s.CutAll, fmt.Sprintf("%d/%d", s.ConnsCut, s.CommitCuts), lin, vs)
 	}
 	fmt.Fprintf(&b, "writes: committed rows; unknown: acquires and writes whose outcome the agent never saw;\n")
 	fmt.Fprintf(&b, "decoded: transactions whose commit order logical decoding observed (Postgres; SQLite: id order);\n")
 	fmt.Fprintf(&b, "kills: SIGKILLs / those that left an operation unanswered; pause: SIGSTOP for 1.2-3 ttl;\n")
-	fmt.Fprintf(&b, "crash: pg_ctl restart -m immediate (MariaDB: SIGKILL of mariadbd, restart on its data directory); ")
+	fmt.Fprintf(&b, "crash: pg_ctl restart -m immediate (MariaDB: SIGKILL of mariadbd, restart on its data directory; +Nos: the filesystem shut down unflushed, an OS crash); ")
 	fmt.Fprintf(&b, "conns/COMMIT: connections cut at random moments / right after a COMMIT; control rows must show violations.\n")
 	for _, name := range slices.Sorted(maps.Keys(summary.rows)) {
 		if summary.rows[name].Skipped {

@@ -32,6 +32,7 @@ type Cluster struct {
 	data    string
 	stopped bool
 	disk    *Disk // the data directory's own filesystem (StartClusterOnDisk), or nil
+	pmPID   int   // with disk: the running postmaster's pid
 }
 
 // StartCluster makes and starts a cluster. It needs initdb and pg_ctl (on

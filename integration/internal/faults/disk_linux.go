@@ -89,8 +89,14 @@ func (d *Disk) attach(ctx context.Context) error {
 
 // Crash shuts the filesystem down without flushing anything: every later
 // operation on it fails (EIO), and what it had not written to the device
-// never will be. The processes using it are the caller's to kill.
+// never will be. The processes using it are the caller's to kill. Once
+// crashed, it stays so until Reattach: a second Crash does nothing.
 func (d *Disk) Crash() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.crashed {
+		return nil
+	}
 	fd, err := unix.Open(d.Mount, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return fmt.Errorf("faults: open %s: %w", d.Mount, err)
@@ -99,6 +105,7 @@ func (d *Disk) Crash() error {
 	if err := unix.IoctlSetPointerInt(fd, ext4IOCShutdown, ext4GoingFlagsNoLogFlush); err != nil {
 		return fmt.Errorf("faults: EXT4_IOC_SHUTDOWN of %s: %w", d.Mount, err)
 	}
+	d.crashed = true
 	return nil
 }
 
@@ -110,7 +117,13 @@ func (d *Disk) Reattach(ctx context.Context) error {
 	if err := d.detach(ctx); err != nil {
 		return err
 	}
-	return d.attach(ctx)
+	if err := d.attach(ctx); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.crashed = false
+	d.mu.Unlock()
+	return nil
 }
 
 // detach unmounts the filesystem and detaches the loop device, retrying

@@ -29,3 +29,6 @@ func StartClusterOnDisk(context.Context, int) (*Cluster, error) { return nil, er
 
 // OSCrash needs Linux.
 func (c *Cluster) OSCrash(context.Context) error { return errNoDisk }
+
+// Disk is nil here.
+func (c *Cluster) Disk() *Disk { return nil }

@@ -48,32 +48,31 @@ func StartClusterOnDisk(ctx context.Context, sizeMB int) (*Cluster, error) {
 	// now, as a machine that has been up for a while would have, or the
 	// first crash takes the cluster itself.
 	syscall.Sync()
-	if err := c.start(ctx); err != nil {
-		c.remove()
+	if err := c.start(ctx); err == nil {
+		err = c.readPID()
+	}
+	if err != nil {
+		_ = c.Stop()
 		return nil, err
 	}
 	return c, nil
 }
 
+// Disk is the data directory's filesystem (StartClusterOnDisk), or nil.
+func (c *Cluster) Disk() *Disk { return c.disk }
+
 // OSCrash crashes the server the way a crash of the OS would: the data
 // directory's filesystem is shut down without flushing (Disk.Crash), every
 // server process is killed, and the disk comes back as after a reboot,
 // holding only what the server had fsynced; then the server starts again
-// and recovers from that. Only for a cluster from StartClusterOnDisk.
+// and recovers from that. The caller may have crashed the disk itself
+// (Disk().Crash), at a moment of its choosing. Only for a cluster from StartClusterOnDisk.
 func (c *Cluster) OSCrash(ctx context.Context) error {
 	if c.disk == nil {
 		return errors.New("faults: OSCrash needs a cluster from StartClusterOnDisk")
 	}
-	// The postmaster's pid, read while the file can still be read.
-	b, err := os.ReadFile(filepath.Join(c.data, "postmaster.pid"))
-	if err != nil {
-		return err
-	}
-	pid, err := strconv.Atoi(strings.SplitN(string(b), "\n", 2)[0])
-	if err != nil {
-		return fmt.Errorf("faults: postmaster.pid: %w", err)
-	}
-	if err := c.disk.Crash(); err != nil {
+	pid := c.pmPID
+	if err := c.disk.Crash(); err != nil { // unless the caller already did
 		return err
 	}
 	// SIGQUIT is pg_ctl's immediate shutdown: the postmaster kills every
@@ -98,7 +97,24 @@ func (c *Cluster) OSCrash(ctx context.Context) error {
 	if err := os.Remove(filepath.Join(c.data, "postmaster.pid")); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	return c.Start(ctx)
+	if err := c.Start(ctx); err != nil {
+		return err
+	}
+	return c.readPID()
+}
+
+// readPID keeps the postmaster's pid, which OSCrash needs once
+// postmaster.pid can no longer be read.
+func (c *Cluster) readPID() error {
+	b, err := os.ReadFile(filepath.Join(c.data, "postmaster.pid"))
+	if err != nil {
+		return err
+	}
+	c.pmPID, err = strconv.Atoi(strings.SplitN(string(b), "\n", 2)[0])
+	if err != nil {
+		return fmt.Errorf("faults: postmaster.pid: %w", err)
+	}
+	return nil
 }
 
 // alive reports whether process pid exists and is not a zombie.

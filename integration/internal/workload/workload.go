@@ -88,7 +88,9 @@ type Config struct {
 	HoldProb float64 `json:"holdProb"`
 
 	// Announce makes the worker print "commit <op id>" on stdout just before
-	// it sends a write's COMMIT, so that the harness can kill it mid-commit.
+	// it sends a write's COMMIT, so that the harness can kill it mid-commit,
+	// and "granted <op id>" once an acquisition is acknowledged, so that it
+	// can crash the OS right after an acknowledgement.
 	Announce bool `json:"announce"`
 }
 
@@ -348,12 +350,15 @@ func (e *env[TTx]) acquire(ctx context.Context, a *agent, res string) (*lease.Le
 	case !out.OK:
 		r.Outcome, r.HeldBy, r.HeldFence = history.Denied, out.HeldBy, out.Fence
 		e.ret(inv, r, nil)
-		wait := min(out.RetryAfter, e.cfg.TTL)
+		wait := max(0, min(out.RetryAfter, e.cfg.TTL)) // negative: see holdCycle
 		return nil, time.Duration(a.rng.Int64N(int64(wait)+1)) + 2*time.Millisecond, nil
 	}
 	r.Outcome, r.Granted, r.TTL = history.OK, out.Grant.Fence, int64(out.Grant.TTL)
 	l, err := a.client.CompleteAcquire(req, out.Grant)
 	e.ret(inv, r, err)
+	if e.cfg.Announce {
+		fmt.Fprintf(os.Stdout, "granted %s\n", inv.Op)
+	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("complete acquire of %s: %w", res, err)
 	}
@@ -484,7 +489,9 @@ func (e *env[TTx]) holdCycle(ctx context.Context, a *agent, res string) time.Dur
 	case errors.As(err, &held):
 		r.Outcome, r.HeldBy, r.HeldFence = history.Denied, held.HeldBy, held.Fence
 		e.ret(inv, r, nil)
-		return time.Duration(a.rng.Int64N(int64(min(held.RetryAfter, e.cfg.TTL))+1)) + 2*time.Millisecond
+		// RetryAfter is negative when the holder named is already past its
+		// expiry (a coordinator that misjudges expiry): retry soon.
+		return time.Duration(a.rng.Int64N(int64(max(0, min(held.RetryAfter, e.cfg.TTL)))+1)) + 2*time.Millisecond
 	case errors.Is(err, lease.ErrLeaseLost):
 		r.Outcome = history.Unknown // granted with no time left, then released: fence unseen
 	default:
