@@ -23,8 +23,9 @@ type mutant struct {
 	name     string
 	kills    []string // the check kinds of which one must fire
 	dialects []sqlstore.Dialect
-	skip     string   // why it is not run here
-	faults   []string // faults beyond the short history's own: "oscrash"
+	skip     string             // why it is not run here
+	faults   []string           // faults beyond the short history's own: "oscrash"
+	ci       []sqlstore.Dialect // the dialects CI runs it on (FENCEGATE_MUTANTS=ci); none: not in CI
 	edits    []edit
 }
 
@@ -51,6 +52,10 @@ func parseMutant(name, text string) (mutant, error) {
 				if f != "oscrash" {
 					return m, fmt.Errorf("%s: unknown fault %q", name, f)
 				}
+			}
+		case strings.HasPrefix(line, "ci: "):
+			for _, d := range strings.Fields(strings.TrimPrefix(line, "ci: ")) {
+				m.ci = append(m.ci, sqlstore.Dialect(d))
 			}
 		case strings.HasPrefix(line, "skip: "):
 			m.skip = strings.TrimPrefix(line, "skip: ")
@@ -85,12 +90,18 @@ func parseMutant(name, text string) (mutant, error) {
 	if len(m.kills) == 0 || len(m.dialects) == 0 || len(m.edits) == 0 {
 		return m, fmt.Errorf("%s: want kills, dialects and at least one edit", name)
 	}
+	for _, d := range m.ci {
+		if !slices.Contains(m.dialects, d) {
+			return m, fmt.Errorf("%s: ci names %s, which is not among its dialects", name, d)
+		}
+	}
 	return m, nil
 }
 
 // buildMutant writes the mutated copies of m's files to dir and builds
 // fgworker with them as an overlay. An edit whose old text is not in its
-// file exactly once is an error: the mutant no longer applies.
+// file exactly once is an error: the mutant no longer applies. With dir
+// empty it only checks that m applies.
 func buildMutant(m mutant, dir string) (string, error) {
 	root, err := filepath.Abs("..")
 	if err != nil {
@@ -112,6 +123,9 @@ func buildMutant(m mutant, dir string) (string, error) {
 			return "", fmt.Errorf("mutant %s no longer applies: its old text occurs %d times in %s, want once:\n%s", m.name, n, e.file, e.old)
 		}
 		texts[path] = strings.Replace(text, e.old, e.new, 1)
+	}
+	if dir == "" {
+		return "", nil // only checked that it applies
 	}
 	for path, text := range texts {
 		copyPath := filepath.Join(dir, strings.ReplaceAll(strings.TrimPrefix(path, root), string(filepath.Separator), "_"))
@@ -141,10 +155,13 @@ func buildMutant(m mutant, dir string) (string, error) {
 
 // TestMutants runs every mutant of mutants/ as one short history per
 // dialect it names and requires the checker to report it. Opt-in with
-// FENCEGATE_MUTANTS=1.
+// FENCEGATE_MUTANTS=1; FENCEGATE_MUTANTS=ci runs the subset CI runs (each
+// mutant's "ci" dialects), every mutant still built, so that one whose
+// text no longer applies fails.
 func TestMutants(t *testing.T) {
-	if os.Getenv(EnvMutants) != "1" {
-		t.Skipf("opt-in: set %s=1 to run the mutants", EnvMutants)
+	mode := os.Getenv(EnvMutants)
+	if mode != "1" && mode != "ci" {
+		t.Skipf("opt-in: set %s=1 to run the mutants (ci: the CI subset)", EnvMutants)
 	}
 	files, err := filepath.Glob(filepath.Join("mutants", "*.mutant"))
 	if err != nil || len(files) == 0 {
@@ -160,14 +177,25 @@ func TestMutants(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Run(m.name, func(t *testing.T) {
-			bin, err := buildMutant(m, t.TempDir())
+			dir := t.TempDir()
+			if mode == "ci" && len(m.ci) == 0 {
+				dir = "" // not run in CI: only check that it still applies
+			}
+			bin, err := buildMutant(m, dir)
 			if err != nil {
 				t.Fatal(err) // loudly: an overlay that no longer applies is a failure
+			}
+			if bin == "" {
+				t.Skip("applies; not run in CI (FENCEGATE_MUTANTS=1 runs it)")
 			}
 			if m.skip != "" {
 				t.Skipf("built, not run: %s", m.skip)
 			}
-			for _, dialect := range m.dialects {
+			dialects := m.dialects
+			if mode == "ci" {
+				dialects = m.ci
+			}
+			for _, dialect := range dialects {
 				t.Run(string(dialect), func(t *testing.T) {
 					sp := ciSpec(dialect, baseSeed(t))
 					sp.Duration, sp.Kills, sp.Pauses, sp.Restarts = 15*time.Second, 1, 1, 0
