@@ -27,6 +27,10 @@
 // re-pointed.
 // SQLite histories end with every worker killed in the middle of its writes;
 // the file is then reopened.
+// TestOSCrash (root only) puts the database on an ext4 filesystem of its own
+// on a loop device and shuts it down without flushing (EXT4_IOC_SHUTDOWN)
+// right after a grant is acknowledged, as an OS crash or a power cut would:
+// only what was fsynced survives.
 //
 // # What is checked
 //
@@ -45,6 +49,10 @@
 //	go test -race ./integration/...                      # CI size, a few minutes
 //	FENCEGATE_SOAK=30m go test -timeout 0 ./integration  # soak: histories for 30 minutes
 //	go test ./integration -run Reliability -v -soak=2h    # the same, as a flag
+//	FENCEGATE_MUTANTS=1 go test -timeout 25m -run TestMutants ./integration  # every mutant
+//
+// The mutants (mutants/, see its README) are deliberate bugs, each run as a
+// short history that the checker must report; .ci/run runs a subset.
 //
 // Postgres histories use a throwaway cluster when initdb and pg_ctl are
 // installed; otherwise FENCEGATE_TEST_DATABASE_URL (or a testcontainers
