@@ -218,3 +218,26 @@ func TestMutants(t *testing.T) {
 		})
 	}
 }
+
+// TestMutantsApply runs in every suite run, without the opt-in: every
+// mutant file parses and its edits still apply.
+func TestMutantsApply(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("mutants", "*.mutant"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no mutants found: %v", err)
+	}
+	for _, file := range files {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := parseMutant(strings.TrimSuffix(filepath.Base(file), ".mutant"), string(b))
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		if _, err := buildMutant(m, ""); err != nil {
+			t.Error(err)
+		}
+	}
+}
