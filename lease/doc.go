@@ -50,8 +50,9 @@
 // while the resource is held instead of answering "held". Waiters queue in
 // the database (fencegate_waiter) and are granted in the order they joined,
 // from any number of processes; none starves while others come and go. A
-// release hands the lock to the next waiter at once: in the same process
-// directly, across processes on Postgres by LISTEN/NOTIFY, and otherwise
+// release hands the lock to the next waiter at once, and wakes no other: in
+// the same process directly, across processes on Postgres by LISTEN/NOTIFY
+// naming the next waiter, and otherwise
 // (SQLite and MySQL across processes, or a lost notification) when the
 // waiter next looks: at the holder's expiry, and every third of
 // CoordinatorOptions.WaiterTTL. No waiter holds a transaction or a row lock

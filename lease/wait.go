@@ -49,15 +49,27 @@ const listenRetry = 100 * time.Millisecond
 //
 // # Hand-over
 //
-// A release, a grant and a waiter leaving the queue wake the first waiter
-// this Coordinator has on the resource at once. On Postgres
-// (sqlstore.Notifier) the database announces them to every process
+// A release, and a waiter leaving the queue ungranted, wake the first
+// waiter this Coordinator has on the resource at once; a waiter leaving
+// granted wakes nobody (the next would only find the lease held). On
+// Postgres (sqlstore.Notifier) the database announces releases, grants and
+// the first waiter leaving while the lease is free to every process
 // (LISTEN/NOTIFY, one listening connection per Coordinator while it has
-// waiters), so the next waiter anywhere is woken in a round trip. Without
-// announcements (SQLite, or a lost one: the listening connection cut) a
-// waiter looks again when the holder's lease expires and on every touch of
-// its place, so a lost wake-up costs latency, never order or correctness. No
-// waiter holds a transaction or a row lock while it waits.
+// waiters), naming the first live waiter of the whole queue: only that one
+// is woken, wherever it waits, and it goes straight to its acquisition (one
+// round trip, its place already known to be first) unless its last touch is
+// half a WaiterTTL old. Without announcements (SQLite, or a lost one: the
+// listening connection cut) a waiter looks again when the holder's lease
+// expires and on every touch of its place, so a lost wake-up costs latency,
+// never order or correctness. A waiter that becomes first behind a live
+// holder (the one before it gave up) learns the holder's expiry at its next
+// touch, within a third of WaiterTTL. No waiter holds a transaction or a row
+// lock while it waits.
+//
+// On Postgres the queue is an UNLOGGED table and its statements commit
+// without a WAL flush: the queue orders waiters, the lease row and the fence
+// decide who may write, so a crash that empties the queue costs the waiters
+// their order once (they queue again), never a fence's safety.
 //
 // A holder that was killed without releasing still blocks its waiters until
 // its lease expires: the coordinator trusts no sign of liveness but the
@@ -99,20 +111,38 @@ func (c *Coordinator) AcquireWait(ctx context.Context, client *Client, resource 
 		return nil, c.wrap("wait for", resource, err)
 	}
 	w := c.waits.join(c, resource, seq)
+	touched := time.Now() // no later than the database's stamp of the place
+	granted := false
 	defer func() {
 		// Out of the queue even when ctx ended, but not for long: a place
-		// left behind runs out by itself. Then wake the next waiter, which
-		// would otherwise still find this place ahead of its own.
+		// left behind runs out by itself. Then, unless granted, wake the
+		// next waiter, which would otherwise still find this place ahead of
+		// its own.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
 		_ = ex.WaiterRemove(rctx, w.place())
-		c.waits.leave(w)
+		c.waits.leave(w, granted)
 	}()
 
 	var held *HeldError // the last refusal, for the error when ctx ends
 	for {
 		delay := c.waiterTTL / 3
-		first, kept, err := ex.WaiterTouch(ctx, resource, w.place(), c.waiterTTL)
+		var (
+			first int64
+			kept  bool
+			err   error
+		)
+		if w.takeTurn() && time.Since(touched) < c.waiterTTL/2 {
+			// An announcement named this place the first live one, and the
+			// place has not run out since (its last touch is recent): the
+			// touch would say so again, so go straight to the acquisition.
+			first, kept = w.place(), true
+		} else {
+			t := time.Now()
+			if first, kept, err = ex.WaiterTouch(ctx, resource, w.place(), c.waiterTTL); err == nil && kept {
+				touched = t
+			}
+		}
 		switch {
 		case ctx.Err() != nil:
 			return nil, c.waitEnded(ctx, resource, held)
@@ -131,11 +161,13 @@ func (c *Coordinator) AcquireWait(ctx context.Context, client *Client, resource 
 				return nil, c.wrap("wait for", resource, err)
 			}
 			c.waits.move(w, seq)
+			touched = time.Now()
 			continue
 		case first == w.place():
 			l, out, err := c.tryAcquire(ctx, client, resource)
 			switch {
 			case l != nil:
+				granted = true
 				return l, nil
 			case ctx.Err() != nil:
 				return nil, c.waitEnded(ctx, resource, held)
@@ -225,7 +257,7 @@ type waitHooks struct {
 	listening   func()                                                // a listener started and woke every waiter
 	listenEnded func(err error)                                       // a listener stopped
 	notified    func(resource string)                                 // an announcement arrived (after its wake)
-	poked       func(resource string)                                 // a waiter was woken
+	poked       func(resource string, seq int64)                      // a waiter was woken
 	woke        func()                                                // a waiter's sleep ended by a wake
 	noRetry     bool                                                  // never listen again after a failure
 }
@@ -235,8 +267,19 @@ type waiter struct {
 	resource string
 	wake     chan struct{} // buffered: a wake during a look is kept
 
-	mu  sync.Mutex
-	seq int64
+	mu   sync.Mutex
+	seq  int64
+	turn bool // an announcement named seq the first live waiter
+}
+
+// takeTurn reports, once, whether an announcement named w first since the
+// last call.
+func (w *waiter) takeTurn() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t := w.turn
+	w.turn = false
+	return t
 }
 
 func (w *waiter) place() int64 {
@@ -287,7 +330,7 @@ func (r *waitRoom) move(w *waiter, seq int64) {
 	defer r.mu.Unlock()
 	r.removeLocked(w)
 	w.mu.Lock()
-	w.seq = seq
+	w.seq, w.turn = seq, false
 	w.mu.Unlock()
 	r.insertLocked(w)
 }
@@ -301,9 +344,11 @@ func (r *waitRoom) removeLocked(w *waiter) {
 	}
 }
 
-// leave takes w out, wakes the next waiter of its resource (the lease may be
-// free and w was first), and stops listening when no waiter is left.
-func (r *waitRoom) leave(w *waiter) {
+// leave takes w out, wakes the next waiter of its resource unless w was
+// granted (the lease may be free and w was first; after a grant the next
+// waiter would only find it held), and stops listening when no waiter is
+// left.
+func (r *waitRoom) leave(w *waiter, granted bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.removeLocked(w)
@@ -312,7 +357,9 @@ func (r *waitRoom) leave(w *waiter) {
 		r.stopListen()
 		r.stopListen = nil
 	}
-	r.wakeLocked(w.resource)
+	if !granted {
+		r.wakeLocked(w.resource)
+	}
 }
 
 // wake wakes the first waiter of resource. Only the first can be granted,
@@ -329,6 +376,29 @@ func (r *waitRoom) wakeLocked(resource string) {
 	}
 }
 
+// announced wakes the waiter an announcement concerns: the one it names
+// first, if that one is here (its turn is taken on trust once, see
+// AcquireWait), or this process's first when it names none. Waking only the
+// named one keeps a release from waking one waiter in every process.
+func (r *waitRoom) announced(ch sqlstore.LeaseChange) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ch.First == 0 {
+		r.wakeLocked(ch.Resource)
+		return
+	}
+	ws := r.byRes[ch.Resource]
+	i, found := slices.BinarySearchFunc(ws, ch.First, func(x *waiter, seq int64) int { return compareInt(x.seq, seq) })
+	if !found {
+		return // not ours, or gone
+	}
+	w := ws[i]
+	w.mu.Lock()
+	w.turn = true
+	w.mu.Unlock()
+	r.poke(w)
+}
+
 // wakeAll wakes every waiter: announcements may have been missed.
 func (r *waitRoom) wakeAll() {
 	r.mu.Lock()
@@ -342,7 +412,7 @@ func (r *waitRoom) wakeAll() {
 
 func (r *waitRoom) poke(w *waiter) {
 	if r.hooks != nil && r.hooks.poked != nil {
-		r.hooks.poked(w.resource)
+		r.hooks.poked(w.resource, w.seq)
 	}
 	select {
 	case w.wake <- struct{}{}:
@@ -387,10 +457,10 @@ func (r *waitRoom) listen(ctx context.Context, n sqlstore.Notifier) {
 			if h.listening != nil {
 				h.listening()
 			}
-		}, func(resource string) {
-			r.wake(resource)
+		}, func(ch sqlstore.LeaseChange) {
+			r.announced(ch)
 			if h.notified != nil {
-				h.notified(resource)
+				h.notified(ch.Resource)
 			}
 		})
 		if h.listenEnded != nil {

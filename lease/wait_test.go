@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -59,6 +60,7 @@ type recorder struct {
 
 	mu    sync.Mutex
 	pokes map[string]int
+	bySeq map[int64]int // wake-ups of each place
 }
 
 func newRecorder() *recorder {
@@ -70,6 +72,7 @@ func newRecorder() *recorder {
 		notified:  make(chan string, 1000),
 		woke:      make(chan struct{}, 1000),
 		pokes:     map[string]int{},
+		bySeq:     map[int64]int{},
 	}
 }
 
@@ -82,10 +85,11 @@ func (r *recorder) hooks(fakeTimers bool) *waitHooks {
 		listenEnded: func(err error) { r.ended <- err },
 		notified:    func(res string) { r.notified <- res },
 		woke:        func() { r.woke <- struct{}{} },
-		poked: func(res string) {
+		poked: func(res string, seq int64) {
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			r.pokes[res]++
+			r.bySeq[seq]++
 		},
 	}
 	if fakeTimers {
@@ -96,6 +100,12 @@ func (r *recorder) hooks(fakeTimers bool) *waitHooks {
 		}
 	}
 	return h
+}
+
+func (r *recorder) pokesOfPlace(seq int64) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.bySeq[seq]
 }
 
 func (r *recorder) pokesOf(res string) int {
@@ -110,7 +120,14 @@ func (r *recorder) pokesOf(res string) int {
 // returns that timer, which the waiter sleeps on.
 func (r *recorder) settle(t *testing.T, store sqlstore.Store) chan time.Time {
 	t.Helper()
-	<-r.queued
+	timer, _ := r.settlePlace(t, store)
+	return timer
+}
+
+// settlePlace is settle, returning the waiter's place too.
+func (r *recorder) settlePlace(t *testing.T, store sqlstore.Store) (chan time.Time, int64) {
+	t.Helper()
+	seq := <-r.queued
 	if _, ok := store.(sqlstore.Notifier); ok {
 		<-r.listening
 		<-r.woke
@@ -120,7 +137,7 @@ func (r *recorder) settle(t *testing.T, store sqlstore.Store) chan time.Time {
 			<-r.armed
 		}
 	}
-	return <-r.armed
+	return <-r.armed, seq
 }
 
 // resourceName returns a resource name no other test uses: Postgres
@@ -326,6 +343,65 @@ func TestAcquireWaitStaleReleaseWakesNobody(t *testing.T) {
 		releaseOK(t, b, coord, lb)
 		if res := <-done; res.err != nil || res.l.Token().Holder != "c" {
 			t.Fatalf("waiter after the real release: %v, %v", res.l, res.err)
+		}
+	})
+}
+
+// TestAcquireWaitReleaseWakesOnlyTheFirst queues four waiters on three
+// coordinators (two on the first) and releases: only the first waiter is
+// woken. The other coordinators' first waiters are not (on Postgres the
+// announcement names the first waiter of the whole queue), and neither is
+// the next waiter when the first leaves the queue granted (it would only
+// find the lock held).
+func TestAcquireWaitReleaseWakesOnlyTheFirst(t *testing.T) {
+	forWaitStores(t, waitDrivers, nil, func(t *testing.T, store sqlstore.Store, _ queryFunc) {
+		ctx := context.Background()
+		r := resourceName(t)
+		coords := make([]*Coordinator, 3)
+		recs := make([]*recorder, 3)
+		for i := range coords {
+			coords[i], recs[i] = hookedCoordinator(store)
+		}
+		holder := newClient(t, "holder", ClientOptions{})
+		l := acquire(t, holder, coords[0], r)
+
+		// w0 and w1 on coords[0], w2 on coords[1], w3 on coords[2].
+		w0 := startWait(t, ctx, coords[0], newClient(t, "w0", ClientOptions{}), r)
+		recs[0].settle(t, store)
+		startWait(t, ctx, coords[0], newClient(t, "w1", ClientOptions{}), r)
+		w1 := <-recs[0].queued
+		<-recs[0].armed // w1 sleeps: it is not first
+		var others []int64
+		for i, name := range []string{"w2", "w3"} {
+			rec := recs[i+1]
+			startWait(t, ctx, coords[i+1], newClient(t, name, ClientOptions{}), r)
+			_, seq := rec.settlePlace(t, store)
+			others = append(others, seq)
+		}
+		before := map[int64]int{w1: recs[0].pokesOfPlace(w1), others[0]: recs[1].pokesOfPlace(others[0]), others[1]: recs[2].pokesOfPlace(others[1])}
+
+		releaseOK(t, holder, coords[0], l)
+		if res := <-w0; res.err != nil || res.l.Token().Holder != "w0" {
+			t.Fatalf("first waiter after the release: %v, %v", res.l, res.err)
+		}
+		if _, ok := store.(sqlstore.Notifier); ok {
+			// Announcements arrive in commit order: once one made after the
+			// grant (and w0's leaving) is at every coordinator, any wake-up
+			// the release or the grant caused has happened.
+			marker := r + "-marker"
+			d := newClient(t, "d", ClientOptions{})
+			releaseOK(t, d, coords[0], acquire(t, d, coords[0], marker))
+			for _, rec := range recs {
+				for res := range rec.notified {
+					if res == marker {
+						break
+					}
+				}
+			}
+		}
+		after := map[int64]int{w1: recs[0].pokesOfPlace(w1), others[0]: recs[1].pokesOfPlace(others[0]), others[1]: recs[2].pokesOfPlace(others[1])}
+		if !maps.Equal(before, after) {
+			t.Fatalf("wake-ups of the waiters behind the first, by place: %v before the release, %v after; want none", before, after)
 		}
 	})
 }

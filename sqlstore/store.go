@@ -157,16 +157,28 @@ type Waiter struct {
 // pgsql.Driver implement it). It is optional: without it, waiters are woken
 // by their own process and by timers.
 //
-// A lease change is a release, a new generation (a grant), or a waiter
-// leaving a resource's queue. Announcements may be lost (a cut connection)
-// or spurious (another schema's change of a resource of the same name), so
-// a listener treats one as a hint to look again, never as a fact.
+// A lease change is a release, a new generation (a grant), or the first
+// waiter leaving a resource's queue while the lease is not live.
+// Announcements may be lost (a cut connection) or spurious (another
+// schema's change of a resource of the same name), so a listener treats one
+// as a hint to look again, never as a fact.
 type Notifier interface {
 	// ListenLeases holds one connection to listen on until ctx ends or the
 	// connection fails, and returns why it stopped (never nil). It calls
-	// ready once it listens, then changed with the resource of each lease
-	// change committed after that, from one goroutine, in commit order.
-	ListenLeases(ctx context.Context, ready func(), changed func(resource string)) error
+	// ready once it listens, then changed with each lease change committed
+	// after that, from one goroutine, in commit order.
+	ListenLeases(ctx context.Context, ready func(), changed func(LeaseChange)) error
+}
+
+// LeaseChange is one announcement of a Notifier. The zero value announces
+// nothing.
+type LeaseChange struct {
+	Resource string
+	// First is the place (Waiter.Seq) of the resource's first live waiter
+	// as the change committed: the one waiter the change concerns. It is 0
+	// when no waiter was queued, or when the database's triggers predate
+	// naming it; then any waiter may look.
+	First int64
 }
 
 // FloorRaiseParams are the inputs of Executor.FloorRaise.

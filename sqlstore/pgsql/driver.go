@@ -109,7 +109,7 @@ var _ sqlstore.Notifier = (*Driver)(nil)
 // ListenLeases takes a connection of the *sql.DB and listens on it for lease
 // changes until ctx ends or the connection fails; the connection is closed
 // afterwards, never handed back to the pool listening (sqlstore.Notifier).
-func (d *Driver) ListenLeases(ctx context.Context, ready func(), changed func(resource string)) error {
+func (d *Driver) ListenLeases(ctx context.Context, ready func(), changed func(sqlstore.LeaseChange)) error {
 	c, err := d.DB().Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("fencegate: listen for lease changes: %w", d.ClassifyError(err))

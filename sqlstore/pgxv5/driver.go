@@ -180,7 +180,7 @@ var _ sqlstore.Notifier = (*Driver)(nil)
 // when it needs one) and listens on it for lease changes until ctx ends or
 // the connection fails; the connection is closed afterwards
 // (sqlstore.Notifier).
-func (d *Driver) ListenLeases(ctx context.Context, ready func(), changed func(resource string)) error {
+func (d *Driver) ListenLeases(ctx context.Context, ready func(), changed func(sqlstore.LeaseChange)) error {
 	c, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("fencegate: listen for lease changes: %w", classify.Classify(err))

@@ -130,11 +130,21 @@ UPDATE fencegate_lease SET released = true, expires_at = LEAST(expires_at, clock
 INSERT INTO fencegate_request (resource, request_id, fence) VALUES ($1, $2, $3)
 ON CONFLICT (resource, request_id) DO NOTHING`,
 	RequestFence: `SELECT fence FROM fencegate_request WHERE resource = $1 AND request_id = $2`,
-	WaiterPrune:  `DELETE FROM fencegate_waiter WHERE resource = $1 AND expires_at <= clock_timestamp()`,
+	// The queue's statements are one round trip each: the prune rides
+	// along the insert, the first waiter's read along the touch (its
+	// snapshot predates the touch, hence "or seq = $2").
 	WaiterInsert: `
+WITH pruned AS (DELETE FROM fencegate_waiter WHERE resource = $1 AND expires_at <= clock_timestamp())
 INSERT INTO fencegate_waiter (resource, holder, expires_at)
 VALUES ($1, $2, clock_timestamp() + $3::bigint * interval '1 microsecond')
 RETURNING seq`,
+	WaiterTouchFirst: `
+WITH touched AS (
+  UPDATE fencegate_waiter SET expires_at = clock_timestamp() + $3::bigint * interval '1 microsecond'
+   WHERE resource = $1 AND seq = $2 RETURNING seq)
+SELECT (SELECT min(seq) FROM fencegate_waiter
+         WHERE resource = $1 AND (expires_at > clock_timestamp() OR seq = $2))
+  FROM touched`,
 	WaiterTouch: `
 UPDATE fencegate_waiter SET expires_at = clock_timestamp() + $3::bigint * interval '1 microsecond'
  WHERE resource = $1 AND seq = $2`,

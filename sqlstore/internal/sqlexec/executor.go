@@ -306,8 +306,10 @@ func (e *executor) LeaseRelease(ctx context.Context, resource, holder string, fe
 }
 
 func (e *executor) WaiterAdd(ctx context.Context, resource, holder string, ttl time.Duration) (int64, error) {
-	if _, err := e.q.Exec(ctx, e.sql.WaiterPrune, resource); err != nil {
-		return 0, e.fail("prune waiters", err)
+	if e.sql.WaiterPrune != "" {
+		if _, err := e.q.Exec(ctx, e.sql.WaiterPrune, resource); err != nil {
+			return 0, e.fail("prune waiters", err)
+		}
 	}
 	var seq int64
 	if err := e.q.QueryRow(ctx, e.sql.WaiterInsert, resource, holder, ttl.Microseconds()).Scan(&seq); err != nil {
@@ -317,6 +319,17 @@ func (e *executor) WaiterAdd(ctx context.Context, resource, holder string, ttl t
 }
 
 func (e *executor) WaiterTouch(ctx context.Context, resource string, seq int64, ttl time.Duration) (int64, bool, error) {
+	if e.sql.WaiterTouchFirst != "" {
+		var first int64
+		err := e.q.QueryRow(ctx, e.sql.WaiterTouchFirst, resource, seq, ttl.Microseconds()).Scan(&first)
+		switch {
+		case isNoRows(err):
+			return 0, false, nil
+		case err != nil:
+			return 0, false, e.fail("touch waiter", err)
+		}
+		return first, true, nil
+	}
 	n, err := e.q.Exec(ctx, e.sql.WaiterTouch, resource, seq, ttl.Microseconds())
 	if err != nil {
 		return 0, false, e.fail("touch waiter", err)

@@ -36,10 +36,14 @@ type Queries struct {
 	LeaseReleaseAutocommit string
 	RequestInsert          string // $1 resource, $2 request id, $3 fence
 	RequestFence           string // $1 resource, $2 request id → fence
-	WaiterPrune            string // $1 resource: delete its expired waiters
+	WaiterPrune            string // $1 resource: delete its expired waiters; empty if WaiterInsert does
 	WaiterInsert           string // $1 resource, $2 holder, $3 ttl µs → seq
 	WaiterTouch            string // $1 resource, $2 seq, $3 ttl µs
 	WaiterFirst            string // $1 resource, $2 seq → the lowest live seq (seq counts as live)
+	// WaiterTouchFirst, when set, is WaiterTouch and WaiterFirst in one
+	// statement: $1 resource, $2 seq, $3 ttl µs → the lowest live seq, no
+	// row when seq is not queued.
+	WaiterTouchFirst string
 	WaiterDelete           string // $1 seq
 	WaiterList             string // $1 resource → seq, resource, holder, expires µs
 	// ClockTick, when set, runs before every statement that judges or
