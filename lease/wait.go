@@ -52,8 +52,8 @@ const listenRetry = 100 * time.Millisecond
 // A release, and a waiter leaving the queue ungranted, wake the first
 // waiter this Coordinator has on the resource at once; a waiter leaving
 // granted wakes nobody (the next would only find the lease held). On
-// Postgres (sqlstore.Notifier) the database announces releases, grants and
-// the first waiter leaving while the lease is free to every process
+// Postgres (sqlstore.Notifier) the database announces releases, and the
+// first waiter leaving while the lease is free, to every process
 // (LISTEN/NOTIFY, one listening connection per Coordinator while it has
 // waiters), naming the first live waiter of the whole queue: only that one
 // is woken, wherever it waits, and it goes straight to its acquisition (one

@@ -320,7 +320,7 @@ func TestAcquireWaitStaleReleaseWakesNobody(t *testing.T) {
 			// Announcements arrive in commit order: once one made after the
 			// stale releases is here, any they made would be too.
 			d := newClient(t, "d", ClientOptions{})
-			other := acquire(t, d, coord, r+"-other")
+			releaseOK(t, d, coord, acquire(t, d, coord, r+"-other"))
 			for res := range rec.notified {
 				if res == r+"-other" {
 					break
@@ -329,7 +329,6 @@ func TestAcquireWaitStaleReleaseWakesNobody(t *testing.T) {
 					t.Fatal("a stale release was announced")
 				}
 			}
-			releaseOK(t, d, coord, other)
 		}
 		if got := rec.pokesOf(r); got != pokes {
 			t.Fatalf("a stale release woke a waiter (%d wake-ups, %d before)", got, pokes)

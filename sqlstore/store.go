@@ -157,8 +157,9 @@ type Waiter struct {
 // pgsql.Driver implement it). It is optional: without it, waiters are woken
 // by their own process and by timers.
 //
-// A lease change is a release, a new generation (a grant), or the first
-// waiter leaving a resource's queue while the lease is not live.
+// A lease change is a release, or the first waiter leaving a resource's
+// queue while the lease is not live (with migration 00005's triggers alone,
+// also a grant and any waiter leaving).
 // Announcements may be lost (a cut connection) or spurious (another
 // schema's change of a resource of the same name), so a listener treats one
 // as a hint to look again, never as a fact.

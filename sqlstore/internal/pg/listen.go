@@ -14,7 +14,8 @@ import (
 
 // leaseChannel is the channel the triggers of migration 00005 notify on,
 // with the resource as the payload: a release, a new generation, or a
-// waiter leaving a resource's queue. Since migration 00008 the payload is
+// waiter leaving a resource's queue. Since migration 00008 only a release
+// or the first waiter leaving while the lease is free, and the payload is
 // resource + firstSep + the first live waiter's place, when one is queued.
 const leaseChannel = "fencegate_lease"
 

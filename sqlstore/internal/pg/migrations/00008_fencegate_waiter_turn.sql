@@ -8,6 +8,13 @@
 -- is lost once, nothing else), and a standby has no queue until promoted,
 -- when the waiters queue again on it the same way.
 --
+-- A grant is no longer announced, only a release: an announcing commit
+-- holds Postgres's cluster-wide notify lock until it ends, and a grant's
+-- commit waits for its WAL flush, so announcing grants serialized every
+-- grant of every resource behind one another's flush. A grant only made the
+-- first waiter look again and find the lease held; without it the first
+-- waiter learns the new holder's expiry when its timer fires.
+--
 -- fencegate_lease_notify names the resource's first live waiter in its
 -- announcement, as "resource" || chr(31) || seq (resource names hold no
 -- control characters), or the resource alone when no waiter is queued, so a
@@ -45,7 +52,19 @@ END
 $$;
 -- +goose StatementEnd
 
+DROP TRIGGER fencegate_lease_granted ON fencegate_lease;
+DROP TRIGGER fencegate_lease_changed ON fencegate_lease;
+CREATE TRIGGER fencegate_lease_released AFTER UPDATE ON fencegate_lease
+    FOR EACH ROW WHEN (NEW.released AND NOT OLD.released)
+    EXECUTE FUNCTION fencegate_lease_notify();
+
 -- +goose Down
+DROP TRIGGER fencegate_lease_released ON fencegate_lease;
+CREATE TRIGGER fencegate_lease_granted AFTER INSERT ON fencegate_lease
+    FOR EACH ROW EXECUTE FUNCTION fencegate_lease_notify();
+CREATE TRIGGER fencegate_lease_changed AFTER UPDATE ON fencegate_lease
+    FOR EACH ROW WHEN (NEW.released <> OLD.released OR NEW.fence <> OLD.fence)
+    EXECUTE FUNCTION fencegate_lease_notify();
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION fencegate_lease_notify() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
