@@ -9,19 +9,25 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore/pgxv5"
 )
 
-// Names of scenario 7's variants.
+// Names of the variants of scenarios 7 and fairness.
 const (
 	vHandWait     = "fencegate AcquireWait, one coordinator"
 	vHandWaitMany = "fencegate AcquireWait, 4 coordinators (NOTIFY)"
 	vHandPoll     = "fencegate Acquire polling (the CLI's old --wait)"
+	vHandPglock   = "pglock Acquire (1 s lease, heartbeat off)"
 	vHandAdvisory = "pg_advisory_lock queue"
 )
+
+var lockVariants = []string{vHandWait, vHandWaitMany, vHandPoll, vHandPglock, vHandAdvisory}
 
 // handoverCoordinators is how many coordinators the NOTIFY variant spreads
 // its waiters over: each has one listening connection.
@@ -33,21 +39,24 @@ const handoverCoordinators = 4
 func Handover(ctx context.Context, cfg Config, pg *PG, r *Report) error {
 	r.f("## 7. Hand-over: release → next holder's grant\n\n")
 	r.f("N workers loop on one lock: take it, release it at once, take it again. The latency is from the release (read just before it is sent) to the next grant (read when it returns), on one process's monotonic clock, loopback, for %v per variant and worker count. ", cfg.Duration)
-	r.f("*AcquireWait* queues in fencegate_waiter and is woken by the release (in-process with one coordinator; by LISTEN/NOTIFY across 4). *Polling* is the CLI's former loop: Acquire, and while held sleep the lease's remaining time clamped to 10–200 ms, jittered. *pg_advisory_lock* waits in Postgres's own lock queue on a pooled connection per worker. With one worker the next holder is the releaser itself.\n\n")
-	r.f("| workers | variant | hand-overs | p50 | p99 |\n| ---: | --- | ---: | ---: | ---: |\n")
+	r.f("*AcquireWait* queues in fencegate_waiter and is woken by the release (in-process with one coordinator; by LISTEN/NOTIFY across 4). *Polling* is the CLI's former loop: Acquire, and while held sleep the lease's remaining time clamped to 10–200 ms, jittered. *pglock* is cirello.io/pglock's AcquireContext, which sleeps a lease (1 s) between tries. *pg_advisory_lock* waits in Postgres's own lock queue on a pooled connection per worker. With one worker the next holder is the releaser itself; *to another* is the share of hand-overs that went to a worker other than the releaser (a lock that lets the releaser take it straight back shows fast hand-overs that hand nothing over).\n\n")
+	r.f("| workers | variant | hand-overs | to another | p50 | p99 |\n| ---: | --- | ---: | ---: | ---: | ---: |\n")
 	for _, n := range []int{1, 16, 64} {
-		for _, v := range []string{vHandWait, vHandWaitMany, vHandPoll, vHandAdvisory} {
+		for _, v := range lockVariants {
 			prog(cfg, fmt.Sprintf("7: %s, %d workers", v, n))
-			lat, err := handover(ctx, cfg, pg, v, n)
+			lat, others, err := handover(ctx, cfg, pg, v, n)
 			if err != nil {
 				return fmt.Errorf("%s, %d workers: %w", v, n, err)
 			}
 			if len(lat) == 0 {
-				r.f("| %d | %s | 0 | – | – |\n", n, v)
+				r.f("| %d | %s | 0 | – | – | – |\n", n, v)
 				continue
 			}
 			slices.Sort(lat)
-			r.f("| %d | %s | %d | %s | %s |\n", n, v, len(lat), ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]))
+			r.f("| %d | %s | %d | %.0f%% | %s | %s |\n", n, v, len(lat), 100*float64(others)/float64(len(lat)), ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]))
+			if n == 64 && v == vHandWaitMany {
+				r.Notes = append(r.Notes, fmt.Sprintf("hand-over at 64 waiters, AcquireWait across 4 coordinators: p50 %s, p99 %s (target p50 < 2 ms)", ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100])))
+			}
 		}
 	}
 	r.f("\n")
@@ -57,42 +66,72 @@ func Handover(ctx context.Context, cfg Config, pg *PG, r *Report) error {
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
 
 // handover runs one variant with n workers for cfg.Duration and returns the
-// hand-over latencies.
-func handover(ctx context.Context, cfg Config, pg *PG, variant string, n int) ([]time.Duration, error) {
-	resource := fmt.Sprintf("handover/%s/%d/%s", variant, n, randomHex(3))
+// hand-over latencies and how many of them went to another worker.
+func handover(ctx context.Context, cfg Config, pg *PG, variant string, n int) ([]time.Duration, int, error) {
 	var (
 		mu          sync.Mutex
 		lat         []time.Duration
+		others      int
 		lastRelease time.Time
+		lastHolder  = -1
 	)
-	granted := func() {
-		now := time.Now()
-		mu.Lock()
-		if !lastRelease.IsZero() {
-			lat = append(lat, now.Sub(lastRelease))
-			lastRelease = time.Time{}
-		}
-		mu.Unlock()
+	hooks := cycleHooks{
+		granted: func(w int) {
+			now := time.Now()
+			mu.Lock()
+			if !lastRelease.IsZero() {
+				lat = append(lat, now.Sub(lastRelease))
+				if w != lastHolder {
+					others++
+				}
+				lastRelease = time.Time{}
+			}
+			mu.Unlock()
+		},
+		releasing: func(w int) {
+			mu.Lock()
+			lastRelease, lastHolder = time.Now(), w
+			mu.Unlock()
+		},
 	}
-	releasing := func() {
-		mu.Lock()
-		lastRelease = time.Now()
-		mu.Unlock()
+	err := runLockWorkers(ctx, pg, variant, n, cfg.Duration, false, hooks)
+	return lat, others, err
+}
+
+// cycleHooks see one worker's cycle: granted when its acquisition returned,
+// releasing just before it releases.
+type cycleHooks struct {
+	granted, released func(w int)
+	releasing         func(w int)
+}
+
+// runLockWorkers runs n workers on one lock of the variant for d, each
+// looping acquire → (with write, a write under the lock) → release.
+// fencegate's write is fenced (pgxv5.CommitBatch with the lease's token);
+// the others' is the same UPDATE, unfenced (they have no fence).
+func runLockWorkers(ctx context.Context, pg *PG, variant string, n int, d time.Duration, write bool, h cycleHooks) error {
+	resource := fmt.Sprintf("lockrun/%s/%d/%s", variant, n, randomHex(3))
+	for _, f := range []*func(int){&h.granted, &h.released, &h.releasing} {
+		if *f == nil {
+			*f = func(int) {}
+		}
 	}
 
 	// A pool of the variant's own, a connection per worker: waiters do not
 	// queue for connections, and the advisory lock needs one each.
 	pcfg, err := pgxpool.ParseConfig(pg.URL)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	pcfg.MaxConns = int32(n + 2)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer pool.Close()
 	store := pgxv5.New(pool)
+	g := gate.New(store, nil)
+	const key = 1
 
 	var cycle func(ctx context.Context, w int) error
 	switch variant {
@@ -109,7 +148,7 @@ func handover(ctx context.Context, cfg Config, pg *PG, variant string, n int) ([
 		for w := range clients {
 			c, err := lease.NewClient(lease.ClientOptions{Holder: fmt.Sprintf("w%d", w), TTL: 30 * time.Second})
 			if err != nil {
-				return nil, err
+				return err
 			}
 			clients[w] = c
 		}
@@ -125,43 +164,85 @@ func handover(ctx context.Context, cfg Config, pg *PG, variant string, n int) ([
 			if err != nil {
 				return err
 			}
-			granted()
+			h.granted(w)
+			if write {
+				b := &pgx.Batch{}
+				b.Queue(updateItem, key)
+				err = pgxv5.CommitBatch(ctx, g, pool, l.Token(), b)
+			}
 			tok, _ := c.Release(l)
-			releasing()
-			_, err = coord.Release(context.WithoutCancel(ctx), tok)
+			h.releasing(w)
+			if _, rerr := coord.Release(context.WithoutCancel(ctx), tok); err == nil {
+				err = rerr
+			}
+			return err
+		}
+	case vHandPglock:
+		// pglock on the variant's pool (through database/sql), so that its
+		// connections go when the variant ends.
+		db := stdlib.OpenDBFromPool(pool)
+		defer db.Close()
+		pl, err := newPglock(db, pglockLease, 0, "bench")
+		if err != nil {
+			return err
+		}
+		name := resource
+		cycle = func(ctx context.Context, w int) error {
+			l, err := pl.AcquireContext(ctx, name)
+			if err != nil {
+				return err
+			}
+			h.granted(w)
+			if write {
+				_, err = pool.Exec(ctx, updateItem, key)
+			}
+			h.releasing(w)
+			if cerr := l.Close(); err == nil {
+				err = cerr
+			}
 			return err
 		}
 	case vHandAdvisory:
-		key := advisoryBase + int64(rand.N(1<<20))
-		cycle = func(ctx context.Context, _ int) error {
+		lockKey := advisoryBase + int64(rand.N(1<<20))
+		cycle = func(ctx context.Context, w int) error {
 			conn, err := pool.Acquire(ctx)
 			if err != nil {
 				return err
 			}
 			defer conn.Release()
-			if _, err := conn.Exec(ctx, advisoryLock, key); err != nil {
+			if _, err := conn.Exec(ctx, advisoryLock, lockKey); err != nil {
 				return err
 			}
-			granted()
-			releasing()
-			_, err = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, key)
+			h.granted(w)
+			if write {
+				_, err = conn.Exec(ctx, updateItem, key)
+			}
+			h.releasing(w)
+			if _, uerr := conn.Exec(context.WithoutCancel(ctx), advisoryUnlock, lockKey); err == nil {
+				err = uerr
+			}
 			return err
 		}
+	default:
+		return fmt.Errorf("unknown variant %q", variant)
 	}
 
-	rctx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	rctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	errs := make(chan error, n)
 	for w := range n {
 		go func() {
 			for {
-				if err := cycle(rctx, w); err != nil {
-					if rctx.Err() != nil {
-						err = nil
-					}
-					errs <- err
-					return
+				err := cycle(rctx, w)
+				if err == nil {
+					h.released(w)
+					continue
 				}
+				if rctx.Err() != nil {
+					err = nil
+				}
+				errs <- err
+				return
 			}
 		}()
 	}
@@ -169,7 +250,73 @@ func handover(ctx context.Context, cfg Config, pg *PG, variant string, n int) ([
 	for range n {
 		all = append(all, <-errs)
 	}
-	return lat, errors.Join(all...)
+	return errors.Join(all...)
+}
+
+// fairWorkers is the fairness run's worker count.
+const fairWorkers = 64
+
+// Fairness is scenario fairness: 64 workers loop acquire → write under the
+// lock → release on one resource, and the run counts each worker's
+// completed cycles.
+func Fairness(ctx context.Context, cfg Config, pg *PG, r *Report) error {
+	d := cfg.FairDuration
+	if d <= 0 {
+		d = 10 * time.Second
+	}
+	r.f("## Fairness: %d workers on one lock for %v\n\n", fairWorkers, d)
+	r.f("Each worker loops: acquire the lock, write the same row under it, release. fencegate's write is fenced (pgxv5.CommitBatch with the lease's token: the fence check and the UPDATE in one round trip); pglock's and the advisory lock's is the bare UPDATE, on the advisory lock's own connection. Cycles are counted per worker when its release returns; a lock that starves workers shows a min of 0 and no ratio. The variants run one after another in this run (the lock has a connection per worker, and the machine has no room for two runs at once), on loopback.\n\n")
+	r.f("| variant | cycles/s | vs advisory | cycles per worker: min | median | max | max ÷ min |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	type row struct {
+		v      string
+		counts []int64
+		rate   float64
+	}
+	var rows []row
+	var advisory float64
+	for _, v := range lockVariants {
+		prog(cfg, fmt.Sprintf("fairness: %s, %d workers, %v", v, fairWorkers, d))
+		counts := make([]int64, fairWorkers)
+		var mu sync.Mutex
+		start := time.Now()
+		err := runLockWorkers(ctx, pg, v, fairWorkers, d, true, cycleHooks{released: func(w int) {
+			mu.Lock()
+			counts[w]++
+			mu.Unlock()
+		}})
+		el := time.Since(start)
+		if err != nil {
+			return fmt.Errorf("%s: %w", v, err)
+		}
+		var total int64
+		for _, c := range counts {
+			total += c
+		}
+		rate := float64(total) / el.Seconds()
+		if v == vHandAdvisory {
+			advisory = rate
+		}
+		rows = append(rows, row{v, counts, rate})
+	}
+	for _, x := range rows {
+		c := slices.Clone(x.counts)
+		slices.Sort(c)
+		lo, med, hi := c[0], c[len(c)/2], c[len(c)-1]
+		ratio := "–"
+		if lo > 0 {
+			ratio = fmt.Sprintf("%.2f", float64(hi)/float64(lo))
+		}
+		vs := "–"
+		if advisory > 0 {
+			vs = fmt.Sprintf("%.2fx", x.rate/advisory)
+		}
+		r.f("| %s | %.0f | %s | %d | %d | %d | %s |\n", x.v, x.rate, vs, lo, med, hi, ratio)
+		if x.v == vHandWaitMany || x.v == vHandWait {
+			r.Notes = append(r.Notes, fmt.Sprintf("fairness, %d workers, %s: %s of the advisory lock's throughput (target ≥ 0.9x), cycles per worker min %d / median %d / max %d, max ÷ min %s (target < 2)", fairWorkers, x.v, vs, lo, med, hi, ratio))
+		}
+	}
+	r.f("\n")
+	return nil
 }
 
 // poll is the CLI's former --wait: Acquire, and while held sleep the

@@ -61,6 +61,7 @@ func RunAll(ctx context.Context, cfg Config, outDir, only string, quick bool) er
 		{"7", func() error { return Handover(ctx, cfg, pg, r) }},
 		{"hold", func() error { return HoldMany(ctx, cfg, r) }},
 		{"queue", func() error { return QueuedAcquirers(ctx, cfg, r) }},
+		{"fairness", func() error { return Fairness(ctx, cfg, pg, r) }},
 	}
 	for _, s := range steps {
 		if !want(s.id) {

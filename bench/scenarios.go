@@ -27,6 +27,8 @@ type Config struct {
 	RTT         time.Duration // what a DelayProxy adds to a round trip for the second path; 0: loopback only
 	Nets        []Net         // paths to PostgresURL's server, loopback first (RunAll sets it from RTT)
 	Progress    func(string)
+	// FairDuration is the fairness run's length (0: 10 s).
+	FairDuration time.Duration
 }
 
 // Report collects markdown and chart data as scenarios run.

@@ -34,15 +34,17 @@ func main() {
 		dur     = flag.Duration("duration", 1500*time.Millisecond, "run time per variant per round")
 		rounds  = flag.Int("rounds", 3, "interleaved A/B rounds")
 		out     = flag.String("out", ".", "directory for RESULTS.md and chart.svg")
-		only    = flag.String("only", "", "comma-separated scenarios to run (1,fencesql,2,3,4,5,6,7,mariadb,hold,queue); default all")
+		only    = flag.String("only", "", "comma-separated scenarios to run (1,fencesql,2,3,4,5,6,7,fairness,mariadb,hold,queue); default all")
+		fair    = flag.Duration("fair", 10*time.Second, "run time per variant of the fairness scenario (-quick: 2s)")
 		writers = flag.String("writers", "1,16,64", "writer counts for scenario 2")
 		rtt     = flag.Duration("rtt", time.Millisecond, "round trip a delaying proxy adds for the second network path (0: loopback only)")
 	)
 	flag.Parse()
 	cfg := bench.Config{
 		PostgresURL: *dsn, MySQLURL: *myDSN, RTT: *rtt, Duration: *dur, Rounds: *rounds, BigFloors: 1_000_000, Leases: []int{1000, 10_000},
-		HoldLeases: []int{1000, 10_000, 100_000},
-		Progress:   func(s string) { fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05"), s) },
+		HoldLeases:   []int{1000, 10_000, 100_000},
+		Progress:     func(s string) { fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05"), s) },
+		FairDuration: *fair,
 	}
 	for _, w := range strings.Split(*writers, ",") {
 		var n int
@@ -54,6 +56,7 @@ func main() {
 	}
 	if *quick {
 		cfg.Duration, cfg.Rounds, cfg.BigFloors, cfg.Leases, cfg.HoldLeases = 250*time.Millisecond, 2, 100_000, []int{1000}, []int{1000, 10_000}
+		cfg.FairDuration = min(cfg.FairDuration, 2*time.Second)
 	}
 	self, err := os.Executable()
 	if err != nil {
