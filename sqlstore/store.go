@@ -159,10 +159,11 @@ type Waiter struct {
 //
 // A lease change is a release, or the first waiter leaving a resource's
 // queue while the lease is not live (with migration 00005's triggers alone,
-// also a grant and any waiter leaving).
-// Announcements may be lost (a cut connection) or spurious (another
+// also a grant and any waiter leaving). Announcements may be lost (a cut
+// connection) or spurious (with migration 00005's triggers alone, another
 // schema's change of a resource of the same name), so a listener treats one
-// as a hint to look again, never as a fact.
+// as a hint to look again, and acts on a First only after touching its place
+// recently enough to know it still stands.
 type Notifier interface {
 	// ListenLeases holds one connection to listen on until ctx ends or the
 	// connection fails, and returns why it stopped (never nil). It calls
@@ -176,9 +177,10 @@ type Notifier interface {
 type LeaseChange struct {
 	Resource string
 	// First is the place (Waiter.Seq) of the resource's first live waiter
-	// as the change committed: the one waiter the change concerns. It is 0
-	// when no waiter was queued, or when the database's triggers predate
-	// naming it; then any waiter may look.
+	// in the listener's own schema as the change committed: the one waiter
+	// the change concerns (another schema's announcements are not passed
+	// on). It is 0 when no waiter was queued, or when the database's
+	// triggers predate naming it; then any waiter may look.
 	First int64
 }
 

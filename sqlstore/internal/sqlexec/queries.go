@@ -44,8 +44,8 @@ type Queries struct {
 	// statement: $1 resource, $2 seq, $3 ttl µs → the lowest live seq, no
 	// row when seq is not queued.
 	WaiterTouchFirst string
-	WaiterDelete           string // $1 seq
-	WaiterList             string // $1 resource → seq, resource, holder, expires µs
+	WaiterDelete     string // $1 seq
+	WaiterList       string // $1 resource → seq, resource, holder, expires µs
 	// ClockTick, when set, runs before every statement that judges or
 	// stamps a lease (LeaseGetForUpdate, LeaseGrant, LeaseRenew,
 	// LeaseRelease): SQLite's clock high-water mark, raised to the wall

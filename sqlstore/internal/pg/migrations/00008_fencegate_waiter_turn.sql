@@ -16,9 +16,11 @@
 -- waiter learns the new holder's expiry when its timer fires.
 --
 -- fencegate_lease_notify names the resource's first live waiter in its
--- announcement, as "resource" || chr(31) || seq (resource names hold no
--- control characters), or the resource alone when no waiter is queued, so a
--- listener wakes that waiter only, not the first of its own. A waiter
+-- announcement, and the schema of the tables, as resource, chr(31), seq (or
+-- nothing when no waiter is queued), chr(31), schema (resource names hold no
+-- control characters): a listener wakes that waiter only, not the first of
+-- its own, and ignores another schema's announcements, whose places are
+-- another queue's. A waiter
 -- leaving the queue is announced only when it was the first and the lease is
 -- not live (a waiter cancelled after a release): after its grant, or behind
 -- a live holder, the next waiter has nothing to gain from looking now (the
@@ -46,7 +48,7 @@ BEGIN
     END IF;
     SELECT min(w.seq) INTO first FROM fencegate_waiter w
      WHERE w.resource = res AND w.expires_at > clock_timestamp();
-    PERFORM pg_notify('fencegate_lease', CASE WHEN first IS NULL THEN res ELSE res || chr(31) || first END);
+    PERFORM pg_notify('fencegate_lease', res || chr(31) || coalesce(first::text, '') || chr(31) || TG_TABLE_SCHEMA);
     RETURN NULL;
 END
 $$;
