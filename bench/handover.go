@@ -39,7 +39,7 @@ const handoverCoordinators = 4
 func Handover(ctx context.Context, cfg Config, pg *PG, r *Report) error {
 	r.f("## 7. Hand-over: release → next holder's grant\n\n")
 	r.f("N workers loop on one lock: take it, release it at once, take it again. The latency is from the release (read just before it is sent) to the next grant (read when it returns), on one process's monotonic clock, loopback, for %v per variant and worker count. ", cfg.Duration)
-	r.f("*AcquireWait* queues in fencegate_waiter and is woken by the release (in-process with one coordinator; by LISTEN/NOTIFY across 4). *Polling* is the CLI's former loop: Acquire, and while held sleep the lease's remaining time clamped to 10–200 ms, jittered. *pglock* is cirello.io/pglock's AcquireContext, which sleeps a lease (1 s) between tries. *pg_advisory_lock* waits in Postgres's own lock queue on a pooled connection per worker. With one worker the next holder is the releaser itself; *to another* is the share of hand-overs that went to a worker other than the releaser (a lock that lets the releaser take it straight back shows fast hand-overs that hand nothing over).\n\n")
+	r.f("*AcquireWait* queues in fencegate_waiter and is woken by the release (in-process with one coordinator; by LISTEN/NOTIFY across 4). *Polling* is the CLI's former loop: Acquire, and while held sleep the lease's remaining time clamped to 10–200 ms, jittered. *pglock* is cirello.io/pglock's AcquireContext, which sleeps a lease (1 s) between tries (an attempt that runs past its lease under contention fails with pglock's own deadline, and the worker tries again). *pg_advisory_lock* waits in Postgres's own lock queue on a pooled connection per worker. With one worker the next holder is the releaser itself; *to another* is the share of hand-overs that went to a worker other than the releaser (a lock that lets the releaser take it straight back shows fast hand-overs that hand nothing over).\n\n")
 	r.f("| workers | variant | hand-overs | to another | p50 | p99 |\n| ---: | --- | ---: | ---: | ---: | ---: |\n")
 	for _, n := range []int{1, 16, 64} {
 		for _, v := range lockVariants {
@@ -189,6 +189,11 @@ func runLockWorkers(ctx context.Context, pg *PG, variant string, n int, d time.D
 		name := resource
 		cycle = func(ctx context.Context, w int) error {
 			l, err := pl.AcquireContext(ctx, name)
+			for err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+				// pglock bounds each attempt by its lease (1 s): under
+				// contention one can run past it. The worker tries again.
+				l, err = pl.AcquireContext(ctx, name)
+			}
 			if err != nil {
 				return err
 			}
