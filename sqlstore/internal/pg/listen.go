@@ -14,7 +14,7 @@ import (
 
 // leaseChannel is the channel the triggers of migration 00005 notify on,
 // with the resource as the payload: a release, a new generation, or a
-// waiter leaving a resource's queue. Since migration 00008 only a release
+// waiter leaving a resource's queue. Since migration 00010 only a release
 // or the first waiter leaving while the lease is free, and the payload is
 // resource, sep, the first live waiter's place (empty when none is queued),
 // sep, the schema of the tables.
