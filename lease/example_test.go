@@ -195,3 +195,42 @@ func ExampleCoordinator_ReleaseStrict() {
 	// because released already: true
 	// latest generation: agent-7 1
 }
+
+// Keep keeps many leases alive with no goroutine of their own: the
+// Client's one keeper renews them all, and each handle's Context ends if
+// its own lease is lost.
+func ExampleKeep() {
+	ctx := context.Background()
+	store, cleanup := openExample(ctx)
+	defer cleanup()
+
+	coord := lease.NewCoordinator(store, nil)
+	agent, _ := lease.NewClient(lease.ClientOptions{Holder: "agent-7"})
+	var kept []*lease.Kept
+	for _, resource := range []string{"shard/1", "shard/2", "shard/3"} {
+		req, _ := agent.BeginAcquire(resource)
+		out, err := coord.Acquire(ctx, req)
+		if err != nil || !out.OK {
+			log.Fatal(err)
+		}
+		l, _ := agent.CompleteAcquire(req, out.Grant)
+		k, err := lease.Keep(ctx, agent, coord, l)
+		if err != nil {
+			log.Fatal(err)
+		}
+		kept = append(kept, k)
+	}
+
+	for _, k := range kept {
+		// Work under k.Context(), every write through gate.Commit with
+		// k.Lease().Token(); then:
+		if err := k.Release(ctx); err != nil {
+			log.Fatal(err)
+		}
+	}
+	st, _ := coord.Status(ctx, "shard/2")
+	fmt.Println("held after Release:", st.Held)
+
+	// Output:
+	// held after Release: false
+}

@@ -48,22 +48,15 @@ func Hold(ctx context.Context, c *Client, coord *Coordinator, resource string, f
 		return err
 	}
 
-	if l.Expired() {
-		// Born expired (a retried grant with almost no time left, or a clock
-		// skew as long as the term): never start the work.
-		lost := &LostError{Resource: resource, Fence: l.Token().Fence, Reason: "it had no time left when granted"}
-		return errors.Join(lost, release(ctx, c, coord, l))
+	kept, err := Keep(ctx, c, coord, l)
+	if err != nil {
+		return err // born expired: never start the work
 	}
+	defer kept.stop() // also if fn panics
+	fnErr := fn(kept.Context(), l)
+	kept.stop() // from here on, the lease cannot be reported lost
 
-	workCtx, lose := context.WithCancelCause(ctx)
-	defer lose(nil)
-	kept := c.keeper.add(l, coord, workCtx, lose)
-	defer c.keeper.drop(kept) // also if fn panics
-	fnErr := fn(workCtx, l)
-	c.keeper.drop(kept) // from here on, nothing cancels workCtx but ctx
-
-	var lost *LostError
-	if errors.As(context.Cause(workCtx), &lost) {
+	if lost := kept.lost(); lost != nil {
 		switch {
 		case fnErr == nil:
 			// fn finished its work; its gated writes were judged by the gate.
@@ -74,7 +67,7 @@ func Hold(ctx context.Context, c *Client, coord *Coordinator, resource string, f
 		}
 	}
 
-	if err := release(ctx, c, coord, l); err != nil {
+	if err := kept.Release(ctx); err != nil {
 		return errors.Join(fnErr, err)
 	}
 	return fnErr

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// keeper renews every lease a Client holds through Hold: one goroutine and
+// keeper renews every lease a Client keeps through Keep (and so Hold): one goroutine and
 // one timer per Client, and one batch (Coordinator.RenewBatch) per
 // Coordinator per tick, however many leases there are. The goroutine runs
 // while the Client holds a lease and ends with the last one.
@@ -28,11 +28,12 @@ type keeper struct {
 	wake    chan struct{} // buffered: a poke while the loop is busy is kept
 }
 
-// kept is one lease under Hold.
+// kept is one lease under Keep (and so Hold), embedded in its Kept so a
+// kept lease costs one allocation.
 type kept struct {
 	l     *Lease
 	coord *Coordinator
-	ctx   context.Context         // Hold's work context: once it ends, the lease is no longer renewed
+	ctx   context.Context         // Kept's context: once it ends, the lease is no longer renewed
 	lose  context.CancelCauseFunc // cancels ctx with a *LostError
 	ttl   time.Duration           // the term of the last grant
 
@@ -57,10 +58,11 @@ const (
 	batchTimeout = 3
 )
 
-// add starts keeping l, renewed at coord; lose cancels Hold's ctx.
-func (k *keeper) add(l *Lease, coord *Coordinator, ctx context.Context, lose context.CancelCauseFunc) *kept {
+// add starts keeping e.l, renewed at e.coord; e.lose cancels e.ctx.
+func (k *keeper) add(e *kept) {
+	l := e.l
 	ttl := l.Grant().TTL
-	e := &kept{l: l, coord: coord, ctx: ctx, lose: lose, ttl: ttl}
+	e.ttl = ttl
 	wait := renewWait(l)
 	if jitter := min(int64(ttl/firstJitter), int64(wait)); jitter > 0 {
 		wait -= time.Duration(rand.Int64N(jitter))
@@ -81,7 +83,6 @@ func (k *keeper) add(l *Lease, coord *Coordinator, ctx context.Context, lose con
 	case k.wakeAt.IsZero() || e.renewAt.Before(k.wakeAt):
 		k.poke()
 	}
-	return e
 }
 
 // drop stops keeping e. Once it returns, e's lose is never called.
@@ -163,7 +164,10 @@ func (k *keeper) lookLocked(now time.Time) (batches []*batch, next time.Time) {
 	byCoord := map[*Coordinator]*pending{}
 	for e := range k.kept {
 		if e.ctx.Err() != nil {
-			continue // Hold is ending: it drops e and releases the lease
+			// Keep's ctx ended (or Hold is ending): no longer renewed.
+			e.done = true
+			delete(k.kept, e)
+			continue
 		}
 		rem := e.l.Remaining()
 		if rem <= 0 {
@@ -258,7 +262,7 @@ func (k *keeper) apply(b *batch) {
 	}
 }
 
-// loseLocked cancels e's Hold with a *LostError and stops keeping e.
+// loseLocked cancels e's Kept context with a *LostError and stops keeping e.
 func (k *keeper) loseLocked(e *kept, reason string, err error) {
 	e.lose(&LostError{Resource: e.l.token.Resource, Fence: e.l.token.Fence, Reason: reason, Err: err})
 	e.done = true
