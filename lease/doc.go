@@ -42,7 +42,9 @@
 // the leases it holds through Hold from one goroutine, in one batch per tick
 // (Coordinator.RenewBatch: one statement on Postgres, one transaction on
 // SQLite and MySQL), so the renewal statements per second do not grow with
-// the number of leases.
+// the number of leases. Keep hands that keeper a lease acquired by hand and
+// returns a Kept handle (Context, Lease, Release), with no goroutine per
+// lease: the shape for a process holding thousands. Hold is built on it.
 //
 // # Waiting
 //

@@ -13,8 +13,7 @@ import (
 // Its methods are safe for concurrent use. A Kept must come from Keep: the
 // zero value is not usable.
 type Kept struct {
-	c     *Client
-	entry kept // coord, lease, context; guarded by c.keeper
+	entry kept // coord, lease (and so Client), context; guarded by the Client's keeper
 
 	once       sync.Once
 	releaseErr error
@@ -49,7 +48,7 @@ func Keep(ctx context.Context, c *Client, coord *Coordinator, l *Lease) (*Kept, 
 		lost := &LostError{Resource: l.token.Resource, Fence: l.token.Fence, Reason: "it had no time left when granted"}
 		return nil, errors.Join(lost, release(ctx, c, coord, l))
 	}
-	k := &Kept{c: c, entry: kept{l: l, coord: coord}}
+	k := &Kept{entry: kept{l: l, coord: coord}}
 	k.entry.ctx, k.entry.lose = context.WithCancelCause(ctx)
 	c.keeper.add(&k.entry)
 	return k, nil
@@ -71,7 +70,7 @@ func (k *Kept) Context() context.Context { return k.entry.ctx }
 func (k *Kept) Release(ctx context.Context) error {
 	k.once.Do(func() {
 		k.stop()
-		k.releaseErr = release(ctx, k.c, k.entry.coord, k.entry.l)
+		k.releaseErr = release(ctx, k.entry.l.client, k.entry.coord, k.entry.l)
 	})
 	return k.releaseErr
 }
@@ -79,7 +78,7 @@ func (k *Kept) Release(ctx context.Context) error {
 // stop ends the renewals and cancels Context (keeping a *LostError cause
 // set before). Safe to call more than once.
 func (k *Kept) stop() {
-	k.c.keeper.drop(&k.entry) // from here on the keeper never calls lose
+	k.entry.l.client.keeper.drop(&k.entry) // from here on the keeper never calls lose
 	k.entry.lose(nil)
 }
 
