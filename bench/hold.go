@@ -94,16 +94,29 @@ func HoldMany(ctx context.Context, cfg Config, r *Report) error {
 	}
 	defer done()
 	r.f("## Leases held in one process, one keeper per Client (`-only hold`)\n\n")
-	r.f("n goroutines each run lease.Hold around a function that blocks, all through one Client and a pgx pool of %d connections; the Client's keeper renews every due lease in one statement per tick (Coordinator.RenewBatch). The leases are held for two terms once all are acquired; statements/s and leases renewed/s are counted over that window. RSS is the whole process's resident set, the pools included: *while held* after one GC, *settled* after returning freed memory to the OS (debug.FreeOSMemory, three times: stacks grown during the acquisitions shrink by half per GC), as a process holding its leases for long settles at; per lease, less the settled RSS before the Holds started. Goroutines per lease counts the callers' own (one each, blocked in Hold). The lost column counts Holds cancelled from their start to the end of the window.\n\n", holdPoolConns)
-	r.f("| leases | TTL | network | acquire all | RSS while held | RSS settled | settled RSS per lease | heap per lease | goroutines per lease | renewal statements/s | leases renewed/s | failed batches | lost | not acquired |\n|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	r.f("n goroutines each run lease.Hold around a function that blocks, all through one Client and a pgx pool of %d connections; the Client's keeper renews every due lease in one statement per tick (Coordinator.RenewBatch). The *Keep* rows hold the same leases as lease.Kept handles (acquired by %d workers, then lease.Keep), with no goroutine per lease. The leases are held for two terms once all are acquired (one term at 100k, whose TTL is 30 s); statements/s and leases renewed/s are counted over that window. RSS is the whole process's resident set, the pools included: *while held* after one GC, *settled* after returning freed memory to the OS (debug.FreeOSMemory, three times: stacks grown during the acquisitions shrink by half per GC), as a process holding its leases for long settles at; per lease, less the settled RSS before the Holds started. Goroutines per lease counts the callers' own (one each, blocked in Hold; none with Keep). Keep runs before Hold at each size, so its baseline is the lower. Above 10k leases only Keep is run, on the first network only, to keep the scenario within minutes. The lost column counts leases lost from their start to the end of the window.\n\n", holdPoolConns, keepWorkers)
+	r.f("| API | leases | TTL | network | acquire all | RSS while held | RSS settled | settled RSS per lease | heap per lease | goroutines per lease | renewal statements/s | leases renewed/s | failed batches | lost | not acquired |\n|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, n := range cfg.HoldLeases {
-		ttl := 6 * time.Second
+		ttl, window := 6*time.Second, 12*time.Second
 		if n > 10_000 {
-			ttl = 30 * time.Second // acquiring 100k takes longer than a 6s term's first renewal
+			// Acquiring 100k takes longer than a 6s term's first renewal;
+			// one term (three renewals each) keeps the run short.
+			ttl, window = 30*time.Second, 30*time.Second
 		}
-		for _, pg := range pgs {
-			if err := holdMany(ctx, cfg, pg, n, ttl, r); err != nil {
-				return err
+		apis := []string{"Keep", "Hold"} // Keep first: its RSS owes nothing to Hold's stacks
+		for i, pg := range pgs {
+			if n > 10_000 {
+				// 100k: Keep only, on the first net only, to keep the run
+				// within minutes (Hold's cost per lease is the 10k rows').
+				if i > 0 {
+					break
+				}
+				apis = apis[:1]
+			}
+			for _, api := range apis {
+				if err := holdMany(ctx, cfg, pg, api, n, ttl, window, r); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -111,7 +124,10 @@ func HoldMany(ctx context.Context, cfg Config, r *Report) error {
 	return nil
 }
 
-func holdMany(ctx context.Context, cfg Config, pg *PG, n int, ttl time.Duration, r *Report) error {
+// holdMany holds n leases for window through api: "Hold" (a goroutine per
+// lease blocked in lease.Hold) or "Keep" (a lease.Kept handle per lease,
+// no goroutine of its own).
+func holdMany(ctx context.Context, cfg Config, pg *PG, api string, n int, ttl, window time.Duration, r *Report) error {
 	counter := &renewalCounter{}
 	pool, err := tracedPool(ctx, pg, holdPoolConns, counter)
 	if err != nil {
@@ -140,8 +156,17 @@ func holdMany(ctx context.Context, cfg Config, pg *PG, n int, ttl time.Duration,
 		firstErr         atomic.Pointer[error]
 	)
 	start := time.Now()
-	ready.Add(n)
+	var kept []*lease.Kept // the Keep variant's handles
+	if api == "Keep" {
+		kept = make([]*lease.Kept, n)
+		keepMany(holdCtx, client, coord, prefix, kept, &held, &fail, &firstErr)
+	} else {
+		ready.Add(n)
+	}
 	for i := range n {
+		if api == "Keep" {
+			break // no goroutine per lease
+		}
 		done.Go(func() {
 			called := false
 			err := lease.Hold(holdCtx, client, coord, prefix+strconv.Itoa(i), func(ctx context.Context, l *lease.Lease) error {
@@ -165,10 +190,9 @@ func holdMany(ctx context.Context, cfg Config, pg *PG, n int, ttl time.Duration,
 	}
 	ready.Wait()
 	acquireAll := time.Since(start)
-	prog(cfg, fmt.Sprintf("hold [%s]: %d leases held (%d not acquired) in %s", pg.Net, held.Load(), fail.Load(), acquireAll.Round(time.Millisecond)))
+	prog(cfg, fmt.Sprintf("hold [%s, %s]: %d leases held (%d not acquired) in %s", pg.Net, api, held.Load(), fail.Load(), acquireAll.Round(time.Millisecond)))
 
 	counter.on.Store(true)
-	window := 2 * ttl
 	select {
 	case <-time.After(window):
 	case <-ctx.Done():
@@ -185,22 +209,89 @@ func holdMany(ctx context.Context, cfg Config, pg *PG, n int, ttl time.Duration,
 		debug.FreeOSMemory()
 	}
 	rss2 := rssBytes()
+	for _, k := range kept {
+		if k != nil && errors.Is(context.Cause(k.Context()), lease.ErrLeaseLost) {
+			lost.Add(1)
+		}
+	}
 	lostInWindow := lost.Load()
 	stop()
 	done.Wait()
+	releaseAll(ctx, kept)
 
 	per := float64(max(held.Load(), 1))
-	r.f("| %d | %s | %s | %s | %.1f MiB | %.1f MiB | %.1f KiB | %.1f KiB | %.2f | %.1f | %.0f | %d | %d | %d |\n",
-		n, ttl, pg.Net, acquireAll.Round(time.Millisecond), float64(rss1)/(1<<20), float64(rss2)/(1<<20), float64(rss2-rss0)/per/1024,
+	r.f("| %s | %d | %s | %s | %s | %.1f MiB | %.1f MiB | %.1f KiB | %.1f KiB | %.2f | %.1f | %.0f | %d | %d | %d |\n",
+		api, n, ttl, pg.Net, acquireAll.Round(time.Millisecond), float64(rss1)/(1<<20), float64(rss2)/(1<<20), float64(rss2-rss0)/per/1024,
 		float64(int64(m1.HeapInuse)-int64(m0.HeapInuse))/per/1024, float64(g1-g0)/per,
 		float64(counter.statements.Load())/window.Seconds(), float64(counter.rows.Load())/window.Seconds(),
 		counter.failure.Load(), lostInWindow, fail.Load())
-	r.Notes = append(r.Notes, fmt.Sprintf("hold: %d leases at TTL %s, %s: %.1f MiB RSS while held (%.1f MiB settled), %.2f goroutines per lease, %.1f renewal statements/s, %d lost",
-		n, ttl, pg.Net, float64(rss1)/(1<<20), float64(rss2)/(1<<20), float64(g1-g0)/per, float64(counter.statements.Load())/window.Seconds(), lostInWindow))
+	r.Notes = append(r.Notes, fmt.Sprintf("hold (%s): %d leases at TTL %s, %s: %.1f MiB RSS while held (%.1f MiB settled), %.2f goroutines per lease, %.1f renewal statements/s, %d lost",
+		api, n, ttl, pg.Net, float64(rss1)/(1<<20), float64(rss2)/(1<<20), float64(g1-g0)/per, float64(counter.statements.Load())/window.Seconds(), lostInWindow))
 	if e := firstErr.Load(); e != nil {
 		r.f("\n%s, %d leases: first error `%v`\n\n", pg.Net, n, *e)
 	}
 	return nil
+}
+
+// keepWorkers is how many goroutines acquire (and release) the Keep
+// variant's leases.
+const keepWorkers = 64
+
+// keepMany acquires len(kept) leases named prefix+i and keeps each with
+// lease.Keep, keepWorkers at a time.
+func keepMany(ctx context.Context, client *lease.Client, coord *lease.Coordinator, prefix string, kept []*lease.Kept, held, fail *atomic.Int64, firstErr *atomic.Pointer[error]) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range keepWorkers {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(kept); i = int(next.Add(1) - 1) {
+				k, err := keepOne(ctx, client, coord, prefix+strconv.Itoa(i))
+				if err != nil {
+					fail.Add(1)
+					firstErr.CompareAndSwap(nil, &err)
+					continue
+				}
+				kept[i] = k
+				held.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func keepOne(ctx context.Context, client *lease.Client, coord *lease.Coordinator, resource string) (*lease.Kept, error) {
+	req, err := client.BeginAcquire(resource)
+	if err != nil {
+		return nil, err
+	}
+	out, err := coord.Acquire(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if !out.OK {
+		return nil, fmt.Errorf("%s held by %s", resource, out.HeldBy)
+	}
+	l, err := client.CompleteAcquire(req, out.Grant)
+	if err != nil {
+		return nil, err
+	}
+	return lease.Keep(ctx, client, coord, l)
+}
+
+// releaseAll releases every handle, keepWorkers at a time.
+func releaseAll(ctx context.Context, kept []*lease.Kept) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range keepWorkers {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(kept); i = int(next.Add(1) - 1) {
+				if kept[i] != nil {
+					_ = kept[i].Release(ctx) // the lease expires by itself otherwise
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // QueuedAcquirers is the queue scenario: 1,000 acquirers at once for a
