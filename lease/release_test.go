@@ -25,7 +25,9 @@ func TestReleaseQueuedBehindAnAcquisitionStillReleases(t *testing.T) {
 	ctx := context.Background()
 	d := dbtest.Postgres(t)
 	coord := NewCoordinator(d, nil)
-	a := newClient(t, "agent-a", ClientOptions{TTL: 200 * time.Millisecond})
+	// A term long enough that the release surely reaches the row while the
+	// lease is live, on a loaded machine too.
+	a := newClient(t, "agent-a", ClientOptions{TTL: time.Second})
 	l := acquire(t, a, coord, "r")
 
 	// A concurrent acquisition's transaction, between its locking read and
