@@ -13,14 +13,17 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 
@@ -83,6 +86,12 @@ func CreateSchema(t testing.TB, base, schema string, drop bool) string {
 	t.Helper()
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, base)
+	// A throwaway server another test crashed on purpose answers "starting
+	// up" (57P03) until its recovery ends: wait for it, boundedly.
+	for end := time.Now().Add(30 * time.Second); startingUp(err) && time.Now().Before(end); {
+		time.Sleep(100 * time.Millisecond)
+		conn, err = pgx.Connect(ctx, base)
+	}
 	if err != nil {
 		t.Fatalf("dbtest: connect %s: %v", base, err)
 	}
@@ -177,4 +186,11 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// startingUp reports whether err is the server saying it cannot accept
+// connections yet (SQLSTATE 57P03: starting up, in recovery).
+func startingUp(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "57P03"
 }
