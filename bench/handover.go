@@ -172,8 +172,11 @@ func runLockWorkers(ctx context.Context, pg *PG, variant string, n int, d time.D
 			}
 			tok, _ := c.Release(l)
 			h.releasing(w)
-			if _, rerr := coord.Release(context.WithoutCancel(ctx), tok); err == nil {
-				err = rerr
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+			_, rerr := coord.Release(rctx, tok)
+			cancel()
+			if err == nil && rerr != nil {
+				err = fmt.Errorf("release (the lock may still be held until its lease ends): %w", rerr)
 			}
 			return err
 		}
@@ -223,8 +226,11 @@ func runLockWorkers(ctx context.Context, pg *PG, variant string, n int, d time.D
 				_, err = conn.Exec(ctx, updateItem, key)
 			}
 			h.releasing(w)
-			if _, uerr := conn.Exec(context.WithoutCancel(ctx), advisoryUnlock, lockKey); err == nil {
-				err = uerr
+			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+			_, uerr := conn.Exec(uctx, advisoryUnlock, lockKey)
+			cancel()
+			if err == nil && uerr != nil {
+				err = fmt.Errorf("advisory unlock (the lock may still be held by this session): %w", uerr)
 			}
 			return err
 		}
