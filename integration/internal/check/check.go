@@ -612,14 +612,14 @@ func (c *checker) rejections() {
 	}
 }
 
-// holderWindows: the previous holder's window (invocation + granted term,
-// which covers its send-time-anchored deadline and is covered by the
+// holderWindows: the previous holder's window (invocation + granted term, or
+// the deadline the holder itself reported if later, both covered by the
 // coordinator's expiry) ends before the next grant is acknowledged, unless it
 // released first.
 func (c *checker) holderWindows() {
 	type window struct {
 		op      *history.Op
-		believe int64 // invocation + granted term, as late as any renewal pushed it
+		believe int64 // invocation + granted term or the reported deadline, as late as any renewal pushed it
 	}
 	type lkey struct {
 		res, holder string
@@ -630,7 +630,7 @@ func (c *checker) holderWindows() {
 	for i := range c.in.Ops {
 		o := &c.in.Ops[i]
 		if o.Type == history.Acquire && o.Outcome == history.OK {
-			w := &window{op: o, believe: o.Call + o.TTL - int64(c.in.ClockSkew)}
+			w := &window{op: o, believe: max(o.Call+o.TTL, o.Until) - int64(c.in.ClockSkew)}
 			wins[lkey{o.Resource, o.Holder, o.Granted}] = w
 			perRes[o.Resource] = append(perRes[o.Resource], w)
 		}
@@ -643,7 +643,7 @@ func (c *checker) holderWindows() {
 		}
 		switch {
 		case o.Type == history.Renew && o.Outcome == history.OK:
-			w.believe = max(w.believe, o.Call+o.TTL-int64(c.in.ClockSkew))
+			w.believe = max(w.believe, max(o.Call+o.TTL, o.Until)-int64(c.in.ClockSkew))
 		}
 	}
 	for i := range c.in.Ops { // a release ends the belief when it is sent

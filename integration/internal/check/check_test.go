@@ -269,6 +269,14 @@ func TestEachCheckFires(t *testing.T) {
 			b.grant("c", "s", 5, 400, 401)
 			b.grant("d", "s", 6, 500, 501)
 		}},
+		{"overlapping-holders", func(b *builder) {
+			// c's term from its invocation (400 + 250ms) ends before d's grant,
+			// but c itself said it held fence 5 until 800 (its send instant
+			// was read after the invocation): that belief is what counts.
+			b.grant("c", "s", 5, 400, 401)
+			b.in.Ops[len(b.in.Ops)-1].Until = ms(800)
+			b.grant("d", "s", 6, 700, 701)
+		}},
 		{"renewed-after-expiry", func(b *builder) {
 			// c's lease (250ms from 401 at the latest) renewed at 700.
 			b.grant("c", "s", 5, 400, 401)

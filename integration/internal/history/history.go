@@ -69,6 +69,7 @@ type Record struct {
 	Outcome   Outcome `json:"out,omitempty"`
 	Granted   int64   `json:"granted,omitempty"`    // acquire ok: the fence granted
 	TTL       int64   `json:"ttl,omitempty"`        // acquire/renew ok: Grant.TTL in nanoseconds
+	Until     int64   `json:"until,omitempty"`      // acquire/renew ok: the holder's own deadline, wall clock Unix nanoseconds (its send instant may be read after the invocation)
 	HeldBy    string  `json:"held_by,omitempty"`    // acquire denied
 	HeldFence int64   `json:"held_fence,omitempty"` // acquire denied
 	RejSeq    int64   `json:"rej_seq,omitempty"`    // write refused: the rejection log's seq
@@ -216,6 +217,7 @@ func mergeReturn(o *Op, r Record) {
 	o.Outcome = r.Outcome
 	o.Granted = r.Granted
 	o.TTL = r.TTL
+	o.Until = r.Until
 	o.HeldBy = r.HeldBy
 	o.HeldFence = r.HeldFence
 	o.RejSeq = r.RejSeq

@@ -299,6 +299,12 @@ func (a *agent) nextOp() string {
 	return fmt.Sprintf("%s#%d", a.holder, a.seq)
 }
 
+// believedUntil is l's deadline on the wall clock, read before the return
+// is recorded, so it is never earlier than the holder's own belief. The
+// coordinator stamps a request's send instant once it holds a connection,
+// after the invocation, so invocation + term alone could end too soon.
+func believedUntil(l *lease.Lease) int64 { return history.Now() + int64(l.Remaining()) }
+
 func (e *env[TTx]) invoke(a *agent, r history.Record) history.Record {
 	r.Op, r.Phase, r.Time = a.nextOp(), "inv", history.Now()
 	r.Proc, r.Agent, r.Holder = e.cfg.Proc, a.name, a.holder
@@ -355,6 +361,9 @@ func (e *env[TTx]) acquire(ctx context.Context, a *agent, res string) (*lease.Le
 	}
 	r.Outcome, r.Granted, r.TTL = history.OK, out.Grant.Fence, int64(out.Grant.TTL)
 	l, err := a.client.CompleteAcquire(req, out.Grant)
+	if err == nil {
+		r.Until = believedUntil(l)
+	}
 	e.ret(inv, r, err)
 	if e.cfg.Announce {
 		fmt.Fprintf(os.Stdout, "granted %s\n", inv.Op)
@@ -435,6 +444,9 @@ func (e *env[TTx]) renew(ctx context.Context, a *agent, l *lease.Lease, late boo
 	default:
 		r.TTL = int64(out.Grant.TTL)
 		_, err = a.client.CompleteRenewal(req, out.Grant)
+		if err == nil {
+			r.Until = believedUntil(l)
+		}
 	}
 	e.ret(inv, r, err)
 	return err == nil && out.OK
@@ -455,7 +467,7 @@ func (e *env[TTx]) holdCycle(ctx context.Context, a *agent, res string) time.Dur
 	err := lease.Hold(ctx, a.client, e.coord, res, func(ctx context.Context, l *lease.Lease) error {
 		started = true
 		tok := l.Token()
-		e.ret(inv, history.Record{Outcome: history.OK, Granted: tok.Fence, TTL: int64(l.Grant().TTL), Attempts: 1}, nil)
+		e.ret(inv, history.Record{Outcome: history.OK, Granted: tok.Fence, TTL: int64(l.Grant().TTL), Until: believedUntil(l), Attempts: 1}, nil)
 		for range 1 + a.rng.IntN(4) {
 			if ctx.Err() != nil { // Hold says the lease is lost: advisory, like Expired
 				break
