@@ -35,11 +35,12 @@
 //     logged refusal was a write or admission that saw refusal (or never saw
 //     its outcome), and every logged refusal is below its floor.
 //   - overlapping-holders: no grant was acknowledged while the previous
-//     holder could still believe it held the lease: before the invocation of
-//     its last grant or renewal plus the term granted (unless it had
-//     released the lease). The invocation precedes the coordinator's
-//     processing, so this bound lies at or before the coordinator's expiry,
-//     and at or after the holder's own send-time-anchored deadline.
+//     holder could still believe it held the lease (unless it had released
+//     it): until the later of its own deadline, as it reported it, and the
+//     invocation of its last grant or renewal plus the term granted.
+//   - deadline-after-expiry: no holder's own deadline ended after the
+//     coordinator's expiry of the grant or renewal that set it (the
+//     anchoring rule; both are read on the machine's one wall clock).
 //   - renewed-after-expiry, denied-by-expired: a lease that had certainly
 //     expired at the coordinator (later than any grant or renewal could have
 //     carried it) was never renewed, and never named as the holder that
@@ -229,6 +230,7 @@ func Run(in Input) *Report {
 	c.realTime()
 	c.rejections()
 	c.holderWindows()
+	c.deadlines()
 	c.expiry()
 	c.linearizable()
 	return c.r
@@ -630,7 +632,7 @@ func (c *checker) holderWindows() {
 	for i := range c.in.Ops {
 		o := &c.in.Ops[i]
 		if o.Type == history.Acquire && o.Outcome == history.OK {
-			w := &window{op: o, believe: max(o.Call+o.TTL, o.Until) - int64(c.in.ClockSkew)}
+			w := &window{op: o, believe: max(o.Call+o.TTL-int64(c.in.ClockSkew), o.Until)}
 			wins[lkey{o.Resource, o.Holder, o.Granted}] = w
 			perRes[o.Resource] = append(perRes[o.Resource], w)
 		}
@@ -643,7 +645,7 @@ func (c *checker) holderWindows() {
 		}
 		switch {
 		case o.Type == history.Renew && o.Outcome == history.OK:
-			w.believe = max(w.believe, max(o.Call+o.TTL, o.Until)-int64(c.in.ClockSkew))
+			w.believe = max(w.believe, o.Call+o.TTL-int64(c.in.ClockSkew), o.Until)
 		}
 	}
 	for i := range c.in.Ops { // a release ends the belief when it is sent
@@ -665,6 +667,30 @@ func (c *checker) holderWindows() {
 			if next == nil || w.op.Return < next.op.Return {
 				next = w
 			}
+		}
+	}
+}
+
+// deadlineMargin covers the reading of a holder's deadline on the wall
+// clock: the monotonic clock it is kept on and the wall clock may drift
+// apart by a slewing NTP, by at most ~500 ppm of the term.
+const deadlineMargin = 500 * time.Microsecond
+
+// deadlines: a holder's own deadline never ends after the coordinator's
+// expiry of the grant or renewal that set it (the anchoring rule: the
+// deadline dates from an instant no later than the database's stamp of the
+// grant). Both clocks are this machine's wall clock. Unlike
+// overlapping-holders this needs no successor, and it sees a deadline that
+// runs late by less than a round trip.
+func (c *checker) deadlines() {
+	for i := range c.in.Ops {
+		o := &c.in.Ops[i]
+		if (o.Type != history.Acquire && o.Type != history.Renew) || o.Outcome != history.OK || o.Until == 0 || o.Expires == 0 {
+			continue
+		}
+		if over := o.Until - o.Expires; over > int64(deadlineMargin) {
+			c.violate("deadline-after-expiry", "%s: %s's %s %s set its deadline %v after the coordinator's expiry of fence %d",
+				o.Resource, o.Holder, o.Type, o.Op, time.Duration(over), max(o.Granted, o.Fence))
 		}
 	}
 }

@@ -277,6 +277,13 @@ func TestEachCheckFires(t *testing.T) {
 			b.in.Ops[len(b.in.Ops)-1].Until = ms(800)
 			b.grant("d", "s", 6, 700, 701)
 		}},
+		{"deadline-after-expiry", func(b *builder) {
+			// c's deadline was anchored after the database stamped its grant:
+			// it ends 3ms after the coordinator's expiry.
+			b.grant("c", "s", 5, 400, 401)
+			o := &b.in.Ops[len(b.in.Ops)-1]
+			o.Expires, o.Until = ms(650), ms(653)
+		}},
 		{"renewed-after-expiry", func(b *builder) {
 			// c's lease (250ms from 401 at the latest) renewed at 700.
 			b.grant("c", "s", 5, 400, 401)
@@ -390,5 +397,17 @@ func TestUnansweredReleaseBranches(t *testing.T) {
 	b.grant("c", "r", 2, 400, 401)
 	if r := Run(b.in); r.Failed() {
 		t.Fatalf("violations:\n%s", r.Summary(5))
+	}
+}
+
+// A deadline that ends at the coordinator's expiry, or within the margin of
+// the clocks' reading, breaks no rule.
+func TestDeadlineAtExpiryPasses(t *testing.T) {
+	b := clean()
+	b.grant("c", "s", 5, 400, 401)
+	o := &b.in.Ops[len(b.in.Ops)-1]
+	o.Expires, o.Until = ms(650), ms(650)+int64(deadlineMargin)
+	if r := Run(b.in); r.ByCheck()["deadline-after-expiry"] != 0 {
+		t.Fatalf("a deadline at the expiry was reported:\n%s", r.Summary(5))
 	}
 }

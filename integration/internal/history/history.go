@@ -70,6 +70,7 @@ type Record struct {
 	Granted   int64   `json:"granted,omitempty"`    // acquire ok: the fence granted
 	TTL       int64   `json:"ttl,omitempty"`        // acquire/renew ok: Grant.TTL in nanoseconds
 	Until     int64   `json:"until,omitempty"`      // acquire/renew ok: the holder's own deadline, wall clock Unix nanoseconds (its send instant may be read after the invocation)
+	Expires   int64   `json:"expires,omitempty"`    // acquire/renew ok: the coordinator's expiry (Grant.CoordinatorExpiresAt), database clock Unix nanoseconds
 	HeldBy    string  `json:"held_by,omitempty"`    // acquire denied
 	HeldFence int64   `json:"held_fence,omitempty"` // acquire denied
 	RejSeq    int64   `json:"rej_seq,omitempty"`    // write refused: the rejection log's seq
@@ -218,6 +219,7 @@ func mergeReturn(o *Op, r Record) {
 	o.Granted = r.Granted
 	o.TTL = r.TTL
 	o.Until = r.Until
+	o.Expires = r.Expires
 	o.HeldBy = r.HeldBy
 	o.HeldFence = r.HeldFence
 	o.RejSeq = r.RejSeq

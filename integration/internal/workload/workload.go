@@ -299,11 +299,27 @@ func (a *agent) nextOp() string {
 	return fmt.Sprintf("%s#%d", a.holder, a.seq)
 }
 
-// believedUntil is l's deadline on the wall clock, read before the return
-// is recorded, so it is never earlier than the holder's own belief. The
-// coordinator stamps a request's send instant once it holds a connection,
-// after the invocation, so invocation + term alone could end too soon.
-func believedUntil(l *lease.Lease) int64 { return history.Now() + int64(l.Remaining()) }
+// believedUntil is l's deadline on the wall clock: how long the holder
+// believes it holds the lease. The coordinator stamps a request's send
+// instant once it holds a connection, after the invocation, so invocation +
+// term alone could end too soon. It is read from the deadline itself, never
+// from l.Remaining(), which stops at 0: a holder stalled past its deadline
+// (a SIGSTOP between the grant and this reading) would seem to believe until
+// the moment it woke. The holder's clock is read before the wall clock, so
+// the result errs late, toward a stricter check.
+func believedUntil(l *lease.Lease) int64 {
+	mono := lease.SystemClock().Now()
+	return history.Now() + int64(l.Deadline().Sub(mono))
+}
+
+// expiresAt is the coordinator's expiry of g, in the database's clock: on
+// the one machine the histories run on, the same wall clock as history.Now.
+func expiresAt(g lease.Grant) int64 {
+	if g.CoordinatorExpiresAt.IsZero() {
+		return 0
+	}
+	return g.CoordinatorExpiresAt.Time().UnixNano()
+}
 
 func (e *env[TTx]) invoke(a *agent, r history.Record) history.Record {
 	r.Op, r.Phase, r.Time = a.nextOp(), "inv", history.Now()
@@ -362,7 +378,7 @@ func (e *env[TTx]) acquire(ctx context.Context, a *agent, res string) (*lease.Le
 	r.Outcome, r.Granted, r.TTL = history.OK, out.Grant.Fence, int64(out.Grant.TTL)
 	l, err := a.client.CompleteAcquire(req, out.Grant)
 	if err == nil {
-		r.Until = believedUntil(l)
+		r.Until, r.Expires = believedUntil(l), expiresAt(out.Grant)
 	}
 	e.ret(inv, r, err)
 	if e.cfg.Announce {
@@ -445,7 +461,7 @@ func (e *env[TTx]) renew(ctx context.Context, a *agent, l *lease.Lease, late boo
 		r.TTL = int64(out.Grant.TTL)
 		_, err = a.client.CompleteRenewal(req, out.Grant)
 		if err == nil {
-			r.Until = believedUntil(l)
+			r.Until, r.Expires = believedUntil(l), expiresAt(out.Grant)
 		}
 	}
 	e.ret(inv, r, err)
@@ -467,7 +483,7 @@ func (e *env[TTx]) holdCycle(ctx context.Context, a *agent, res string) time.Dur
 	err := lease.Hold(ctx, a.client, e.coord, res, func(ctx context.Context, l *lease.Lease) error {
 		started = true
 		tok := l.Token()
-		e.ret(inv, history.Record{Outcome: history.OK, Granted: tok.Fence, TTL: int64(l.Grant().TTL), Until: believedUntil(l), Attempts: 1}, nil)
+		e.ret(inv, history.Record{Outcome: history.OK, Granted: tok.Fence, TTL: int64(l.Grant().TTL), Until: believedUntil(l), Expires: expiresAt(l.Grant()), Attempts: 1}, nil)
 		for range 1 + a.rng.IntN(4) {
 			if ctx.Err() != nil { // Hold says the lease is lost: advisory, like Expired
 				break
