@@ -93,7 +93,10 @@
 // the holder's clock again for the request's first sending, once it holds a
 // database connection (sqlstore.ConnPinner) or its transaction has begun:
 // time queued for a small pool is then not taken off the lease, and the
-// instant still precedes the database's processing.
+// instant still precedes the database's processing. The reliability suite
+// compares every holder's deadline with the coordinator's expiry of its
+// grant under kills, stalls, cut connections and crashes (its check
+// deadline-after-expiry, docs/RELIABILITY.md).
 //
 // The holder's readings are Instant; the database's timestamps are DBTime.
 // They are different types, so subtracting one from the other does not
