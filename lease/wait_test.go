@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -345,6 +346,69 @@ func TestAcquireWaitStaleReleaseWakesNobody(t *testing.T) {
 	})
 }
 
+// TestAcquireWaitReleaseWakesOnlyTheFirst queues four waiters on three
+// coordinators (two on the first) and releases: only the first waiter is
+// woken. The other coordinators' first waiters are not (on Postgres the
+// announcement names the first waiter of the whole queue), and neither is
+// the next waiter when the first leaves the queue granted (it would only
+// find the lock held).
+func TestAcquireWaitReleaseWakesOnlyTheFirst(t *testing.T) {
+	forWaitStores(t, waitDrivers, nil, func(t *testing.T, store sqlstore.Store, _ queryFunc) {
+		ctx := context.Background()
+		r := resourceName(t)
+		coords := make([]*Coordinator, 3)
+		recs := make([]*recorder, 3)
+		for i := range coords {
+			coords[i], recs[i] = hookedCoordinator(store)
+		}
+		holder := newClient(t, "holder", ClientOptions{})
+		l := acquire(t, holder, coords[0], r)
+
+		// w0 and w1 on coords[0], w2 on coords[1], w3 on coords[2].
+		w0 := startWait(t, ctx, coords[0], newClient(t, "w0", ClientOptions{}), r)
+		recs[0].settle(t, store)
+		startWait(t, ctx, coords[0], newClient(t, "w1", ClientOptions{}), r)
+		w1 := <-recs[0].queued
+		<-recs[0].armed // w1 sleeps: it is not first
+		var others []int64
+		for i, name := range []string{"w2", "w3"} {
+			rec := recs[i+1]
+			startWait(t, ctx, coords[i+1], newClient(t, name, ClientOptions{}), r)
+			_, seq := rec.settlePlace(t, store)
+			others = append(others, seq)
+		}
+		before := map[int64]int{w1: recs[0].pokesOfPlace(w1), others[0]: recs[1].pokesOfPlace(others[0]), others[1]: recs[2].pokesOfPlace(others[1])}
+
+		releaseOK(t, holder, coords[0], l)
+		if res := <-w0; res.err != nil || res.l.Token().Holder != "w0" {
+			t.Fatalf("first waiter after the release: %v, %v", res.l, res.err)
+		}
+		if _, ok := store.(sqlstore.Notifier); ok {
+			// Announcements arrive in commit order: once one made after the
+			// grant (and w0's leaving) is at every coordinator, any wake-up
+			// the release or the grant caused has happened.
+			marker := r + "-marker"
+			d := newClient(t, "d", ClientOptions{})
+			releaseOK(t, d, coords[0], acquire(t, d, coords[0], marker))
+			for _, rec := range recs {
+				for res := range rec.notified {
+					if res == marker {
+						break
+					}
+				}
+			}
+		}
+		after := map[int64]int{w1: recs[0].pokesOfPlace(w1), others[0]: recs[1].pokesOfPlace(others[0]), others[1]: recs[2].pokesOfPlace(others[1])}
+		if !maps.Equal(before, after) {
+			t.Fatalf("wake-ups of the waiters behind the first, by place: %v before the release, %v after; want none", before, after)
+		}
+	})
+}
+
+// TestAcquireWaitLostNotification cuts the waiting coordinator's listening
+// connection (and never lets it listen again), then releases the lock from
+// another coordinator: no announcement and no wake-up reach the waiter, and
+// its fallback timer (a fake one the test fires) still hands the lock over.
 func TestAcquireWaitLostNotification(t *testing.T) {
 	app := "fgwait_" + newRequestID()[:12]
 	withApp := func(url string) string { return url + "&application_name=" + app }
