@@ -58,9 +58,11 @@ type recorder struct {
 	notified  chan string
 	woke      chan struct{}
 
-	mu    sync.Mutex
-	pokes map[string]int
-	bySeq map[int64]int // wake-ups of each place
+	mu      sync.Mutex
+	pokes   map[string]int
+	bySeq   map[int64]int          // wake-ups of each place
+	wakes   int                    // sleeps ended by a wake-up, counted before woke hears of one
+	armedAt map[chan time.Time]int // each fake timer: wakes when it was armed
 }
 
 func newRecorder() *recorder {
@@ -73,6 +75,7 @@ func newRecorder() *recorder {
 		woke:      make(chan struct{}, 1000),
 		pokes:     map[string]int{},
 		bySeq:     map[int64]int{},
+		armedAt:   map[chan time.Time]int{},
 	}
 }
 
@@ -84,7 +87,12 @@ func (r *recorder) hooks(fakeTimers bool) *waitHooks {
 		listening:   func() { r.listening <- struct{}{} },
 		listenEnded: func(err error) { r.ended <- err },
 		notified:    func(res string) { r.notified <- res },
-		woke:        func() { r.woke <- struct{}{} },
+		woke: func() {
+			r.mu.Lock()
+			r.wakes++
+			r.mu.Unlock()
+			r.woke <- struct{}{}
+		},
 		poked: func(res string, seq int64) {
 			r.mu.Lock()
 			defer r.mu.Unlock()
@@ -95,6 +103,9 @@ func (r *recorder) hooks(fakeTimers bool) *waitHooks {
 	if fakeTimers {
 		h.after = func(time.Duration) (<-chan time.Time, func() bool) {
 			ch := make(chan time.Time, 1)
+			r.mu.Lock()
+			r.armedAt[ch] = r.wakes
+			r.mu.Unlock()
 			r.armed <- ch
 			return ch, func() bool { return true }
 		}
@@ -116,8 +127,9 @@ func (r *recorder) pokesOf(res string) int {
 
 // settle waits until a waiter on coord sleeps on a fallback timer with no
 // wake-up pending: on Postgres, after its listener started and the wake-up
-// it sent every waiter was taken; then after the next timer is armed. It
-// returns that timer, which the waiter sleeps on.
+// it sent every waiter was taken, on the first timer armed after that. It
+// returns that timer, which the waiter sleeps on. The waiter must be the
+// only one of coord's that arms timers meanwhile.
 func (r *recorder) settle(t *testing.T, store sqlstore.Store) chan time.Time {
 	t.Helper()
 	timer, _ := r.settlePlace(t, store)
@@ -127,17 +139,57 @@ func (r *recorder) settle(t *testing.T, store sqlstore.Store) chan time.Time {
 // settlePlace is settle, returning the waiter's place too.
 func (r *recorder) settlePlace(t *testing.T, store sqlstore.Store) (chan time.Time, int64) {
 	t.Helper()
-	seq := <-r.queued
-	if _, ok := store.(sqlstore.Notifier); ok {
-		<-r.listening
-		<-r.woke
-		// Every timer armed before the wake-up was sent before it: the
-		// waiter left them behind.
-		for range len(r.armed) {
-			<-r.armed
+	seq := recv(t, r.queued, "waiter joining the queue")
+	if _, ok := store.(sqlstore.Notifier); !ok {
+		return recv(t, r.armed, "fallback timer armed by the waiter"), seq
+	}
+	recv(t, r.listening, "listener ready")
+	recv(t, r.woke, "wake-up of the waiter by the listener's start")
+	// The waiter sleeps on the first timer it armed after that wake-up.
+	// Timers are told apart by when they were armed, not by which are
+	// queued when the test looks: by then the waiter may have gone round
+	// its loop and armed the one it sleeps on too.
+	woken := r.wakeCount()
+	for {
+		timer := recv(t, r.armed, "fallback timer armed after the wake-up")
+		if r.wakesBefore(timer) >= woken {
+			return timer, seq
 		}
 	}
-	return <-r.armed, seq
+}
+
+func (r *recorder) wakeCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.wakes
+}
+
+// wakesBefore is how many sleeps a wake-up had ended when timer was armed.
+func (r *recorder) wakesBefore(timer chan time.Time) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.armedAt[timer]
+}
+
+// recvTimeout bounds a test's wait for something a waiter, a listener or
+// the database is expected to do. It is no synchronisation (recv returns as
+// soon as the value arrives), only a way to fail with a message rather than
+// hang the package: generous, so that a loaded machine never reaches it.
+const recvTimeout = 30 * time.Second
+
+// recv receives from ch, or fails the test saying what did not come within
+// recvTimeout.
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	timeout := time.NewTimer(recvTimeout)
+	defer timeout.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-timeout.C:
+		t.Fatalf("no %s within %v", what, recvTimeout)
+		panic("unreachable")
+	}
 }
 
 // resourceName returns a resource name no other test uses: Postgres
@@ -225,11 +277,11 @@ func TestAcquireWaitKeepsArrivalOrder(t *testing.T) {
 				}
 				done <- waitResult{l, err}
 			}()
-			<-rec.queued // the next one queues after this one
+			recv(t, rec.queued, fmt.Sprintf("queueing of waiter %d", i)) // the next one queues after this one
 		}
 		releaseOK(t, holder, coords[0], first)
 		for i, done := range results {
-			if res := <-done; res.err != nil {
+			if res := recv(t, done, fmt.Sprintf("grant to waiter %d", i)); res.err != nil {
 				t.Fatalf("waiter %d: %v", i, res.err)
 			}
 		}
@@ -255,12 +307,12 @@ func TestAcquireWaitCancelledLeavesNoTrace(t *testing.T) {
 
 		cctx, cancel := context.WithCancel(ctx)
 		firstDone := startWait(t, cctx, coord, newClient(t, "first", ClientOptions{}), r)
-		<-rec.queued
+		recv(t, rec.queued, "queueing of the first waiter")
 		secondDone := startWait(t, ctx, coord, newClient(t, "second", ClientOptions{}), r)
-		second := <-rec.queued
+		second := recv(t, rec.queued, "queueing of the second waiter")
 
 		cancel()
-		res := <-firstDone
+		res := recv(t, firstDone, "return of the cancelled waiter")
 		if !errors.Is(res.err, context.Canceled) {
 			t.Fatalf("cancelled waiter: %v, want context.Canceled", res.err)
 		}
@@ -277,7 +329,7 @@ func TestAcquireWaitCancelledLeavesNoTrace(t *testing.T) {
 		}
 
 		releaseOK(t, holder, coord, l)
-		res = <-secondDone
+		res = recv(t, secondDone, "grant to the second waiter")
 		if res.err != nil {
 			t.Fatalf("second waiter: %v", res.err)
 		}
@@ -321,7 +373,8 @@ func TestAcquireWaitStaleReleaseWakesNobody(t *testing.T) {
 			// stale releases is here, any they made would be too.
 			d := newClient(t, "d", ClientOptions{})
 			releaseOK(t, d, coord, acquire(t, d, coord, r+"-other"))
-			for res := range rec.notified {
+			for {
+				res := recv(t, rec.notified, "announcement of the other resource's release")
 				if res == r+"-other" {
 					break
 				}
@@ -340,7 +393,7 @@ func TestAcquireWaitStaleReleaseWakesNobody(t *testing.T) {
 		}
 
 		releaseOK(t, b, coord, lb)
-		if res := <-done; res.err != nil || res.l.Token().Holder != "c" {
+		if res := recv(t, done, "grant after the real release"); res.err != nil || res.l.Token().Holder != "c" {
 			t.Fatalf("waiter after the real release: %v, %v", res.l, res.err)
 		}
 	})
@@ -368,8 +421,8 @@ func TestAcquireWaitReleaseWakesOnlyTheFirst(t *testing.T) {
 		w0 := startWait(t, ctx, coords[0], newClient(t, "w0", ClientOptions{}), r)
 		recs[0].settle(t, store)
 		startWait(t, ctx, coords[0], newClient(t, "w1", ClientOptions{}), r)
-		w1 := <-recs[0].queued
-		<-recs[0].armed // w1 sleeps: it is not first
+		w1 := recv(t, recs[0].queued, "queueing of w1")
+		recv(t, recs[0].armed, "timer of w1") // w1 sleeps: it is not first
 		var others []int64
 		for i, name := range []string{"w2", "w3"} {
 			rec := recs[i+1]
@@ -380,7 +433,7 @@ func TestAcquireWaitReleaseWakesOnlyTheFirst(t *testing.T) {
 		before := map[int64]int{w1: recs[0].pokesOfPlace(w1), others[0]: recs[1].pokesOfPlace(others[0]), others[1]: recs[2].pokesOfPlace(others[1])}
 
 		releaseOK(t, holder, coords[0], l)
-		if res := <-w0; res.err != nil || res.l.Token().Holder != "w0" {
+		if res := recv(t, w0, "grant to w0"); res.err != nil || res.l.Token().Holder != "w0" {
 			t.Fatalf("first waiter after the release: %v, %v", res.l, res.err)
 		}
 		if _, ok := store.(sqlstore.Notifier); ok {
@@ -391,10 +444,8 @@ func TestAcquireWaitReleaseWakesOnlyTheFirst(t *testing.T) {
 			d := newClient(t, "d", ClientOptions{})
 			releaseOK(t, d, coords[0], acquire(t, d, coords[0], marker))
 			for _, rec := range recs {
-				for res := range rec.notified {
-					if res == marker {
-						break
-					}
+				for recv(t, rec.notified, "announcement of the marker's release") != marker {
+					// an earlier announcement (the release of r)
 				}
 			}
 		}
@@ -435,7 +486,7 @@ SELECT count(*) FROM pg_stat_activity
 		if err != nil || cut != 1 {
 			t.Fatalf("cut %d listening connections (%v), want 1", cut, err)
 		}
-		if err := <-rec.ended; err == nil {
+		if err := recv(t, rec.ended, "end of the cut listener"); err == nil {
 			t.Fatal("listener ended without an error")
 		}
 		pokes := rec.pokesOf(r)
@@ -443,14 +494,19 @@ SELECT count(*) FROM pg_stat_activity
 		releaseOK(t, holder, holderCoord, l)
 		sleepingOn <- time.Now() // the fallback: the holder's expiry, as far as the waiter knows
 		for {
+			timeout := time.NewTimer(recvTimeout)
 			select {
 			case timer := <-rec.armed:
+				timeout.Stop()
 				timer <- time.Now()
 				continue
 			case res := <-done:
+				timeout.Stop()
 				if res.err != nil || res.l.Token().Holder != "waiter" {
 					t.Fatalf("waiter after the release: %v, %v", res.l, res.err)
 				}
+			case <-timeout.C:
+				t.Fatalf("neither a grant nor a new timer within %v of the fallback firing", recvTimeout)
 			}
 			break
 		}
@@ -490,12 +546,12 @@ func TestHoldWaitRunsAfterTheRelease(t *testing.T) {
 				return nil
 			}, Wait(0))
 		}()
-		<-rec.queued
+		recv(t, rec.queued, "queueing of the waiter")
 		releaseOK(t, holder, coord, l)
-		if err := <-done; err != nil {
+		if err := recv(t, done, "Hold's return"); err != nil {
 			t.Fatal(err)
 		}
-		if tok := <-ran; tok.Holder != "waiter" || tok.Fence <= l.Token().Fence {
+		if tok := recv(t, ran, "run of fn"); tok.Holder != "waiter" || tok.Fence <= l.Token().Fence {
 			t.Fatalf("fn ran with %v after %v", tok, l.Token())
 		}
 	})
