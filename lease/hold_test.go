@@ -20,7 +20,9 @@ import (
 func TestHoldRenewsAndReleases(t *testing.T) {
 	forEachStore(t, func(t *testing.T, store sqlstore.Store) {
 		ctx := context.Background()
-		const ttl = 300 * time.Millisecond
+		// A term long enough that each renewal (its batch bounded by a
+		// third of it) gets through on a loaded machine, with retries.
+		const ttl = time.Second
 		coord := NewCoordinator(store, &CoordinatorOptions{TTL: ttl})
 		c := newClient(t, "agent-a", ClientOptions{})
 		var fence int64
@@ -125,7 +127,11 @@ func TestHoldCancelsAtTheDeadlineWhenRenewalsFail(t *testing.T) {
 		ctx := context.Background()
 		store := &failingRenewals{Store: inner}
 		store.fail.Store(true)
-		coord := NewCoordinator(store, &CoordinatorOptions{TTL: 150 * time.Millisecond})
+		// A term long enough that the lease is not born expired between
+		// acquire and Keep, and that the keeper tries (and fails) a renewal
+		// before the deadline, on a loaded machine too: with 150 ms either
+		// could miss, and Hold's error would then not wrap errUnreachable.
+		coord := NewCoordinator(store, &CoordinatorOptions{TTL: time.Second})
 		c := newClient(t, "agent-a", ClientOptions{ClockSkew: 5 * time.Millisecond})
 		err := Hold(ctx, c, coord, "job", func(ctx context.Context, l *Lease) error {
 			<-ctx.Done()

@@ -25,7 +25,10 @@ func keptCount(c *Client) int {
 func TestKeepLossCancelsOnlyItsOwn(t *testing.T) {
 	forEachStore(t, func(t *testing.T, store sqlstore.Store) {
 		ctx := context.Background()
-		const ttl = 150 * time.Millisecond
+		// A term long enough that a renewal batch (bounded by a third of
+		// it) gets through on a loaded machine: 150 ms lost "other" by its
+		// deadline under load, with SQLite's writer lock contended.
+		const ttl = time.Second
 		coord := NewCoordinator(store, &CoordinatorOptions{TTL: ttl})
 		a := newClient(t, "agent-a", ClientOptions{})
 		b := newClient(t, "agent-b", ClientOptions{TTL: time.Minute})
@@ -78,7 +81,10 @@ func TestKeepLossCancelsOnlyItsOwn(t *testing.T) {
 func TestKeepReleaseStopsRenewal(t *testing.T) {
 	forEachStore(t, func(t *testing.T, store sqlstore.Store) {
 		ctx := context.Background()
-		coord := NewCoordinator(store, &CoordinatorOptions{TTL: 200 * time.Millisecond})
+		// The test waits for no renewal: a long term only keeps the lease
+		// from being born expired between acquire and Keep on a loaded
+		// machine, as 200 ms could.
+		coord := NewCoordinator(store, &CoordinatorOptions{TTL: time.Minute})
 		c := newClient(t, "agent-a", ClientOptions{})
 		l := acquire(t, c, coord, "job")
 		k, err := Keep(ctx, c, coord, l)
@@ -116,7 +122,10 @@ func TestKeepReleaseStopsRenewal(t *testing.T) {
 // When Keep's ctx ends, the lease is no longer renewed.
 func TestKeepStopsWhenCtxEnds(t *testing.T) {
 	forEachStore(t, func(t *testing.T, store sqlstore.Store) {
-		const ttl = 150 * time.Millisecond
+		// A term long enough that the lease is not born expired on a loaded
+		// machine (150 ms was, between acquire and Keep), short enough that
+		// the keeper's next look comes soon.
+		const ttl = time.Second
 		coord := NewCoordinator(store, &CoordinatorOptions{TTL: ttl})
 		c := newClient(t, "agent-a", ClientOptions{})
 		l := acquire(t, c, coord, "job")
@@ -128,10 +137,13 @@ func TestKeepStopsWhenCtxEnds(t *testing.T) {
 		cancel()
 		<-k.Context().Done()
 		// The keeper forgets it at its next look, at the latest at the
-		// lease's deadline.
+		// first renewal (a third of the term). Nothing announces the look:
+		// poll the keeper's own state, up to a bound far past it. A keeper
+		// that ignored the end of ctx would renew the lease and keep it
+		// for as long as the test waits.
 		deadline := time.Now().Add(10 * ttl)
 		for keptCount(c) != 0 && time.Now().Before(deadline) {
-			time.Sleep(ttl / 10)
+			time.Sleep(ttl / 100)
 		}
 		if n := keptCount(c); n != 0 {
 			t.Errorf("after ctx ended the keeper still renews %d leases", n)

@@ -89,7 +89,9 @@ func TestRenewBatchAnswersEachLease(t *testing.T) {
 func TestHoldLosingOneLeaseCancelsOnlyItsHold(t *testing.T) {
 	forEachStore(t, func(t *testing.T, store sqlstore.Store) {
 		ctx := context.Background()
-		const ttl = 600 * time.Millisecond
+		// Long enough that the kept lease's renewals (each batch bounded by
+		// a third of the term) get through on a loaded machine.
+		const ttl = time.Second
 		coord := NewCoordinator(store, &CoordinatorOptions{TTL: ttl})
 		a := newClient(t, "agent-a", ClientOptions{})
 		b := newClient(t, "agent-b", ClientOptions{TTL: time.Minute})
@@ -286,10 +288,14 @@ func TestHoldSurvivesACutConnection(t *testing.T) {
 		WHERE application_name = 'fencegate-keeper-cut'`); err != nil {
 		t.Fatal(err)
 	}
-	for counter.failed.Load() == 0 { // the next batch meets the cut
+	// The next batch meets the cut. One timer for the whole wait, far past
+	// the next tick: a new one in each round would never fire, and a test
+	// that saw no failure would hang instead of failing.
+	gaveUp := time.After(10 * ttl)
+	for counter.failed.Load() == 0 {
 		select {
 		case <-time.After(ttl / 20):
-		case <-time.After(2 * ttl):
+		case <-gaveUp:
 			t.Fatal("no batch failed on the cut connection")
 		}
 	}
