@@ -328,7 +328,7 @@ func TestSuccessorRacesCommitThenWait(t *testing.T) {
 		case aliceErr = <-done:
 			finished = true
 		case <-tick.C:
-			if err := e.d.DB().QueryRowContext(ctx, `SELECT count(*) > 0 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`).Scan(&waiting); err != nil {
+			if err := e.d.DB().QueryRowContext(ctx, advisoryWaiting, 4242).Scan(&waiting); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -354,6 +354,14 @@ func TestSuccessorRacesCommitThenWait(t *testing.T) {
 		t.Errorf("rows %q, want %q", got, want)
 	}
 }
+
+// advisoryWaiting says whether a session waits for the advisory lock on its
+// one bigint argument. Only that key: other packages' tests (the bench's
+// advisory-lock workers) wait for advisory locks on the same server, and
+// would end the wait before the write reached the lock.
+const advisoryWaiting = `SELECT count(*) > 0 FROM pg_locks
+	WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+	AND classid = ($1::bigint >> 32)::oid AND objid = ($1::bigint & 4294967295)::oid AND objsubid = 1`
 
 // TestSQLiteAutomaticRollback: SQLite ends a transaction by itself on INSERT
 // OR ROLLBACK's conflict and on a trigger's RAISE(ROLLBACK); the write stops
@@ -408,7 +416,7 @@ func TestCancelledWhileWaiting(t *testing.T) {
 	defer tick.Stop()
 	for waiting := false; !waiting; {
 		<-tick.C
-		if err := e.d.DB().QueryRowContext(ctx, `SELECT count(*) > 0 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`).Scan(&waiting); err != nil {
+		if err := e.d.DB().QueryRowContext(ctx, advisoryWaiting, 4243).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
 	}
