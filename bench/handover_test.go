@@ -19,8 +19,18 @@ func TestLockVariantsCycle(t *testing.T) {
 	}
 	t.Cleanup(func() { pg.Close(context.Background()) })
 	for _, v := range lockVariants {
+		// The run ends once a few cycles are done, however long a loaded
+		// machine takes to get there, or at a bound far past that: a fixed
+		// 300 ms run could end before the first cycle did.
+		const enough = 4
+		run, done := context.WithCancel(ctx)
 		var cycles atomic.Int64
-		err := runLockWorkers(ctx, pg, v, 2, 300*time.Millisecond, true, cycleHooks{released: func(int) { cycles.Add(1) }})
+		err := runLockWorkers(run, pg, v, 2, 30*time.Second, true, cycleHooks{released: func(int) {
+			if cycles.Add(1) == enough {
+				done()
+			}
+		}})
+		done()
 		if err != nil {
 			t.Errorf("%s: %v", v, err)
 		}
