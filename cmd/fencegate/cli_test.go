@@ -252,7 +252,9 @@ func TestLeaseCommands(t *testing.T) {
 func TestClaimWait(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{envDSN: filepath.Join(t.TempDir(), "fg.db")}
-	a := parseToken(t, fg(t, env, "claim", "--lock", "l", "--holder", "a", "--ttl", "1s").want(t, exitOK).stdout)
+	// A ttl long enough that the next claim surely comes before it ends,
+	// on a loaded machine too; the wait past it below is as long.
+	a := parseToken(t, fg(t, env, "claim", "--lock", "l", "--holder", "a", "--ttl", "3s").want(t, exitOK).stdout)
 
 	// Waiting less than the lease has left: still held.
 	r := fg(t, env, "claim", "--lock", "l", "--holder", "b", "--wait", "20ms").want(t, exitHeld)

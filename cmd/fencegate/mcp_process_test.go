@@ -84,7 +84,9 @@ func TestMCPTwoServers(t *testing.T) {
 		}
 		a, b := server("agent-a"), server("agent-b")
 
-		ca := callOK[claimOutput](t, a.ClientSession, "claim", args{"resource": "report", "ttl": "2s"})
+		// A ttl that outlives B's claim and A's write below on a loaded
+		// machine; B then waits it out.
+		ca := callOK[claimOutput](t, a.ClientSession, "claim", args{"resource": "report", "ttl": "5s"})
 		if !ca.Claimed {
 			t.Fatalf("A's claim: %+v", ca)
 		}

@@ -44,8 +44,11 @@ func TestRunRenews(t *testing.T) {
 	t.Setenv(envHelper, "renewcheck")
 	t.Setenv(envFile, file)
 	t.Setenv(envBin, binary(t))
-	t.Setenv(envSleep, "1300ms") // the command's work: over three ttls
-	fg(t, map[string]string{envDSN: dsn}, "run", "--lock", "l", "--ttl", "400ms", "--", testExe(t)).want(t, exitOK)
+	t.Setenv(envSleep, "3300ms") // the command's work: over three ttls
+	// A ttl long enough that each renewal (bounded by a third of it) gets
+	// through on a loaded machine, while the helper's own check and claim
+	// contend for the SQLite file: 400 ms left 133 ms per renewal.
+	fg(t, map[string]string{envDSN: dsn}, "run", "--lock", "l", "--ttl", "1s", "--", testExe(t)).want(t, exitOK)
 	got, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)

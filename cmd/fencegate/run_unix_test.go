@@ -85,7 +85,10 @@ func TestRunLostLease(t *testing.T) {
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				results <- fg(t, env, "run", "--lock", "l", "--ttl", "600ms", "--grace", "200ms", "--", testExe(t))
+				// A ttl long enough that run keeps the lease until the
+				// release below on a loaded machine (a lease lost by its
+				// deadline first would make the release exit 3).
+				results <- fg(t, env, "run", "--lock", "l", "--ttl", "2s", "--grace", "200ms", "--", testExe(t))
 			}()
 			pid, token := readyToken(t, waitForFile(t, ready, done))
 
@@ -115,7 +118,7 @@ func TestRunKilled(t *testing.T) {
 		db.createLog(t)
 		ready := filepath.Join(t.TempDir(), "ready")
 		cmd := subCmd(t, map[string]string{envDSN: db.dsn, envHelper: "block", envFile: ready},
-			"run", "--lock", "l", "--ttl", "2s", "--holder", "doomed", "--", testExe(t))
+			"run", "--lock", "l", "--ttl", "5s", "--holder", "doomed", "--", testExe(t)) // outlives the helper's start and the kill, on a loaded machine too
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
