@@ -277,9 +277,24 @@ type LeaseRenewParams struct {
 // AcquireHeld, and otherwise take the next fence and, unless the floor is
 // above it (AcquireFloorAhead, nothing written), write the new generation,
 // record RequestID (see Executor.RequestFence) and raise the floor to the
-// fence (Executor.FloorRaise), all committed together.
+// fence (Executor.FloorRaise), all committed together; with a Waiter, a
+// grant (or a retry's answer) also takes the waiter's place out of the queue
+// in that transaction (LeaseAcquireParams.Waiter).
 type LeaseAcquirer interface {
 	LeaseAcquire(ctx context.Context, p LeaseAcquireParams) (LeaseAcquireResult, error)
+}
+
+// FirstWaiterReleaser is a capability an Executor may have: a release that
+// also reads, in the same statement, the place of the resource's first live
+// waiter (both Postgres drivers), the waiter the release hands the lease to.
+// The lease coordinator uses it to send a waiter of its own straight to its
+// acquisition, as an announcement naming it would (Notifier).
+type FirstWaiterReleaser interface {
+	// LeaseReleaseFirst is Executor.LeaseRelease, and also returns the
+	// place (Waiter.Seq) of the first live waiter of resource as the
+	// release ran: 0 when nothing was released, when no waiter was queued,
+	// or when the executor cannot tell (then any waiter may look).
+	LeaseReleaseFirst(ctx context.Context, resource, holder string, fence int64) (released bool, first int64, err error)
 }
 
 // LeaseBatchRenewer is a capability an Executor may have: many renewals in
@@ -322,6 +337,12 @@ type LeaseAcquireParams struct {
 	RequestID   string
 	TTL         time.Duration
 	LockTimeout time.Duration
+	// Waiter, when not 0, is the place (Waiter.Seq) of the acquisition's
+	// own waiter (an acquisition whose turn came in the queue): an answer
+	// of AcquireGranted or AcquireRetried also takes that place out of the
+	// queue, in the same transaction, so that the queue never shows the
+	// new holder ahead of the next waiter. Any other answer leaves it.
+	Waiter int64
 }
 
 // AcquireStatus is the kind of answer LeaseAcquirer.LeaseAcquire gives.

@@ -19,6 +19,11 @@ const (
   (extract(epoch FROM expires_at) * 1000000)::bigint,
   released`
 	pgNow = `(extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
+
+	// pgFirstWaiter is the lowest live waiter's seq of resource $1, 0 for
+	// none.
+	pgFirstWaiter = `(SELECT coalesce(min(w.seq), 0) FROM fencegate_waiter w
+  WHERE w.resource = $1 AND w.expires_at > clock_timestamp())`
 )
 
 // The Postgres floor statement is a call of fencegate_fence (migration
@@ -126,6 +131,18 @@ WITH async AS (SELECT set_config('synchronous_commit', 'off', true))
 UPDATE fencegate_lease SET released = true, expires_at = LEAST(expires_at, clock_timestamp())
   FROM async
  WHERE resource = $1 AND holder = $2 AND fence = $3 AND NOT released AND expires_at > clock_timestamp()`,
+	// The releases again, reading the first live waiter in the
+	// statement's snapshot (a waiter joining meanwhile looks for itself).
+	LeaseReleaseFirst: `
+UPDATE fencegate_lease SET released = true, expires_at = LEAST(expires_at, clock_timestamp())
+ WHERE resource = $1 AND holder = $2 AND fence = $3 AND NOT released AND expires_at > clock_timestamp()
+RETURNING ` + pgFirstWaiter,
+	LeaseReleaseFirstAutocommit: `
+WITH async AS (SELECT set_config('synchronous_commit', 'off', true))
+UPDATE fencegate_lease SET released = true, expires_at = LEAST(expires_at, clock_timestamp())
+  FROM async
+ WHERE resource = $1 AND holder = $2 AND fence = $3 AND NOT released AND expires_at > clock_timestamp()
+RETURNING ` + pgFirstWaiter,
 	RequestInsert: `
 INSERT INTO fencegate_request (resource, request_id, fence) VALUES ($1, $2, $3)
 ON CONFLICT (resource, request_id) DO NOTHING`,
@@ -160,4 +177,6 @@ SELECT seq, resource, holder, (extract(epoch FROM expires_at) * 1000000)::bigint
 	// Migration 00009: the same with a fast path for a free lease row;
 	// it raises FG004 (or 23505) where it would have to undo its writes.
 	LeaseAcquireAutocommit: `SELECT * FROM fencegate_grant($1, $2, $3, $4::bigint, $5)`,
+	// Migration 00011: either, and a grant deletes the waiter's row.
+	LeaseAcquireTurn: `SELECT * FROM fencegate_acquire_turn($1, $2, $3, $4::bigint, $5, $6, $7)`,
 }

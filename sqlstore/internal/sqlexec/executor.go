@@ -305,6 +305,30 @@ func (e *executor) LeaseRelease(ctx context.Context, resource, holder string, fe
 	return n > 0, nil
 }
 
+var _ sqlstore.FirstWaiterReleaser = (*executor)(nil)
+
+// LeaseReleaseFirst releases as LeaseRelease does, and reads the first live
+// waiter in the same statement where the dialect has Queries.LeaseReleaseFirst
+// (otherwise first is 0: unknown).
+func (e *executor) LeaseReleaseFirst(ctx context.Context, resource, holder string, fence int64) (bool, int64, error) {
+	if e.sql.LeaseReleaseFirst == "" {
+		ok, err := e.LeaseRelease(ctx, resource, holder, fence)
+		return ok, 0, err
+	}
+	if err := e.tick(ctx); err != nil {
+		return false, 0, err
+	}
+	var first int64
+	err := e.q.QueryRow(ctx, e.sql.LeaseReleaseFirst, resource, holder, fence).Scan(&first)
+	switch {
+	case isNoRows(err):
+		return false, 0, nil
+	case err != nil:
+		return false, 0, e.fail("release lease", err)
+	}
+	return true, first, nil
+}
+
 func (e *executor) WaiterAdd(ctx context.Context, resource, holder string, ttl time.Duration) (int64, error) {
 	if e.sql.WaiterPrune != "" {
 		if _, err := e.q.Exec(ctx, e.sql.WaiterPrune, resource); err != nil {
@@ -380,15 +404,37 @@ var acquireStatus = map[string]sqlstore.AcquireStatus{
 }
 
 func (e acquirer) LeaseAcquire(ctx context.Context, p sqlstore.LeaseAcquireParams) (sqlstore.LeaseAcquireResult, error) {
+	if p.Waiter != 0 && e.sql.LeaseAcquireTurn != "" {
+		return e.acquireTurn(ctx, p)
+	}
+	var res sqlstore.LeaseAcquireResult
+	var err error
 	if e.sql.leaseAcquireFirst != "" {
-		res, err := e.acquire(ctx, e.sql.leaseAcquireFirst, p)
+		res, err = e.acquire(ctx, e.sql.leaseAcquireFirst, p)
+	}
+	if e.sql.leaseAcquireFirst == "" || asksForRecheck(err) {
+		// Rolled back, nothing written: a late retry or a floor ahead,
+		// which LeaseAcquire tells apart before it writes.
+		res, err = e.acquire(ctx, e.sql.LeaseAcquire, p)
+	}
+	if err == nil && p.Waiter != 0 && (res.Status == sqlstore.AcquireGranted || res.Status == sqlstore.AcquireRetried) {
+		// No statement that does both: take the place out after the
+		// grant, before answering.
+		err = e.WaiterRemove(ctx, p.Waiter)
+	}
+	return res, err
+}
+
+// acquireTurn is LeaseAcquire for a waiter, by Queries.LeaseAcquireTurn:
+// the fast path first where the executor is on its own.
+func (e acquirer) acquireTurn(ctx context.Context, p sqlstore.LeaseAcquireParams) (sqlstore.LeaseAcquireResult, error) {
+	if e.sql.leaseAcquireFirst != "" {
+		res, err := e.acquire(ctx, e.sql.LeaseAcquireTurn, p, p.Waiter, true)
 		if !asksForRecheck(err) {
 			return res, err
 		}
-		// Rolled back, nothing written: a late retry or a floor ahead,
-		// which LeaseAcquire tells apart before it writes.
 	}
-	return e.acquire(ctx, e.sql.LeaseAcquire, p)
+	return e.acquire(ctx, e.sql.LeaseAcquireTurn, p, p.Waiter, false)
 }
 
 // asksForRecheck reports whether err is Queries.LeaseAcquireAutocommit's
@@ -403,12 +449,14 @@ func asksForRecheck(err error) bool {
 }
 
 // acquire runs one of the one-statement acquisitions and reads its row.
-func (e acquirer) acquire(ctx context.Context, query string, p sqlstore.LeaseAcquireParams) (sqlstore.LeaseAcquireResult, error) {
+// extra are the arguments after the fifth (LeaseAcquireTurn's).
+func (e acquirer) acquire(ctx context.Context, query string, p sqlstore.LeaseAcquireParams, extra ...any) (sqlstore.LeaseAcquireResult, error) {
 	var res sqlstore.LeaseAcquireResult
 	var status string
 	var granted, expires, now int64
 	r := &res.Lease
-	err := e.q.QueryRow(ctx, query, p.Resource, p.Holder, p.RequestID, p.TTL.Microseconds(), lockTimeout(p.LockTimeout)).
+	args := append([]any{p.Resource, p.Holder, p.RequestID, p.TTL.Microseconds(), lockTimeout(p.LockTimeout)}, extra...)
+	err := e.q.QueryRow(ctx, query, args...).
 		Scan(&status, &r.Resource, &r.Holder, &r.Fence, &r.RequestID, &granted, &expires, &r.Released, &now,
 			&res.Fence, &res.Floor, &res.FloorHolder)
 	if err != nil {

@@ -34,12 +34,18 @@ type Queries struct {
 	// LeaseReleaseAutocommit, when set, replaces LeaseRelease in an
 	// executor outside any caller's transaction (Autocommit).
 	LeaseReleaseAutocommit string
-	RequestInsert          string // $1 resource, $2 request id, $3 fence
-	RequestFence           string // $1 resource, $2 request id → fence
-	WaiterPrune            string // $1 resource: delete its expired waiters; empty if WaiterInsert does
-	WaiterInsert           string // $1 resource, $2 holder, $3 ttl µs → seq
-	WaiterTouch            string // $1 resource, $2 seq, $3 ttl µs
-	WaiterFirst            string // $1 resource, $2 seq → the lowest live seq (seq counts as live)
+	// LeaseReleaseFirst, when set, is LeaseRelease returning one row when
+	// it released the lease: the lowest live waiter's seq of $1, 0 when none
+	// (sqlstore.FirstWaiterReleaser); LeaseReleaseFirstAutocommit replaces
+	// it as LeaseReleaseAutocommit replaces LeaseRelease.
+	LeaseReleaseFirst           string
+	LeaseReleaseFirstAutocommit string
+	RequestInsert               string // $1 resource, $2 request id, $3 fence
+	RequestFence                string // $1 resource, $2 request id → fence
+	WaiterPrune                 string // $1 resource: delete its expired waiters; empty if WaiterInsert does
+	WaiterInsert                string // $1 resource, $2 holder, $3 ttl µs → seq
+	WaiterTouch                 string // $1 resource, $2 seq, $3 ttl µs
+	WaiterFirst                 string // $1 resource, $2 seq → the lowest live seq (seq counts as live)
 	// WaiterTouchFirst, when set, is WaiterTouch and WaiterFirst in one
 	// statement: $1 resource, $2 seq, $3 ttl µs → the lowest live seq, no
 	// row when seq is not queued.
@@ -63,6 +69,13 @@ type Queries struct {
 	// SQLSTATE AcquireRecheck or 23505 (unique_violation), its whole
 	// transaction rolled back, and LeaseAcquire answers instead.
 	LeaseAcquireAutocommit string
+	// LeaseAcquireTurn, when set, is LeaseAcquire for a waiter whose turn
+	// came (sqlstore.LeaseAcquireParams.Waiter): $1..$5 as LeaseAcquire,
+	// $6 the waiter's seq, which a grant deletes in its own transaction,
+	// and $7 true to take LeaseAcquireAutocommit's fast path (only in
+	// Autocommit's copy; it fails as LeaseAcquireAutocommit does) or false
+	// for LeaseAcquire's. Same columns.
+	LeaseAcquireTurn string
 
 	// leaseAcquireFirst is LeaseAcquireAutocommit in Autocommit's copy,
 	// empty in a transaction's, which such a failure would abort.
@@ -81,6 +94,7 @@ func (q *Queries) Autocommit() *Queries {
 	}
 	c := *q
 	c.LeaseRelease = cmp.Or(q.LeaseReleaseAutocommit, q.LeaseRelease)
+	c.LeaseReleaseFirst = cmp.Or(q.LeaseReleaseFirstAutocommit, q.LeaseReleaseFirst)
 	c.leaseAcquireFirst = q.LeaseAcquireAutocommit
 	return &c
 }
