@@ -203,6 +203,12 @@ type Status struct {
 // MinTTL or above MaxTTL), ErrRequestExpired, ErrFloorAhead, ErrBusy, or the
 // database's error.
 func (c *Coordinator) Acquire(ctx context.Context, req *AcquireRequest) (AcquireOutcome, error) {
+	return c.acquire(ctx, req, 0)
+}
+
+// acquire is Acquire for the waiter at place waiter (0 for none), whose
+// place a grant takes out of the queue (sqlstore.LeaseAcquireParams.Waiter).
+func (c *Coordinator) acquire(ctx context.Context, req *AcquireRequest, waiter int64) (AcquireOutcome, error) {
 	if req == nil {
 		return AcquireOutcome{}, invalid("request", "is nil")
 	}
@@ -224,6 +230,7 @@ func (c *Coordinator) Acquire(ctx context.Context, req *AcquireRequest) (Acquire
 		RequestID:   req.RequestID,
 		TTL:         ttl,
 		LockTimeout: c.lockTimeout,
+		Waiter:      waiter,
 	}
 	var res sqlstore.LeaseAcquireResult
 	if ex, ok := c.store.Executor().(sqlstore.LeaseAcquirer); ok {
@@ -289,7 +296,7 @@ func acquireTx(ctx context.Context, ex sqlstore.Executor, p sqlstore.LeaseAcquir
 			return sqlstore.LeaseAcquireResult{}, err
 		}
 		if row.Live() && row.Holder == p.Holder && row.RequestID == p.RequestID {
-			return sqlstore.LeaseAcquireResult{Status: sqlstore.AcquireRetried, Lease: row}, nil
+			return sqlstore.LeaseAcquireResult{Status: sqlstore.AcquireRetried, Lease: row}, removeWaiter(ctx, ex, p.Waiter)
 		}
 		if fence, err := ex.RequestFence(ctx, p.Resource, p.RequestID); err != nil {
 			return sqlstore.LeaseAcquireResult{}, err
@@ -336,9 +343,18 @@ func acquireTx(ctx context.Context, ex sqlstore.Executor, p sqlstore.LeaseAcquir
 				Status: sqlstore.AcquireFloorAhead, Fence: fence, Floor: floor.Floor, FloorHolder: floor.FloorHolder,
 			}}
 		}
-		return sqlstore.LeaseAcquireResult{Status: sqlstore.AcquireGranted, Lease: granted}, nil
+		return sqlstore.LeaseAcquireResult{Status: sqlstore.AcquireGranted, Lease: granted}, removeWaiter(ctx, ex, p.Waiter)
 	}
 	return sqlstore.LeaseAcquireResult{}, errors.New("the lease row kept changing under a concurrent acquisition")
+}
+
+// removeWaiter takes a granted waiter's place out of the queue in the
+// grant's transaction (none for 0).
+func removeWaiter(ctx context.Context, ex sqlstore.Executor, waiter int64) error {
+	if waiter == 0 {
+		return nil
+	}
+	return ex.WaiterRemove(ctx, waiter)
 }
 
 // floorAheadError makes InTx roll back a grant whose floor raise was not
@@ -545,13 +561,26 @@ func (c *Coordinator) Release(ctx context.Context, token gate.Token) (bool, erro
 	if err != nil {
 		return false, c.wrap("release", token.Resource, err)
 	}
-	ok, err := c.store.Executor().LeaseRelease(ctx, token.Resource, token.Holder, token.Fence)
+	var (
+		ok    bool
+		first int64 // the waiter the release hands over to, 0 if unknown
+	)
+	ex := c.store.Executor()
+	if fr, can := ex.(sqlstore.FirstWaiterReleaser); can {
+		ok, first, err = fr.LeaseReleaseFirst(ctx, token.Resource, token.Holder, token.Fence)
+	} else {
+		ok, err = ex.LeaseRelease(ctx, token.Resource, token.Holder, token.Fence)
+	}
 	free()
 	if err != nil {
 		return false, c.wrap("release", token.Resource, err)
 	}
 	if ok {
-		c.waits.wake(token.Resource) // the next waiter in this process, at once
+		// At once, as the database's announcement would: the first
+		// waiter, if it waits here, straight to its acquisition (its
+		// touch would only say it is first); if it waits elsewhere,
+		// nobody here; if the store cannot tell, this process's first.
+		c.waits.announced(sqlstore.LeaseChange{Resource: token.Resource, First: first})
 	}
 	return ok, nil
 }

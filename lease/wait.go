@@ -89,8 +89,8 @@ func (c *Coordinator) AcquireWait(ctx context.Context, client *Client, resource 
 	ex := c.store.Executor()
 	// Nobody queued: try at once, as Acquire does, and queue only if held.
 	// A waiter that joins meanwhile came later, so the order holds.
-	if ws, err := ex.WaiterList(ctx, resource); err == nil && len(ws) == 0 {
-		l, out, err := c.tryAcquire(ctx, client, resource)
+	if ws, err := c.listUnlessWaiting(ctx, resource); err == nil && len(ws) == 0 {
+		l, out, err := c.tryAcquire(ctx, client, resource, 0)
 		switch {
 		case l != nil:
 			return l, nil
@@ -114,13 +114,17 @@ func (c *Coordinator) AcquireWait(ctx context.Context, client *Client, resource 
 	touched := time.Now() // no later than the database's stamp of the place
 	granted := false
 	defer func() {
-		// Out of the queue even when ctx ended, but not for long: a place
-		// left behind runs out by itself. Then, unless granted, wake the
-		// next waiter, which would otherwise still find this place ahead of
-		// its own.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		defer cancel()
-		_ = ex.WaiterRemove(rctx, w.place())
+		// A grant took the place out of the queue in its own transaction
+		// (before the lease can be released, so a release never finds it
+		// ahead of the next waiter). Otherwise out of the queue even when
+		// ctx ended, but not for long: a place left behind runs out by
+		// itself. Then, unless granted, wake the next waiter, which would
+		// otherwise still find this place ahead of its own.
+		if !granted {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+			defer cancel()
+			_ = ex.WaiterRemove(rctx, w.place())
+		}
 		c.waits.leave(w, granted)
 	}()
 
@@ -164,7 +168,7 @@ func (c *Coordinator) AcquireWait(ctx context.Context, client *Client, resource 
 			touched = time.Now()
 			continue
 		case first == w.place():
-			l, out, err := c.tryAcquire(ctx, client, resource)
+			l, out, err := c.tryAcquire(ctx, client, resource, first)
 			switch {
 			case l != nil:
 				granted = true
@@ -191,13 +195,24 @@ func (c *Coordinator) AcquireWait(ctx context.Context, client *Client, resource 
 	}
 }
 
-// tryAcquire makes one acquisition of resource with a fresh request.
-func (c *Coordinator) tryAcquire(ctx context.Context, client *Client, resource string) (*Lease, AcquireOutcome, error) {
+// listUnlessWaiting reads resource's queue, unless c has waiters of its own
+// on it: then the queue is not empty (one zero entry stands for it), and the
+// round trip is saved.
+func (c *Coordinator) listUnlessWaiting(ctx context.Context, resource string) ([]sqlstore.Waiter, error) {
+	if c.waits.has(resource) {
+		return make([]sqlstore.Waiter, 1), nil
+	}
+	return c.store.Executor().WaiterList(ctx, resource)
+}
+
+// tryAcquire makes one acquisition of resource with a fresh request, for the
+// waiter at place waiter (0 for none), which a grant takes out of the queue.
+func (c *Coordinator) tryAcquire(ctx context.Context, client *Client, resource string, waiter int64) (*Lease, AcquireOutcome, error) {
 	req, err := client.BeginAcquire(resource)
 	if err != nil {
 		return nil, AcquireOutcome{}, err
 	}
-	out, err := c.Acquire(ctx, req)
+	out, err := c.acquire(ctx, req, waiter)
 	if err != nil || !out.OK {
 		return nil, out, err
 	}
@@ -308,6 +323,13 @@ func (r *waitRoom) join(c *Coordinator, resource string, seq int64) *waiter {
 	return w
 }
 
+// has reports whether r has a waiter on resource.
+func (r *waitRoom) has(resource string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.byRes[resource]) > 0
+}
+
 func (r *waitRoom) insertLocked(w *waiter) {
 	ws := r.byRes[w.resource]
 	i, _ := slices.BinarySearchFunc(ws, w.seq, func(x *waiter, seq int64) int { return compareInt(x.seq, seq) })
@@ -362,14 +384,8 @@ func (r *waitRoom) leave(w *waiter, granted bool) {
 	}
 }
 
-// wake wakes the first waiter of resource. Only the first can be granted,
-// so waking the others would only cost them a look.
-func (r *waitRoom) wake(resource string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.wakeLocked(resource)
-}
-
+// wakeLocked wakes the first waiter of resource. Only the first can be
+// granted, so waking the others would only cost them a look.
 func (r *waitRoom) wakeLocked(resource string) {
 	if ws := r.byRes[resource]; len(ws) > 0 {
 		r.poke(ws[0])
@@ -510,7 +526,7 @@ func holdAcquire(ctx context.Context, c *Client, coord *Coordinator, resource st
 		}
 		return coord.AcquireWait(ctx, c, resource)
 	}
-	l, out, err := coord.tryAcquire(ctx, c, resource)
+	l, out, err := coord.tryAcquire(ctx, c, resource, 0)
 	if err == nil && l == nil {
 		return nil, heldError(resource, out)
 	}
