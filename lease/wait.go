@@ -50,8 +50,14 @@ const listenRetry = 100 * time.Millisecond
 // # Hand-over
 //
 // A release, and a waiter leaving the queue ungranted, wake the first
-// waiter this Coordinator has on the resource at once; a waiter leaving
-// granted wakes nobody (the next would only find the lease held). On
+// waiter this Coordinator has on the resource at once. On Postgres
+// (sqlstore.FirstWaiterReleaser) a release reads the first live waiter of
+// the whole queue in its own statement and wakes it only if it waits in
+// this Coordinator, sending it straight to its acquisition as an
+// announcement naming it does (below). A waiter's grant takes its place out
+// of the queue in the grant's own transaction, so AcquireWait returns with
+// the grant and a release that follows finds the next waiter first; it
+// wakes nobody (the next would only find the lease held). On
 // Postgres (sqlstore.Notifier) the database announces releases, and the
 // first waiter leaving while the lease is free, to every process
 // (LISTEN/NOTIFY, one listening connection per Coordinator while it has

@@ -36,7 +36,13 @@
 //     own, with a fast path for a free lease row, and fencegate_acquire in
 //     a transaction: functions their migrations install). Without it the
 //     lease coordinator runs the acquisition's steps one statement at a
-//     time in InTx, under the same rules.
+//     time in InTx, under the same rules. A waiter's acquisition
+//     (LeaseAcquireParams.Waiter) also deletes its queue place when granted
+//     (the Postgres drivers: fencegate_acquire_turn).
+//   - Optionally, FirstWaiterReleaser on its Executor: a release that
+//     names the resource's first live waiter in the same statement, so the
+//     coordinator sends that waiter straight to its acquisition. Without it
+//     the coordinator wakes its own first waiter, which looks for itself.
 //   - Error classification: every error the driver returns passes through
 //     WithClass with the driver's reading of its database's errors
 //     (ErrorClass: retryable, connection lost, outcome unknown), so
