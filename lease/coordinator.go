@@ -579,7 +579,7 @@ func (c *Coordinator) Release(ctx context.Context, token gate.Token) (bool, erro
 		// At once, as the database's announcement would: the first
 		// waiter, if it waits here, straight to its acquisition (its
 		// touch would only say it is first); if it waits elsewhere,
-		// nobody here; if the store cannot tell, this process's first.
+		// nobody here; if the store cannot tell, this Coordinator's first.
 		c.waits.announced(sqlstore.LeaseChange{Resource: token.Resource, First: first})
 	}
 	return ok, nil

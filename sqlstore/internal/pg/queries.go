@@ -131,7 +131,7 @@ WITH async AS (SELECT set_config('synchronous_commit', 'off', true))
 UPDATE fencegate_lease SET released = true, expires_at = LEAST(expires_at, clock_timestamp())
   FROM async
  WHERE resource = $1 AND holder = $2 AND fence = $3 AND NOT released AND expires_at > clock_timestamp()`,
-	// The releases again, reading the first live waiter in the
+	// The same releases, also reading the first live waiter in the
 	// statement's snapshot (a waiter joining meanwhile looks for itself).
 	LeaseReleaseFirst: `
 UPDATE fencegate_lease SET released = true, expires_at = LEAST(expires_at, clock_timestamp())
