@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
@@ -34,11 +35,36 @@ func Open(ctx context.Context, dsn string) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fencegate: open sqlite: %w", err)
 	}
-	if err := db.PingContext(ctx); err != nil {
+	if err := ping(ctx, db); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("fencegate: open sqlite %s: %w", dsn, err)
 	}
 	return &Driver{sqlexec.NewDriver(db, dialect, db.Close)}, nil
+}
+
+// openBusyFor bounds ping's retries: the busy timeout of sqlitePragmas.
+const openBusyFor = 10 * time.Second
+
+// ping opens db's first connection. Processes opening a new file together
+// race to put it in WAL mode (a connection's pragmas run as it opens), and
+// SQLite can answer the losers SQLITE_BUSY at once, busy timeout or not;
+// nothing was written, so ping tries again, for as long as the busy timeout
+// would have waited, or until ctx ends.
+func ping(ctx context.Context, db *sql.DB) error {
+	deadline := time.Now().Add(openBusyFor)
+	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
+		err := db.PingContext(ctx)
+		if err == nil || !Classify(err).Retryable || time.Now().After(deadline) {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
 }
 
 // DSN turns a path or a "file:" URI into a modernc.org/sqlite DSN with the

@@ -115,12 +115,13 @@ func TestCloseLeavesNoConnection(t *testing.T) {
 	}
 }
 
-// Processes starting together on a new SQLite file all migrate it: the
-// losers of the race to create the tables try again and find them there.
+// Processes starting together on a new SQLite file all open and migrate it:
+// the losers of the race to put it in WAL mode, and of the race to create
+// the tables, try again and find it done.
 func TestConcurrentFirstMigration(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "new.db")
-	const n = 4
+	const n = 8
 	errs := make(chan error, n)
 	for range n {
 		go func() {
