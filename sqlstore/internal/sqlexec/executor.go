@@ -404,26 +404,18 @@ var acquireStatus = map[string]sqlstore.AcquireStatus{
 }
 
 func (e acquirer) LeaseAcquire(ctx context.Context, p sqlstore.LeaseAcquireParams) (sqlstore.LeaseAcquireResult, error) {
-	if p.Waiter != 0 && e.sql.LeaseAcquireTurn != "" {
+	if p.Waiter != 0 {
 		return e.acquireTurn(ctx, p)
 	}
-	var res sqlstore.LeaseAcquireResult
-	var err error
 	if e.sql.leaseAcquireFirst != "" {
-		res, err = e.acquire(ctx, e.sql.leaseAcquireFirst, p)
-	}
-	if e.sql.leaseAcquireFirst == "" || asksForRecheck(err) {
+		res, err := e.acquire(ctx, e.sql.leaseAcquireFirst, p)
+		if !asksForRecheck(err) {
+			return res, err
+		}
 		// Rolled back, nothing written: a late retry or a floor ahead,
 		// which LeaseAcquire tells apart before it writes.
-		res, err = e.acquire(ctx, e.sql.LeaseAcquire, p)
 	}
-	if err == nil && p.Waiter != 0 && (res.Status == sqlstore.AcquireGranted || res.Status == sqlstore.AcquireRetried) {
-		// No statement that does both: take the place out after the
-		// grant, before answering. The grant stands if this fails: the
-		// place runs out by itself, which costs the next waiter latency.
-		_ = e.WaiterRemove(ctx, p.Waiter)
-	}
-	return res, err
+	return e.acquire(ctx, e.sql.LeaseAcquire, p)
 }
 
 // acquireTurn is LeaseAcquire for a waiter, by Queries.LeaseAcquireTurn:

@@ -69,10 +69,10 @@ type Queries struct {
 	// SQLSTATE AcquireRecheck or 23505 (unique_violation), its whole
 	// transaction rolled back, and LeaseAcquire answers instead.
 	LeaseAcquireAutocommit string
-	// LeaseAcquireTurn, when set, is LeaseAcquire for a waiter whose turn
-	// came (sqlstore.LeaseAcquireParams.Waiter): $1..$5 as LeaseAcquire,
-	// $6 the waiter's seq, which a grant deletes in its own transaction,
-	// and $7 true to take LeaseAcquireAutocommit's fast path (only in
+	// LeaseAcquireTurn, required with LeaseAcquire, is LeaseAcquire for a
+	// waiter whose turn came (sqlstore.LeaseAcquireParams.Waiter): $1..$5
+	// as LeaseAcquire, $6 the waiter's seq, which a grant deletes in its
+	// own transaction, and $7 true to take LeaseAcquireAutocommit's fast path (only in
 	// Autocommit's copy; it fails as LeaseAcquireAutocommit does) or false
 	// for LeaseAcquire's. Same columns.
 	LeaseAcquireTurn string
