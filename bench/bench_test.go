@@ -49,7 +49,7 @@ func TestWorkloads(t *testing.T) {
 		"fenced batch": pg.PgFencedBatch, "prototype": pg.PgPrototypeTx, "advisory xact": pg.PgAdvisoryXactTx,
 		"advisory xact batch": pg.PgAdvisoryXactBatch, "advisory session": pg.PgAdvisorySession,
 		"sql plain": pg.SQLPlainTx, "sql fenced": pg.SQLFencedTx,
-		"pglock": pg.PglockWrite(false),
+		"pglock": pg.PglockWrite(false), "row lock bound": pg.PgRowLockTx,
 	} {
 		if err := op(ctx, 2); err != nil {
 			t.Errorf("%s: %v", name, err)
@@ -62,8 +62,14 @@ func TestWorkloads(t *testing.T) {
 		t.Errorf("pglock heartbeat: %v", err)
 	}
 	var n int64
-	if err := pg.Pool.QueryRow(ctx, `SELECT n FROM bench_item WHERE id = 2`).Scan(&n); err != nil || n != 14 {
-		t.Fatalf("row 2 = %d, %v; want 14 updates", n, err)
+	if err := pg.Pool.QueryRow(ctx, `SELECT n FROM bench_item WHERE id = 2`).Scan(&n); err != nil || n != 15 {
+		t.Fatalf("row 2 = %d, %v; want 15 updates", n, err)
+	}
+	// Twice: the second grant needs the first release.
+	for range 2 {
+		if err := pg.BareLeaseAcquireRelease(ctx, 1); err != nil {
+			t.Errorf("bare SQL lease: %v", err)
+		}
 	}
 	if err := pg.PglockAcquireRelease(false)(ctx, 1); err != nil {
 		t.Errorf("pglock acquire+release: %v", err)
@@ -93,7 +99,7 @@ func TestWorkloadsPerExecModeThroughProxy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for name, op := range map[string]bench.Op{"plain tx": via.PgPlainTx, "fenced tx": via.PgFencedTx, "begin fenced tx": via.PgBeginFencedTx, "fenced batch": via.PgFencedBatch} {
+		for name, op := range map[string]bench.Op{"plain tx": via.PgPlainTx, "fenced tx": via.PgFencedTx, "begin fenced tx": via.PgBeginFencedTx, "fenced batch": via.PgFencedBatch, "row lock bound": via.PgRowLockTx} {
 			if err := op(ctx, 3); err != nil {
 				t.Errorf("%s, %s: %v", mode, name, err)
 			}
@@ -101,8 +107,8 @@ func TestWorkloadsPerExecModeThroughProxy(t *testing.T) {
 		via.Close(ctx)
 	}
 	var n int64
-	if err := pg.Pool.QueryRow(ctx, `SELECT n FROM bench_item WHERE id = 3`).Scan(&n); err != nil || n != int64(4*len(bench.ExecModes)) {
-		t.Fatalf("row 3 = %d, %v; want %d updates", n, err, 4*len(bench.ExecModes))
+	if err := pg.Pool.QueryRow(ctx, `SELECT n FROM bench_item WHERE id = 3`).Scan(&n); err != nil || n != int64(5*len(bench.ExecModes)) {
+		t.Fatalf("row 3 = %d, %v; want %d updates", n, err, 5*len(bench.ExecModes))
 	}
 }
 

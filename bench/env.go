@@ -104,7 +104,8 @@ func NewPG(ctx context.Context, baseURL string, maxConns int32) (*PG, error) {
 		return nil, err
 	}
 	if _, err := p.Pool.Exec(ctx, createItems+`;
-INSERT INTO bench_item (id, n) SELECT g, 0 FROM generate_series(1, 64) g`); err != nil {
+INSERT INTO bench_item (id, n) SELECT g, 0 FROM generate_series(1, 64) g;
+`+createBareLease); err != nil {
 		p.Close(ctx)
 		return nil, err
 	}
@@ -178,6 +179,12 @@ func open(ctx context.Context, n Net, schema string, maxConns int32, mode pgx.Qu
 }
 
 const createItems = `CREATE TABLE bench_item (id int PRIMARY KEY, n bigint NOT NULL)`
+
+// createBareLease is the table and sequence of scenario 3's bound, the bare
+// SQL lease (PG.BareLeaseAcquireRelease).
+const createBareLease = `CREATE SEQUENCE bench_lease_seq;
+CREATE TABLE bench_lease (resource text PRIMARY KEY, holder text NOT NULL, fence bigint NOT NULL,
+  expires_at timestamptz NOT NULL, released boolean NOT NULL)`
 
 // Close closes the pool and, unless p came from Attach, drops the schema.
 func (p *PG) Close(ctx context.Context) {

@@ -80,6 +80,31 @@ func (p *PG) PgBeginFencedTx(ctx context.Context, key int) error {
 	return tx.Commit(ctx)
 }
 
+// PgRowLockTx is the least a fence that locks its floor row can cost:
+// BeginFenced's transaction with the fence replaced by a bare locking read
+// of the floor row (no function, no check, no refusal), pipelined with BEGIN
+// in the same batch. It admits anything, so it is a bound to read the fence
+// against, not a fence.
+func (p *PG) PgRowLockTx(ctx context.Context, key int) error {
+	tok := Token(key)
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{})
+	b.Queue(`SELECT floor FROM fencegate_floor WHERE resource = $1 FOR NO KEY UPDATE`, tok.Resource)
+	br := p.Pool.SendBatch(ctx, b)
+	tx := br.Tx()
+	if err := br.Close(); err != nil {
+		if tx != nil {
+			_ = tx.Rollback(ctx)
+		}
+		return err
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, updateItem, key); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
 // PgFencedBatch is pgxv5.CommitBatch with the UPDATE: one round trip.
 func (p *PG) PgFencedBatch(ctx context.Context, key int) error {
 	b := &pgx.Batch{}
@@ -224,6 +249,39 @@ func (p *PG) PglockAcquireRelease(heartbeat bool) Op {
 		}
 		return l.Close()
 	}
+}
+
+// The bare SQL lease: a grant in one durable autocommit upsert that takes
+// the next fence, a release in one autocommit UPDATE that does not wait for
+// its WAL to reach disk (as fencegate's own release). No floor raise, no
+// request record, no idempotent retry: the least a fenced lease with a
+// durable grant can do in two round trips.
+const (
+	bareLeaseAcquire = `
+INSERT INTO bench_lease AS l (resource, holder, fence, expires_at, released)
+VALUES ($1, 'bench-holder', nextval('bench_lease_seq'), clock_timestamp() + interval '30 seconds', false)
+ON CONFLICT (resource) DO UPDATE SET holder = excluded.holder, fence = excluded.fence,
+  expires_at = excluded.expires_at, released = false
+ WHERE l.released OR l.expires_at <= clock_timestamp()
+RETURNING fence`
+	bareLeaseRelease = `
+WITH async AS (SELECT set_config('synchronous_commit', 'off', true))
+UPDATE bench_lease SET released = true FROM async WHERE resource = $1 AND fence = $2 AND NOT released`
+)
+
+// BareLeaseAcquireRelease is scenario 3's bound: the bare SQL lease taken
+// and released on key's resource.
+func (p *PG) BareLeaseAcquireRelease(ctx context.Context, key int) error {
+	resource := fmt.Sprintf("bare/%s/%d", p.Net, key)
+	var fence int64
+	if err := p.Pool.QueryRow(ctx, bareLeaseAcquire, resource).Scan(&fence); err != nil {
+		return fmt.Errorf("bare lease %s: %w", resource, err) // pgx.ErrNoRows: held
+	}
+	tag, err := p.Pool.Exec(ctx, bareLeaseRelease, resource, fence)
+	if err == nil && tag.RowsAffected() != 1 {
+		err = fmt.Errorf("bare lease %s: release of fence %d found no live lease", resource, fence)
+	}
+	return err
 }
 
 // pglockName names the locks of one pglock variant on one path: a lock row
