@@ -95,7 +95,7 @@ func (c *Coordinator) AcquireWait(ctx context.Context, client *Client, resource 
 	ex := c.store.Executor()
 	// Nobody queued: try at once, as Acquire does, and queue only if held.
 	// A waiter that joins meanwhile came later, so the order holds.
-	if ws, err := c.listUnlessWaiting(ctx, resource); err == nil && len(ws) == 0 {
+	if empty, err := c.queueEmpty(ctx, resource); err == nil && empty {
 		l, out, err := c.tryAcquire(ctx, client, resource, 0)
 		switch {
 		case l != nil:
@@ -201,14 +201,14 @@ func (c *Coordinator) AcquireWait(ctx context.Context, client *Client, resource 
 	}
 }
 
-// listUnlessWaiting reads resource's queue, unless c has waiters of its own
-// on it: then the queue is not empty (one zero entry stands for it), and the
-// round trip is saved.
-func (c *Coordinator) listUnlessWaiting(ctx context.Context, resource string) ([]sqlstore.Waiter, error) {
+// queueEmpty reports whether nobody waits for resource. With waiters of
+// its own on it, c knows without the round trip.
+func (c *Coordinator) queueEmpty(ctx context.Context, resource string) (bool, error) {
 	if c.waits.has(resource) {
-		return make([]sqlstore.Waiter, 1), nil
+		return false, nil
 	}
-	return c.store.Executor().WaiterList(ctx, resource)
+	ws, err := c.store.Executor().WaiterList(ctx, resource)
+	return len(ws) == 0, err
 }
 
 // tryAcquire makes one acquisition of resource with a fresh request, for the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -553,6 +554,45 @@ func TestHoldWaitRunsAfterTheRelease(t *testing.T) {
 		}
 		if tok := recv(t, ran, "run of fn"); tok.Holder != "waiter" || tok.Fence <= l.Token().Fence {
 			t.Fatalf("fn ran with %v after %v", tok, l.Token())
+		}
+	})
+}
+
+// removeFailingStore is a store whose queue removals fail.
+type removeFailingStore struct{ sqlstore.Store }
+
+var errRemoveFailed = errors.New("remove failed (test)")
+
+func (s removeFailingStore) Executor() sqlstore.Executor {
+	return removeFailingExecutor{s.Store.Executor()}
+}
+
+type removeFailingExecutor struct{ sqlstore.Executor }
+
+func (removeFailingExecutor) WaiterRemove(context.Context, int64) error { return errRemoveFailed }
+
+// TestAcquireWaitSaysWhenItsPlaceStays: a cancelled waiter whose place
+// could not be taken out of the queue says so, beside ctx's error.
+func TestAcquireWaitSaysWhenItsPlaceStays(t *testing.T) {
+	forWaitStores(t, waitDrivers, nil, func(t *testing.T, store sqlstore.Store, _ queryFunc) {
+		r := resourceName(t)
+		coord, rec := hookedCoordinator(removeFailingStore{store})
+		holder := newClient(t, "holder", ClientOptions{})
+		acquire(t, holder, coord, r)
+
+		ctx, cancel := context.WithCancel(context.Background())
+		done := startWait(t, ctx, coord, newClient(t, "waiter", ClientOptions{}), r)
+		seq := recv(t, rec.queued, "queueing of the waiter")
+		cancel()
+		res := recv(t, done, "return of the cancelled waiter")
+		if !errors.Is(res.err, context.Canceled) || !errors.Is(res.err, errRemoveFailed) {
+			t.Fatalf("cancelled waiter: %v, want context.Canceled and the removal's error", res.err)
+		}
+		if want := fmt.Sprintf("place %d stays until it runs out", seq); !strings.Contains(res.err.Error(), want) {
+			t.Fatalf("cancelled waiter's error %q does not say %q", res.err, want)
+		}
+		if !queued(t, coord, r, seq) {
+			t.Fatalf("place %d is not in the queue, though its removal failed", seq)
 		}
 	})
 }
