@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -85,7 +86,7 @@ const listenRetry = 100 * time.Millisecond
 // (ErrHeld) at once when client's holder already holds the resource; and when
 // ctx ends, ctx's error joined with a *HeldError saying who held the
 // resource when the wait ended.
-func (c *Coordinator) AcquireWait(ctx context.Context, client *Client, resource string) (*Lease, error) {
+func (c *Coordinator) AcquireWait(ctx context.Context, client *Client, resource string) (_ *Lease, err error) {
 	if client == nil {
 		return nil, invalid("client", "is nil")
 	}
@@ -129,7 +130,10 @@ func (c *Coordinator) AcquireWait(ctx context.Context, client *Client, resource 
 		if !granted {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 			defer cancel()
-			_ = ex.WaiterRemove(rctx, w.place())
+			if rerr := ex.WaiterRemove(rctx, w.place()); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("lease: leave the queue for %q: place %d stays until it runs out (within %v), and the next waiter waits behind it until then: %w",
+					resource, w.place(), c.waiterTTL, rerr))
+			}
 		}
 		c.waits.leave(w, granted)
 	}()
