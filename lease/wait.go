@@ -85,7 +85,8 @@ const listenRetry = 100 * time.Millisecond
 // Errors: as Acquire, except that ErrBusy is waited out; a *HeldError
 // (ErrHeld) at once when client's holder already holds the resource; and when
 // ctx ends, ctx's error joined with a *HeldError saying who held the
-// resource when the wait ended.
+// resource when the wait ended, and with an error saying so when its place
+// could not be taken out of the queue (it then runs out within WaiterTTL).
 func (c *Coordinator) AcquireWait(ctx context.Context, client *Client, resource string) (_ *Lease, err error) {
 	if client == nil {
 		return nil, invalid("client", "is nil")

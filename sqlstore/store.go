@@ -286,7 +286,8 @@ type LeaseAcquirer interface {
 
 // FirstWaiterReleaser is a capability an Executor may have: a release that
 // also reads, in the same statement, the place of the resource's first live
-// waiter (both Postgres drivers), the waiter the release hands the lease to.
+// waiter, the waiter the release hands the lease to (both Postgres drivers;
+// the other drivers' executors have it too, and answer 0).
 // The lease coordinator uses it to send a waiter of its own straight to its
 // acquisition, as an announcement naming it would (Notifier).
 type FirstWaiterReleaser interface {
