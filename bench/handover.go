@@ -360,8 +360,7 @@ func Fairness(ctx context.Context, cfg Config, pg *PG, r *Report) error {
 			per = append(per, aloneRates[vHandWait][i]/a)
 		}
 	}
-	slices.Sort(per)
-	bound := per[len(per)/2]
+	bound := median(per)
 	r.f("\nThe bound: one worker alone (no one waiting) ran %.0f cycles/s with fencegate and %.0f with the advisory lock (medians of %d rounds, in the same rounds). ", median(aloneRates[vHandWait]), median(aloneRates[vHandAdvisory]), rounds)
 	r.f("On one lock only one holder writes at a time, so fencegate's throughput under contention cannot exceed its lone worker's: each cycle waits for two durable commits in series (the grant, and the fenced write) where the advisory lock's waits for one (its grant is in the server's memory), and a hand-over only adds to that. ")
 	r.f("fencegate alone ÷ the advisory lock's queue with %d workers = **%.2fx** (median of per-round ratios): the most fencegate's contended ratio can reach.\n\n", fairWorkers, bound)
