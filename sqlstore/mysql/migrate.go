@@ -3,25 +3,19 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"embed"
 	"fmt"
 	"io/fs"
 
 	"github.com/pressly/goose/v3"
 
+	mysqlmigrations "github.com/fencegate/fencegate/migrations/mysql"
 	"github.com/fencegate/fencegate/sqlstore"
-	"github.com/fencegate/fencegate/sqlstore/internal/sqlexec"
 )
 
-//go:embed migrations/*.sql
-var migrationFiles embed.FS
-
 // MigrationFS returns fencegate's goose migrations for MySQL and MariaDB,
-// embedded, with the .sql files at the root as goose expects. They work
-// with the goose command line too, told fencegate's version table:
-//
-//	goose -dir sqlstore/mysql/migrations -table fencegate_goose_version mysql "$DSN" up
-func MigrationFS() fs.FS { return sqlexec.Sub(migrationFiles, "migrations") }
+// embedded (package migrations/mysql), with the .sql files at the root as
+// goose expects.
+func MigrationFS() fs.FS { return mysqlmigrations.FS() }
 
 // migrations are the driver's migrations for sqlstore.MigrateUp: goose's
 // mysql dialect, under fencegate's GET_LOCK.

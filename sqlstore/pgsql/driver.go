@@ -102,7 +102,7 @@ func Classify(err error) sqlstore.ErrorClass { return pg.Classify(err) }
 
 // MigrationFS returns fencegate's Postgres migrations, embedded, with the
 // .sql files at the root as goose expects.
-func MigrationFS() fs.FS { return pg.MigrationFS() }
+func MigrationFS() fs.FS { return pg.Migrations().FS }
 
 var _ sqlstore.Notifier = (*Driver)(nil)
 

@@ -1,17 +1,11 @@
 package sqlite
 
 import (
-	"embed"
 	"io/fs"
 
-	"github.com/fencegate/fencegate/sqlstore/internal/sqlexec"
+	migrations "github.com/fencegate/fencegate/migrations/sqlite"
 )
 
-//go:embed migrations/*.sql
-var migrationFiles embed.FS
-
-// MigrationFS returns the SQLite migrations, with the .sql files at the root
-// as goose expects.
-func MigrationFS() fs.FS {
-	return sqlexec.Sub(migrationFiles, "migrations")
-}
+// MigrationFS returns the SQLite migrations (package migrations/sqlite),
+// with the .sql files at the root as goose expects.
+func MigrationFS() fs.FS { return migrations.FS() }
