@@ -8,20 +8,22 @@ import (
 
 	"github.com/pressly/goose/v3"
 
-	mysqlmigrations "github.com/fencegate/fencegate/migrations/mysql"
+	migrations "github.com/fencegate/fencegate/migrations/mysql"
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
-// MigrationFS returns fencegate's goose migrations for MySQL and MariaDB,
-// embedded (package migrations/mysql), with the .sql files at the root as
-// goose expects.
-func MigrationFS() fs.FS { return mysqlmigrations.FS() }
-
-// migrations are the driver's migrations for sqlstore.MigrateUp: goose's
-// mysql dialect, under fencegate's GET_LOCK.
-func migrations() sqlstore.Migrations {
-	return sqlstore.Migrations{Dialect: goose.DialectMySQL, FS: MigrationFS(), Locker: migrationLock{}}
+// Migrations returns fencegate's MySQL and MariaDB migrations, embedded:
+// package migrations/mysql, with goose's mysql dialect, under fencegate's
+// GET_LOCK.
+func Migrations() sqlstore.Migrations {
+	return sqlstore.Migrations{Dialect: goose.DialectMySQL, FS: migrations.FS(), Locker: migrationLock{}}
 }
+
+// MigrationFS returns fencegate's goose migrations for MySQL and MariaDB,
+// embedded, with the .sql files at the root as goose expects.
+//
+// Deprecated: use Migrations().FS, or the FS of package migrations/mysql.
+func MigrationFS() fs.FS { return Migrations().FS }
 
 // migrationLock serializes fencegate migrations of one database across
 // processes with GET_LOCK, since goose's own session lock is Postgres-only.

@@ -1,11 +1,9 @@
 package sqlite
 
-import (
-	"io/fs"
+import "io/fs"
 
-	migrations "github.com/fencegate/fencegate/migrations/sqlite"
-)
-
-// MigrationFS returns the SQLite migrations (package migrations/sqlite),
-// with the .sql files at the root as goose expects.
-func MigrationFS() fs.FS { return migrations.FS() }
+// MigrationFS returns the SQLite migrations, with the .sql files at the root
+// as goose expects.
+//
+// Deprecated: use Migrations().FS, or the FS of package migrations/sqlite.
+func MigrationFS() fs.FS { return Migrations().FS }
