@@ -20,11 +20,15 @@ const readmePreamble = `package main
 import (
 	"context"
 	"database/sql"
+	"io/fs"
 	"log"
 	"time"
 
+	"github.com/pressly/goose/v3"
+
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/lease"
+	fgmigrations "github.com/fencegate/fencegate/migrations/postgres"
 	"github.com/fencegate/fencegate/sqlstore/sqlite"
 )
 
@@ -34,6 +38,14 @@ var (
 	_ = gate.New[*sql.Tx]
 	_ = lease.NewCoordinator
 	_ = sqlite.Open
+	_ = goose.NewProvider
+	_ = fgmigrations.FS
+)
+
+// The application's own, in the goose snippet.
+var (
+	db            *sql.DB
+	appMigrations fs.FS
 )
 
 func applyTheChange(ctx context.Context, tx *sql.Tx) error { return nil }
