@@ -367,6 +367,8 @@ func TestDemo(t *testing.T) {
 		"the rejection log says         #1: fence 1 from agent-a < floor 2 from agent-b",
 		"=> deploy-slot runs v2 from agent-b; A's late write never committed.",
 		"fencegate claim --lock deploy-slot",
+		// fencegate is not on PATH after "go run": the hint says how to get it.
+		"./cmd/fencegate\" puts fencegate in", `"go run ./cmd/fencegate"`,
 	)
 	if n := strings.Count(r.stdout, "\n"); n > 26 {
 		t.Errorf("the demo is %d lines long:\n%s", n, r.stdout)
