@@ -109,6 +109,15 @@ func TestUsage(t *testing.T) {
 		}
 		contains(t, "stderr", r.stderr, "invalid DSN")
 	}
+	// go-sql-driver/mysql's DSN form is not taken for a SQLite path.
+	r := fg(t, nil, "--dsn", "root:hunter2@tcp(127.0.0.1:3306)/db", "status")
+	if r.code != exitUsage {
+		t.Errorf("--dsn root:…@tcp(127.0.0.1:3306)/db: want exit %d, got %v", exitUsage, r)
+	}
+	contains(t, "stderr", r.stderr, "did you mean mysql://root:xxxxx@127.0.0.1:3306/db?")
+	if strings.Contains(r.stderr, "hunter2") {
+		t.Errorf("the password is in stderr: %s", r.stderr)
+	}
 }
 
 // The built binary reports bad flags the same way.
