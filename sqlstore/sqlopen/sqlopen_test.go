@@ -109,11 +109,11 @@ func TestNativeMySQLDSN(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
 	for dsn, want := range map[string]string{
-		"root@tcp(127.0.0.1:3306)/db":                      "did you mean mysql://root@127.0.0.1:3306/db?",
+		"root@tcp(127.0.0.1:3306)/db":                       "did you mean mysql://root@127.0.0.1:3306/db?",
 		"app:hunter2@tcp(db.internal:3307)/orders?tls=true": "did you mean mysql://app:xxxxx@db.internal:3307/orders?tls=true?",
-		"u:p@ss:hunter2@tcp6([::1]:3306)/db":               "did you mean mysql://u:xxxxx@[::1]:3306/db?",
-		"tcp(localhost)/db":                                "did you mean mysql://localhost/db?",
-		"root@unix(/run/mysqld/mysqld.sock)/db":            "did you mean mysql://user:password@host:port/database?",
+		"u:p@ss:hunter2@tcp6([::1]:3306)/db":                "did you mean mysql://u:xxxxx@[::1]:3306/db?",
+		"tcp(localhost)/db":                                 "did you mean mysql://localhost/db?",
+		"root@unix(/run/mysqld/mysqld.sock)/db":             "did you mean mysql://user:password@host:port/database?",
 	} {
 		d, err := sqlopen.Open(context.Background(), dsn)
 		if d != nil {
