@@ -164,3 +164,48 @@ func TestReadmeGoCompiles(t *testing.T) {
 		}
 	}
 }
+
+// createdObject finds the tables and sequences a migration creates.
+var createdObject = regexp.MustCompile(`(?i)\bCREATE\s+(?:UNLOGGED\s+)?(?:TABLE|SEQUENCE)\s+(?:IF\s+NOT\s+EXISTS\s+)?(fencegate_\w+)`)
+
+// TestReadmeNamesEveryTable: the README's schema section names every table
+// (and sequence) any dialect's migrations create, and goose's version table.
+func TestReadmeNamesEveryTable(t *testing.T) {
+	root := filepath.Join("..", "..")
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, schema, ok := strings.Cut(string(readme), "\n## Schema and migrations\n")
+	if !ok {
+		t.Fatal(`README.md has no "## Schema and migrations" section`)
+	}
+	schema, _, _ = strings.Cut(schema, "\n## ")
+	files, err := filepath.Glob(filepath.Join(root, "sqlstore", "*", "migrations", "*.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg, err := filepath.Glob(filepath.Join(root, "sqlstore", "internal", "pg", "migrations", "*.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, pg...)
+	if len(files) == 0 {
+		t.Fatal("no migrations found")
+	}
+	names := map[string]string{"fencegate_goose_version": "goose"}
+	for _, f := range files {
+		sql, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range createdObject.FindAllStringSubmatch(string(sql), -1) {
+			names[strings.ToLower(m[1])] = filepath.Base(f)
+		}
+	}
+	for name, from := range names {
+		if !strings.Contains(schema, "`"+name+"`") {
+			t.Errorf("README.md's schema section does not name %s (created by %s)", name, from)
+		}
+	}
+}
