@@ -43,6 +43,41 @@ func TestDriverMethodsDocumented(t *testing.T) {
 	}
 }
 
+// TestDriverExamples: each driver package shows how it is opened, and
+// pgxv5 its one-round-trip writes, in Example functions (pkg.go.dev and
+// go test -run Example show them; go doc does not).
+func TestDriverExamples(t *testing.T) {
+	for dir, want := range map[string][]string{
+		"sqlite": {"Open"},
+		"pgsql":  {"Open"},
+		"pgxv5":  {"New", "CommitBatch", "BeginFenced"},
+		"mysql":  {"New", "Config"},
+	} {
+		fset := token.NewFileSet()
+		var files []*ast.File
+		tests, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range tests {
+			f, err := parser.ParseFile(fset, name, nil, parser.ParseComments)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files = append(files, f)
+		}
+		var have []string
+		for _, ex := range doc.Examples(files...) {
+			have = append(have, ex.Name)
+		}
+		for _, name := range want {
+			if !slices.Contains(have, name) {
+				t.Errorf("%s: no Example%s (has %q)", dir, name, have)
+			}
+		}
+	}
+}
+
 // driverDoc reads the documentation of type Driver in package dir.
 func driverDoc(t *testing.T, dir string) *doc.Type {
 	t.Helper()
