@@ -76,14 +76,15 @@ func StartMariaDB(ctx context.Context) (*MariaDB, error) {
 		return nil, err
 	}
 	var asUser []string
+	uid, gid := -1, -1
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("mysql")
 		if err != nil {
 			m.remove()
 			return nil, fmt.Errorf("faults: running as root needs the mysql OS user: %w", err)
 		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
+		uid, _ = strconv.Atoi(u.Uid)
+		gid, _ = strconv.Atoi(u.Gid)
 		if err := os.Chown(m.Dir, uid, gid); err != nil {
 			m.remove()
 			return nil, err
@@ -102,7 +103,7 @@ func StartMariaDB(ctx context.Context) (*MariaDB, error) {
 	cmd := exec.CommandContext(ctx, install, append(iargs, small...)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		m.remove()
-		return nil, fmt.Errorf("faults: mariadb-install-db: %w\n%s", err, errorLines(out))
+		return nil, fmt.Errorf("faults: mariadb-install-db: %w\n%s%s", err, errorLines(out), reachHint("mysql", m.Dir, uid, gid))
 	}
 	m.args = append([]string{"--no-defaults", "--datadir=" + data, "--bind-address=127.0.0.1",
 		"--socket=" + filepath.Join(m.Dir, "sock"), "--pid-file=" + filepath.Join(m.Dir, "pid"),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -26,5 +27,27 @@ func TestMariaDBWithReadOnlyTMPDIR(t *testing.T) {
 	}
 	if err := m.Stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMariaDBUnreachableTMPDIR: under a TMPDIR the mysql user cannot enter
+// (t.TempDir's parent is 0700), the failure says in one line what to do.
+func TestMariaDBUnreachableTMPDIR(t *testing.T) {
+	skipWithoutMariaDB(t)
+	if os.Geteuid() != 0 {
+		t.Skip("as root only: otherwise mariadbd runs as the user who made TMPDIR")
+	}
+	tmp := t.TempDir()
+	if err := os.Chmod(filepath.Dir(tmp), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", tmp)
+	m, err := StartMariaDB(context.Background())
+	if err == nil {
+		m.Stop()
+		t.Fatal("mariadbd started under a TMPDIR the mysql user cannot enter")
+	}
+	if want := "the mysql OS user cannot enter " + filepath.Dir(tmp) + " (mode 0700): set TMPDIR"; !strings.Contains(err.Error(), want) {
+		t.Errorf("StartMariaDB: %v\nwant it to say %q", err, want)
 	}
 }
