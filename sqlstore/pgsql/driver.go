@@ -28,7 +28,7 @@ const Dialect = pg.Dialect
 // writes).
 //
 // The zero value is not usable; create one with New or Open.
-type Driver struct{ *sqlexec.Driver }
+type Driver struct{ impl *sqlexec.Driver }
 
 var (
 	_ sqlstore.Driver[*sql.Tx]    = (*Driver)(nil)
