@@ -23,8 +23,10 @@ const MinTTL = 10 * time.Millisecond
 const maxRequestIDLen = 128
 
 // acquireAttempts bounds the retries of a first grant that loses the race to
-// insert a resource's row to a concurrent acquisition (the loser then reads
-// the winner's lease and is denied, so two attempts suffice).
+// insert a resource's row to a concurrent acquisition, or whose read missed
+// the row of one (the loser then reads the winner's lease and is denied, or
+// answered the grant when it is a copy of the same request, so two attempts
+// suffice).
 const acquireAttempts = 3
 
 // CoordinatorOptions configure a Coordinator. A nil *CoordinatorOptions uses
@@ -179,9 +181,12 @@ type Status struct {
 //
 // A live lease is never taken over. If it belongs to the requester under the
 // same request id (a retry after a lost reply), the answer is the existing
-// grant, with the time it has left: the lease is stored in the database, so
-// this holds across coordinator restarts. Under another request id the
-// requester is denied with AlreadyHeld: a holder must not hold a lease twice.
+// grant, with the time it has left, to every copy of the request, however
+// many arrive at once: the lease is stored in the database, so this holds
+// across coordinator restarts. Under another request id the requester is
+// denied with AlreadyHeld: a holder must not hold a lease twice. Another
+// holder sending the live lease's request id is denied like any other,
+// with HeldBy naming the lease's holder.
 // A request that made a lease is never granted again once that lease expired
 // or was released: the database remembers every request id that made a
 // generation, and such a late retry gets an error matching
@@ -298,10 +303,21 @@ func acquireTx(ctx context.Context, ex sqlstore.Executor, p sqlstore.LeaseAcquir
 		if row.Live() && row.Holder == p.Holder && row.RequestID == p.RequestID {
 			return sqlstore.LeaseAcquireResult{Status: sqlstore.AcquireRetried, Lease: row}, removeWaiter(ctx, ex, p.Waiter)
 		}
-		if fence, err := ex.RequestFence(ctx, p.Resource, p.RequestID); err != nil {
-			return sqlstore.LeaseAcquireResult{}, err
-		} else if fence != 0 {
-			return sqlstore.LeaseAcquireResult{Status: sqlstore.AcquireRequestExpired, Fence: fence}, nil
+		// Another holder sending this live lease's request id is told it
+		// is held, below: the lease is neither its own nor over.
+		if !row.Live() || row.RequestID != p.RequestID {
+			fence, err := ex.RequestFence(ctx, p.Resource, p.RequestID)
+			switch {
+			case err != nil:
+				return sqlstore.LeaseAcquireResult{}, err
+			case fence != 0 && !row.Found:
+				// The request's grant, with the lease row it created,
+				// committed after the locking read found no row (READ
+				// COMMITTED reads each statement anew): read it again.
+				continue
+			case fence != 0:
+				return sqlstore.LeaseAcquireResult{Status: sqlstore.AcquireRequestExpired, Fence: fence}, nil
+			}
 		}
 		if row.Live() {
 			return sqlstore.LeaseAcquireResult{Status: sqlstore.AcquireHeld, Lease: row}, nil

@@ -172,7 +172,7 @@ SELECT min(seq) FROM fencegate_waiter
 	WaiterList: `
 SELECT seq, resource, holder, (extract(epoch FROM expires_at) * 1000000)::bigint
   FROM fencegate_waiter WHERE resource = $1 AND expires_at > clock_timestamp() ORDER BY seq`,
-	// Migration 00006.
+	// Migration 00012 (over 00006's steps).
 	LeaseAcquire: `SELECT * FROM fencegate_acquire($1, $2, $3, $4::bigint, $5)`,
 	// Migration 00009: the same with a fast path for a free lease row;
 	// it raises FG004 (or 23505) where it would have to undo its writes.
