@@ -402,6 +402,13 @@ func (c *Coordinator) grantOf(row sqlstore.LeaseRow, requestID string) Grant {
 // A lease that expired, was released, or was superseded is never extended:
 // the outcome is Expired and the holder must acquire again.
 //
+// A renewal never shortens a lease: the new expiry is the later of the
+// current one and the database's clock plus the ttl, because a holder may
+// already have been given the current one as its deadline (a Kept lease,
+// whose keeper renews it with its own ttl). A renewal with a shorter ttl
+// than the time left is answered OK with the lease as it is, and its
+// Grant's TTL is the time left. Release a lease to end it early.
+//
 // Errors: gate.ErrInvalidInput for a bad request, ErrUnknownResource for a
 // resource that was never leased, ErrBusy, or the database's error.
 func (c *Coordinator) Renew(ctx context.Context, req *RenewRequest) (RenewOutcome, error) {
@@ -459,13 +466,23 @@ func (c *Coordinator) Renew(ctx context.Context, req *RenewRequest) (RenewOutcom
 // not read who holds an expired lease now (HeldBy and Fence are empty), nor
 // tell a resource that was never leased from one whose lease is over:
 // both are Expired. Each lease answers for itself: one lost lease does not
-// fail the batch.
+// fail the batch. A lease named by more than one request is renewed once,
+// to the longest of their terms (as renewing it once per request would,
+// since a renewal never shortens a lease), and every one of them gets that
+// outcome, on every store.
 //
 // The batch fails as a whole or not at all: an invalid request (nothing is
 // sent) or a database error (nothing is known to be renewed; send new
 // requests to retry) is the error, matched as Renew's are.
 func (c *Coordinator) RenewBatch(ctx context.Context, reqs []*RenewRequest) ([]RenewOutcome, error) {
-	ps := make([]sqlstore.LeaseRenewParams, len(reqs))
+	// ps holds each lease once; request i is answered by renewal of[i].
+	ps := make([]sqlstore.LeaseRenewParams, 0, len(reqs))
+	of := make([]int, len(reqs))
+	type leaseKey struct {
+		resource, holder string
+		fence            int64
+	}
+	seen := make(map[leaseKey]int, len(reqs))
 	for i, req := range reqs {
 		if req == nil {
 			return nil, invalid("request", "%d of the batch is nil", i)
@@ -477,7 +494,13 @@ func (c *Coordinator) RenewBatch(ctx context.Context, reqs []*RenewRequest) ([]R
 		if req.Fence <= 0 {
 			return nil, invalid("fence", "must be positive, got %d", req.Fence)
 		}
-		ps[i] = sqlstore.LeaseRenewParams{Resource: req.Resource, Holder: req.Holder, Fence: req.Fence, TTL: ttl}
+		k := leaseKey{req.Resource, req.Holder, req.Fence}
+		if j, dup := seen[k]; dup {
+			of[i], ps[j].TTL = j, max(ps[j].TTL, ttl)
+			continue
+		}
+		seen[k], of[i] = len(ps), len(ps)
+		ps = append(ps, sqlstore.LeaseRenewParams{Resource: req.Resource, Holder: req.Holder, Fence: req.Fence, TTL: ttl})
 	}
 	if len(reqs) == 0 {
 		return nil, nil
@@ -519,9 +542,9 @@ func (c *Coordinator) RenewBatch(ctx context.Context, reqs []*RenewRequest) ([]R
 		return nil, c.wrap(fmt.Sprintf("renew %d leases", len(reqs)), "", err)
 	}
 	outs := make([]RenewOutcome, len(reqs))
-	for i, row := range rows {
-		if row.Found {
-			outs[i] = RenewOutcome{OK: true, Grant: c.grantOf(row, reqs[i].RequestID)}
+	for i, req := range reqs {
+		if row := rows[of[i]]; row.Found {
+			outs[i] = RenewOutcome{OK: true, Grant: c.grantOf(row, req.RequestID)}
 		} else {
 			outs[i] = RenewOutcome{Expired: true}
 		}

@@ -67,7 +67,10 @@
 // Every new generation of ownership (an acquisition after the previous lease
 // expired or was released) takes the next value of the database's fence
 // sequence, so fences only grow, across coordinator restarts too.
-// A renewal keeps its fence, so writes in flight stay valid.
+// A renewal keeps its fence, so writes in flight stay valid, and never
+// shortens the lease: its new expiry is the later of the current one and
+// the renewal's ttl from the database's clock, since a holder may already
+// have been given the current one as its deadline (Coordinator.Renew).
 // CoordinatorOptions.StartFence continues from another fence source.
 //
 // The coordinator shares the database with the gate, so Acquire raises the
