@@ -742,3 +742,27 @@ func testLostGrantReply(t *testing.T, store *lostGrantReply) {
 		t.Fatalf("after the lost reply: %+v; want the waiter's grant released", st)
 	}
 }
+
+// TestHoldReleasesAGrantWhoseReplyWasLost: Hold without Wait, whose first
+// and only acquisition committed with its reply lost as its ctx ended,
+// returns ctx's error without running fn, and leaves the resource free.
+func TestHoldReleasesAGrantWhoseReplyWasLost(t *testing.T) {
+	forWaitStores(t, waitDrivers, nil, func(t *testing.T, inner sqlstore.Store, _ queryFunc) {
+		store := &lostGrantReply{Store: inner, resource: resourceName(t), holder: "waiter"}
+		coord := NewCoordinator(store, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		store.arm(cancel)
+		err := Hold(ctx, newClient(t, "waiter", ClientOptions{TTL: time.Minute}), coord, store.resource, func(context.Context, *Lease) error {
+			t.Error("fn ran without a lease the holder was told of")
+			return nil
+		})
+		if !errors.Is(err, context.Canceled) || store.lost != 1 {
+			t.Fatalf("Hold = %v after %d lost replies; want context.Canceled after 1", err, store.lost)
+		}
+		st, err := coord.Status(context.Background(), store.resource)
+		if err != nil || st.Held || st.Holder != "waiter" {
+			t.Fatalf("after the lost reply: %+v, %v; want the grant, released", st, err)
+		}
+	})
+}
