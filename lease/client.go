@@ -115,6 +115,14 @@ type AcquireRequest struct {
 // zero for a request no Client began.
 func (r *AcquireRequest) SentAt() Instant { return r.sentAt.load() }
 
+// sent reports whether the request may have been sent: restamp ran, just
+// before its first sending.
+func (r *AcquireRequest) sent() bool {
+	r.sentAt.mu.Lock()
+	defer r.sentAt.mu.Unlock()
+	return r.sentAt.resent
+}
+
 // restamp reads the holder's clock again, just before the request's first
 // sending, when the request was begun in this process. A retry keeps the
 // first sending's instant, which comes before any grant the retry can get.

@@ -23,8 +23,10 @@ const MinTTL = 10 * time.Millisecond
 const maxRequestIDLen = 128
 
 // acquireAttempts bounds the retries of a first grant that loses the race to
-// insert a resource's row to a concurrent acquisition (the loser then reads
-// the winner's lease and is denied, so two attempts suffice).
+// insert a resource's row to a concurrent acquisition, or whose read missed
+// the row of one (the loser then reads the winner's lease and is denied, or
+// answered the grant when it is a copy of the same request, so two attempts
+// suffice).
 const acquireAttempts = 3
 
 // CoordinatorOptions configure a Coordinator. A nil *CoordinatorOptions uses
@@ -179,9 +181,12 @@ type Status struct {
 //
 // A live lease is never taken over. If it belongs to the requester under the
 // same request id (a retry after a lost reply), the answer is the existing
-// grant, with the time it has left: the lease is stored in the database, so
-// this holds across coordinator restarts. Under another request id the
-// requester is denied with AlreadyHeld: a holder must not hold a lease twice.
+// grant, with the time it has left, to every copy of the request, however
+// many arrive at once: the lease is stored in the database, so this holds
+// across coordinator restarts. Under another request id the requester is
+// denied with AlreadyHeld: a holder must not hold a lease twice. Another
+// holder sending the live lease's request id is denied like any other,
+// with HeldBy naming the lease's holder.
 // A request that made a lease is never granted again once that lease expired
 // or was released: the database remembers every request id that made a
 // generation, and such a late retry gets an error matching
@@ -298,10 +303,21 @@ func acquireTx(ctx context.Context, ex sqlstore.Executor, p sqlstore.LeaseAcquir
 		if row.Live() && row.Holder == p.Holder && row.RequestID == p.RequestID {
 			return sqlstore.LeaseAcquireResult{Status: sqlstore.AcquireRetried, Lease: row}, removeWaiter(ctx, ex, p.Waiter)
 		}
-		if fence, err := ex.RequestFence(ctx, p.Resource, p.RequestID); err != nil {
-			return sqlstore.LeaseAcquireResult{}, err
-		} else if fence != 0 {
-			return sqlstore.LeaseAcquireResult{Status: sqlstore.AcquireRequestExpired, Fence: fence}, nil
+		// Another holder sending this live lease's request id is told it
+		// is held, below: the lease is neither its own nor over.
+		if !row.Live() || row.RequestID != p.RequestID {
+			fence, err := ex.RequestFence(ctx, p.Resource, p.RequestID)
+			switch {
+			case err != nil:
+				return sqlstore.LeaseAcquireResult{}, err
+			case fence != 0 && !row.Found:
+				// The request's grant, with the lease row it created,
+				// committed after the locking read found no row (READ
+				// COMMITTED reads each statement anew): read it again.
+				continue
+			case fence != 0:
+				return sqlstore.LeaseAcquireResult{Status: sqlstore.AcquireRequestExpired, Fence: fence}, nil
+			}
 		}
 		if row.Live() {
 			return sqlstore.LeaseAcquireResult{Status: sqlstore.AcquireHeld, Lease: row}, nil
@@ -386,6 +402,13 @@ func (c *Coordinator) grantOf(row sqlstore.LeaseRow, requestID string) Grant {
 // A lease that expired, was released, or was superseded is never extended:
 // the outcome is Expired and the holder must acquire again.
 //
+// A renewal never shortens a lease: the new expiry is the later of the
+// current one and the database's clock plus the ttl, because a holder may
+// already have been given the current one as its deadline (a Kept lease,
+// whose keeper renews it with its own ttl). A renewal with a shorter ttl
+// than the time left is answered OK with the lease as it is, and its
+// Grant's TTL is the time left. Release a lease to end it early.
+//
 // Errors: gate.ErrInvalidInput for a bad request, ErrUnknownResource for a
 // resource that was never leased, ErrBusy, or the database's error.
 func (c *Coordinator) Renew(ctx context.Context, req *RenewRequest) (RenewOutcome, error) {
@@ -443,13 +466,23 @@ func (c *Coordinator) Renew(ctx context.Context, req *RenewRequest) (RenewOutcom
 // not read who holds an expired lease now (HeldBy and Fence are empty), nor
 // tell a resource that was never leased from one whose lease is over:
 // both are Expired. Each lease answers for itself: one lost lease does not
-// fail the batch.
+// fail the batch. A lease named by more than one request is renewed once,
+// to the longest of their terms (as renewing it once per request would,
+// since a renewal never shortens a lease), and every one of them gets that
+// outcome, on every store.
 //
 // The batch fails as a whole or not at all: an invalid request (nothing is
 // sent) or a database error (nothing is known to be renewed; send new
 // requests to retry) is the error, matched as Renew's are.
 func (c *Coordinator) RenewBatch(ctx context.Context, reqs []*RenewRequest) ([]RenewOutcome, error) {
-	ps := make([]sqlstore.LeaseRenewParams, len(reqs))
+	// ps holds each lease once; request i is answered by renewal of[i].
+	ps := make([]sqlstore.LeaseRenewParams, 0, len(reqs))
+	of := make([]int, len(reqs))
+	type leaseKey struct {
+		resource, holder string
+		fence            int64
+	}
+	seen := make(map[leaseKey]int, len(reqs))
 	for i, req := range reqs {
 		if req == nil {
 			return nil, invalid("request", "%d of the batch is nil", i)
@@ -461,7 +494,13 @@ func (c *Coordinator) RenewBatch(ctx context.Context, reqs []*RenewRequest) ([]R
 		if req.Fence <= 0 {
 			return nil, invalid("fence", "must be positive, got %d", req.Fence)
 		}
-		ps[i] = sqlstore.LeaseRenewParams{Resource: req.Resource, Holder: req.Holder, Fence: req.Fence, TTL: ttl}
+		k := leaseKey{req.Resource, req.Holder, req.Fence}
+		if j, dup := seen[k]; dup {
+			of[i], ps[j].TTL = j, max(ps[j].TTL, ttl)
+			continue
+		}
+		seen[k], of[i] = len(ps), len(ps)
+		ps = append(ps, sqlstore.LeaseRenewParams{Resource: req.Resource, Holder: req.Holder, Fence: req.Fence, TTL: ttl})
 	}
 	if len(reqs) == 0 {
 		return nil, nil
@@ -503,9 +542,9 @@ func (c *Coordinator) RenewBatch(ctx context.Context, reqs []*RenewRequest) ([]R
 		return nil, c.wrap(fmt.Sprintf("renew %d leases", len(reqs)), "", err)
 	}
 	outs := make([]RenewOutcome, len(reqs))
-	for i, row := range rows {
-		if row.Found {
-			outs[i] = RenewOutcome{OK: true, Grant: c.grantOf(row, reqs[i].RequestID)}
+	for i, req := range reqs {
+		if row := rows[of[i]]; row.Found {
+			outs[i] = RenewOutcome{OK: true, Grant: c.grantOf(row, req.RequestID)}
 		} else {
 			outs[i] = RenewOutcome{Expired: true}
 		}

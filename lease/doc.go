@@ -67,7 +67,10 @@
 // Every new generation of ownership (an acquisition after the previous lease
 // expired or was released) takes the next value of the database's fence
 // sequence, so fences only grow, across coordinator restarts too.
-// A renewal keeps its fence, so writes in flight stay valid.
+// A renewal keeps its fence, so writes in flight stay valid, and never
+// shortens the lease: its new expiry is the later of the current one and
+// the renewal's ttl from the database's clock, since a holder may already
+// have been given the current one as its deadline (Coordinator.Renew).
 // CoordinatorOptions.StartFence continues from another fence source.
 //
 // The coordinator shares the database with the gate, so Acquire raises the
@@ -115,12 +118,15 @@
 //
 // Each request carries a random request id, stored with the lease. An
 // acquisition retried with the same id (after a lost reply) gets the
-// existing grant while that lease is current; once it expired or was
+// existing grant while that lease is current, however many copies of it
+// arrive at once; once it expired or was
 // released, the retry is refused with ErrRequestExpired and never granted
 // again (the database keeps every request id that made a lease, in
 // fencegate_request), so a late duplicate cannot lock the resource for a
 // holder that gave up on it. A holder that already holds a lease is denied another
-// (AcquireOutcome.AlreadyHeld). An expired lease is never renewed: Renew
+// (AcquireOutcome.AlreadyHeld); another holder that sends a live lease's
+// request id is denied as any other (AcquireOutcome.HeldBy names the
+// lease's holder). An expired lease is never renewed: Renew
 // answers Expired. Releasing with a stale token is a no-op, so a late release
 // never frees a successor's lease. Release reports only whether it released;
 // ReleaseStrict says why not (ErrReleaseExpired, ErrReleaseAlreadyReleased,

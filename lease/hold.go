@@ -28,7 +28,10 @@ import (
 //
 // If the resource is held, Hold returns a *HeldError (matching ErrHeld)
 // without calling fn; with the Wait option it waits its turn instead
-// (Coordinator.AcquireWait), until ctx ends. Otherwise it returns fn's error, joined with the
+// (Coordinator.AcquireWait), until ctx ends. An acquisition whose outcome is
+// unknown (ctx ended while it was out, or its reply was lost) returns its
+// error without calling fn, having released what it may have been granted,
+// as AcquireWait does. Otherwise it returns fn's error, joined with the
 // *LostError if the lease was lost (replacing a bare context.Canceled), and
 // with any error from releasing the lease (which then expires by itself). If
 // fn returns nil, the lease's loss is not reported: fn finished, and the gate

@@ -19,7 +19,9 @@ const busyWait = 10 * time.Millisecond
 
 // cleanupTimeout bounds taking a waiter out of the queue after its context
 // ended; if the database does not answer in time the place is left to run
-// out (WaiterTTL).
+// out (WaiterTTL). It bounds releasing what an acquisition whose outcome is
+// unknown may have been granted too (releaseUnknown): if that does not
+// finish in time the lease may stay held until its term ends.
 const cleanupTimeout = 5 * time.Second
 
 // listenRetry is the pause before listening again after the listening
@@ -87,6 +89,14 @@ const listenRetry = 100 * time.Millisecond
 // ctx ends, ctx's error joined with a *HeldError saying who held the
 // resource when the wait ended, and with an error saying so when its place
 // could not be taken out of the queue (it then runs out within WaiterTTL).
+//
+// An acquisition whose outcome is unknown (ctx ended while it was out, or
+// its reply was lost) may have been granted though AcquireWait returns no
+// Lease: AcquireWait then releases whatever it was granted (it sends the
+// request again, which answers that grant, and releases it), within the
+// same bound as leaving the queue, even after ctx ended. If that fails, its
+// error says so: the lease may then stay held until its term ends. Hold,
+// with or without Wait, does the same.
 func (c *Coordinator) AcquireWait(ctx context.Context, client *Client, resource string) (_ *Lease, err error) {
 	if client == nil {
 		return nil, invalid("client", "is nil")
@@ -106,7 +116,7 @@ func (c *Coordinator) AcquireWait(ctx context.Context, client *Client, resource 
 			return nil, heldError(resource, out)
 		case err != nil && !errors.Is(err, ErrBusy):
 			if ctx.Err() != nil {
-				return nil, c.waitEnded(ctx, resource, nil)
+				return nil, errors.Join(c.waitEnded(ctx, resource, nil), leftGrant(err))
 			}
 			return nil, err
 		}
@@ -185,7 +195,7 @@ func (c *Coordinator) AcquireWait(ctx context.Context, client *Client, resource 
 				granted = true
 				return l, nil
 			case ctx.Err() != nil:
-				return nil, c.waitEnded(ctx, resource, held)
+				return nil, errors.Join(c.waitEnded(ctx, resource, held), leftGrant(err))
 			case errors.Is(err, ErrBusy):
 				delay = busyWait
 			case err != nil:
@@ -218,17 +228,70 @@ func (c *Coordinator) queueEmpty(ctx context.Context, resource string) (bool, er
 
 // tryAcquire makes one acquisition of resource with a fresh request, for the
 // waiter at place waiter (0 for none), which a grant takes out of the queue.
+// When the acquisition was sent and its outcome is unknown (ctx ended, or
+// the reply was lost), what it may have been granted is released
+// (releaseUnknown): the caller never sees the request, so nobody else could.
 func (c *Coordinator) tryAcquire(ctx context.Context, client *Client, resource string, waiter int64) (*Lease, AcquireOutcome, error) {
 	req, err := client.BeginAcquire(resource)
 	if err != nil {
 		return nil, AcquireOutcome{}, err
 	}
 	out, err := c.acquire(ctx, req, waiter)
+	if err != nil && req.sent() && (ctx.Err() != nil || sqlstore.IsOutcomeUnknown(err)) {
+		return nil, out, errors.Join(err, c.releaseUnknown(ctx, req, waiter))
+	}
 	if err != nil || !out.OK {
 		return nil, out, err
 	}
 	l, err := client.CompleteAcquire(req, out.Grant)
 	return l, out, err
+}
+
+// releaseUnknown releases what req may have been granted, even after ctx
+// ended, within cleanupTimeout. It sends req again: a copy of a request
+// answers the live lease that request made, or, if the first sending
+// committed nothing, is granted now (after the first sending, if that is
+// still in flight, which then finds its request spent); either way the
+// grant it answers is released. It returns nil when nothing is left held,
+// or a *grantLeftError saying what may be.
+func (c *Coordinator) releaseUnknown(ctx context.Context, req *AcquireRequest, waiter int64) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	out, err := c.acquire(rctx, req, waiter)
+	if err == nil && out.OK {
+		g := out.Grant
+		var ok bool
+		if ok, err = c.Release(rctx, gate.Token{Resource: g.Resource, Holder: g.Holder, Fence: g.Fence}); err == nil && !ok {
+			return nil // over already
+		}
+	}
+	if err == nil || errors.Is(err, ErrRequestExpired) { // released, never granted, or over already
+		return nil
+	}
+	return &grantLeftError{resource: req.Resource, holder: req.Holder, requestID: req.RequestID, err: err}
+}
+
+// grantLeftError says that an acquisition whose outcome is unknown may have
+// been granted, and that releasing it failed: the lease may stay held until
+// its term ends.
+type grantLeftError struct {
+	resource, holder, requestID string
+	err                         error
+}
+
+func (e *grantLeftError) Error() string {
+	return fmt.Sprintf("lease: acquire %q: request %s may have been granted to %s, and releasing it failed: the lease may stay held until its term ends: %v",
+		e.resource, e.requestID, e.holder, e.err)
+}
+
+func (e *grantLeftError) Unwrap() error { return e.err }
+
+// leftGrant returns the *grantLeftError in err's chain, or nil.
+func leftGrant(err error) error {
+	if e, ok := errors.AsType[*grantLeftError](err); ok {
+		return e
+	}
+	return nil
 }
 
 // waitEnded is AcquireWait's error once ctx ended: ctx's error, and who held

@@ -596,3 +596,173 @@ func TestAcquireWaitSaysWhenItsPlaceStays(t *testing.T) {
 		}
 	})
 }
+
+// lostGrantReply is a store whose next grant of resource to holder, once
+// armed, commits and then loses its reply as a cancelled call does: the
+// caller's ctx is cancelled and the call returns context.Canceled. It hides
+// the store's optional interfaces but LeaseAcquirer (so no announcements:
+// the Coordinator's own wakes and timers only).
+type lostGrantReply struct {
+	sqlstore.Store
+	resource, holder string
+	failRelease      bool // releases fail
+
+	mu     sync.Mutex
+	cancel context.CancelFunc // armed: the next grant's reply is lost
+	lost   int                // replies lost
+}
+
+var errReleaseFailed = errors.New("release failed (test)")
+
+func (s *lostGrantReply) arm(cancel context.CancelFunc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cancel = cancel
+}
+
+// loseReply cancels the armed ctx, once, and reports whether it did.
+func (s *lostGrantReply) loseReply() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cancel == nil {
+		return false
+	}
+	s.cancel()
+	s.cancel = nil
+	s.lost++
+	return true
+}
+
+func (s *lostGrantReply) Executor() sqlstore.Executor {
+	ex := lostReplyExecutor{s.Store.Executor(), s}
+	if a, ok := ex.Executor.(sqlstore.LeaseAcquirer); ok {
+		return lostReplyAcquirer{ex, a}
+	}
+	return ex
+}
+
+type lostReplyExecutor struct {
+	sqlstore.Executor
+	s *lostGrantReply
+}
+
+func (e lostReplyExecutor) LeaseRelease(ctx context.Context, resource, holder string, fence int64) (bool, error) {
+	e.s.mu.Lock()
+	fail := e.s.failRelease
+	e.s.mu.Unlock()
+	if fail {
+		return false, errReleaseFailed
+	}
+	return e.Executor.LeaseRelease(ctx, resource, holder, fence)
+}
+
+// InTx loses the reply of a committed transaction that left the lease
+// granted to holder: an acquisition on a store without LeaseAcquirer.
+func (s *lostGrantReply) InTx(ctx context.Context, fn func(sqlstore.Executor) error) error {
+	if err := s.Store.InTx(ctx, fn); err != nil {
+		return err
+	}
+	row, err := s.Store.Executor().LeaseGet(ctx, s.resource)
+	if err != nil || !row.Live() || row.Holder != s.holder || !s.loseReply() {
+		return nil
+	}
+	return context.Canceled
+}
+
+type lostReplyAcquirer struct {
+	lostReplyExecutor
+	a sqlstore.LeaseAcquirer
+}
+
+func (e lostReplyAcquirer) LeaseAcquire(ctx context.Context, p sqlstore.LeaseAcquireParams) (sqlstore.LeaseAcquireResult, error) {
+	res, err := e.a.LeaseAcquire(ctx, p)
+	if err != nil || res.Status != sqlstore.AcquireGranted || res.Lease.Holder != e.s.holder || !e.s.loseReply() {
+		return res, err
+	}
+	return sqlstore.LeaseAcquireResult{}, context.Canceled
+}
+
+// TestAcquireWaitReleasesAGrantWhoseReplyWasLost: a waiter whose grant
+// committed, but whose reply was lost as its ctx ended, returns ctx's error
+// and leaves the resource free: it released the grant it could not return,
+// which nobody else could have released. When that release fails, the
+// error says the lease may stay held.
+func TestAcquireWaitReleasesAGrantWhoseReplyWasLost(t *testing.T) {
+	forWaitStores(t, waitDrivers, nil, func(t *testing.T, inner sqlstore.Store, _ queryFunc) {
+		testLostGrantReply(t, &lostGrantReply{Store: inner, resource: resourceName(t), holder: "waiter"})
+	})
+}
+
+func TestAcquireWaitSaysWhenALostGrantStaysHeld(t *testing.T) {
+	forWaitStores(t, waitDrivers, nil, func(t *testing.T, inner sqlstore.Store, _ queryFunc) {
+		testLostGrantReply(t, &lostGrantReply{Store: inner, resource: resourceName(t), holder: "waiter", failRelease: true})
+	})
+}
+
+func testLostGrantReply(t *testing.T, store *lostGrantReply) {
+	r := store.resource
+	coord, rec := hookedCoordinator(store)
+	holder := newClient(t, "holder", ClientOptions{TTL: time.Minute})
+	l := acquire(t, holder, coord, r)
+	token, _ := holder.Release(l)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := startWait(t, ctx, coord, newClient(t, "waiter", ClientOptions{TTL: time.Minute}), r)
+	recv(t, rec.queued, "queueing of the waiter")
+	store.arm(cancel)
+	// The holder's release, past the wrapper (whose releases may be set
+	// to fail), and the wake a release here makes: the waiter's grant
+	// follows, and its reply is lost.
+	if ok, err := store.Store.Executor().LeaseRelease(context.Background(), token.Resource, token.Holder, token.Fence); err != nil || !ok {
+		t.Fatalf("release = %v, %v", ok, err)
+	}
+	coord.waits.announced(sqlstore.LeaseChange{Resource: r})
+	res := recv(t, done, "return of the waiter")
+	if res.l != nil || !errors.Is(res.err, context.Canceled) {
+		t.Fatalf("AcquireWait = %v, %v; want context.Canceled", res.l, res.err)
+	}
+	if store.lost != 1 {
+		t.Fatalf("%d replies lost, want 1", store.lost)
+	}
+	st, err := coord.Status(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Holder != "waiter" || st.Fence <= l.Token().Fence {
+		t.Fatalf("after the lost reply: %+v; want the waiter's grant", st)
+	}
+	if store.failRelease {
+		if !st.Held || !errors.Is(res.err, errReleaseFailed) || !strings.Contains(res.err.Error(), "may stay held until its term ends") {
+			t.Fatalf("release failed; AcquireWait = %v, lease %+v; want the release's error, saying the lease may stay held", res.err, st)
+		}
+		return
+	}
+	if st.Held {
+		t.Fatalf("after the lost reply: %+v; want the waiter's grant released", st)
+	}
+}
+
+// TestHoldReleasesAGrantWhoseReplyWasLost: Hold without Wait, whose first
+// and only acquisition committed with its reply lost as its ctx ended,
+// returns ctx's error without running fn, and leaves the resource free.
+func TestHoldReleasesAGrantWhoseReplyWasLost(t *testing.T) {
+	forWaitStores(t, waitDrivers, nil, func(t *testing.T, inner sqlstore.Store, _ queryFunc) {
+		store := &lostGrantReply{Store: inner, resource: resourceName(t), holder: "waiter"}
+		coord := NewCoordinator(store, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		store.arm(cancel)
+		err := Hold(ctx, newClient(t, "waiter", ClientOptions{TTL: time.Minute}), coord, store.resource, func(context.Context, *Lease) error {
+			t.Error("fn ran without a lease the holder was told of")
+			return nil
+		})
+		if !errors.Is(err, context.Canceled) || store.lost != 1 {
+			t.Fatalf("Hold = %v after %d lost replies; want context.Canceled after 1", err, store.lost)
+		}
+		st, err := coord.Status(context.Background(), store.resource)
+		if err != nil || st.Held || st.Holder != "waiter" {
+			t.Fatalf("after the lost reply: %+v, %v; want the grant, released", st, err)
+		}
+	})
+}

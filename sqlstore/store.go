@@ -118,7 +118,9 @@ type Executor interface {
 	// request requestID made on resource, or 0 if it never made one.
 	RequestFence(ctx context.Context, resource, requestID string) (int64, error)
 	// LeaseRenew extends the live lease (resource, holder, fence) to ttl after
-	// the database's clock. Found is false, and nothing is written, when that
+	// the database's clock, never shortening it: the new expiry is the later
+	// of that and the current one (a holder may have been given the current
+	// one as its deadline). Found is false, and nothing is written, when that
 	// lease is released, expired, or superseded.
 	LeaseRenew(ctx context.Context, p LeaseRenewParams) (LeaseRow, error)
 	// LeaseRelease marks the live lease (resource, holder, fence) released and

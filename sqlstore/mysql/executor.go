@@ -287,14 +287,21 @@ func (e *executor) RequestFence(ctx context.Context, resource, requestID string)
 }
 
 // LeaseRenew extends the lease, then reads it back; Now is the renewal's
-// clock, the new expiry less the ttl.
+// clock, the new expiry less the ttl. A renewal that left a later expiry as
+// it was changed no row: the live lease is read, with the clock, instead.
 func (e *executor) LeaseRenew(ctx context.Context, p sqlstore.LeaseRenewParams) (sqlstore.LeaseRow, error) {
 	var r sqlstore.LeaseRow
 	ttl := p.TTL.Microseconds()
 	err := e.atomic(ctx, func(e *executor) error {
 		n, _, err := e.exec(ctx, leaseRenew, ttl, p.Resource, p.Holder, p.Fence)
-		if err != nil || n == 0 {
+		if err != nil {
 			return fail("renew lease", err)
+		}
+		if n == 0 {
+			// Live a moment later means live at the renewal: an expiry
+			// that passed moves again only by a grant, a new fence.
+			r, err = e.leaseRow(ctx, leaseLive, new(int64), p.Resource, p.Holder, p.Fence)
+			return fail("renew lease: read the kept lease", err)
 		}
 		if r, err = e.readBack(ctx, "renew lease", p.Resource); err != nil {
 			return err

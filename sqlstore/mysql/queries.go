@@ -122,9 +122,17 @@ UPDATE fencegate_lease
    SET holder = ?, fence = ?, request_id = ?, granted_at = ` + now + `,
        expires_at = ` + now + ` + INTERVAL ? MICROSECOND, released = FALSE
  WHERE resource = ?`
-	// Arguments: ttl µs, resource, holder, fence.
+	// Arguments: ttl µs, resource, holder, fence. A renewal never ends a
+	// term earlier than it was (GREATEST): a holder may already have been
+	// given the later deadline. One that leaves the expiry as it was
+	// affects no row (clientFoundRows is off): leaseLive tells it from a
+	// lease that is over.
 	leaseRenew = `
-UPDATE fencegate_lease SET expires_at = ` + now + ` + INTERVAL ? MICROSECOND
+UPDATE fencegate_lease SET expires_at = GREATEST(expires_at, ` + now + ` + INTERVAL ? MICROSECOND)
+ WHERE resource = ? AND holder = ? AND fence = ? AND NOT released AND expires_at > ` + now
+	// leaseLive reads the live lease (resource, holder, fence), with the
+	// clock. Arguments: resource, holder, fence.
+	leaseLive = `SELECT ` + leaseCols + `, ` + epoch + now + `) FROM fencegate_lease
  WHERE resource = ? AND holder = ? AND fence = ? AND NOT released AND expires_at > ` + now
 	// Arguments: resource, request id, fence.
 	requestInsert = `

@@ -72,8 +72,10 @@ UPDATE fencegate_lease SET holder = ?2, fence = ?3, request_id = ?4, granted_at 
        expires_at = ` + sqliteClock + ` + ?5, released = 0
  WHERE resource = ?1
 RETURNING ` + sqliteLeaseCols + `, granted_at`,
+	// A renewal never ends a term earlier than it was (max): a holder may
+	// already have been given the later deadline.
 	LeaseRenew: `
-UPDATE fencegate_lease SET expires_at = ` + sqliteClock + ` + ?4
+UPDATE fencegate_lease SET expires_at = max(expires_at, ` + sqliteClock + ` + ?4)
  WHERE resource = ?1 AND holder = ?2 AND fence = ?3 AND NOT released AND expires_at > ` + sqliteClock + `
 RETURNING ` + sqliteLeaseCols + `, ` + sqliteClock,
 	LeaseRelease: `

@@ -292,6 +292,11 @@ func Exercise[TTx any](t *testing.T, newDriver func(t testing.TB) sqlstore.Drive
 		if err != nil || !got.Found || got.ExpiresAt.Sub(got.Now) < 59*time.Minute || got.Fence != 4 {
 			t.Fatalf("LeaseRenew = %+v, %v", got, err)
 		}
+		// A renewal never shortens the lease: a shorter ttl keeps the expiry.
+		if kept, err := ex.LeaseRenew(ctx, sqlstore.LeaseRenewParams{Resource: "r", Holder: "a", Fence: 4, TTL: time.Minute}); err != nil ||
+			!kept.Found || !kept.ExpiresAt.Equal(got.ExpiresAt) || kept.ExpiresAt.Sub(kept.Now) < 59*time.Minute {
+			t.Fatalf("LeaseRenew with a shorter ttl = %+v, %v; want Found, expiry kept at %v", kept, err, got.ExpiresAt)
+		}
 		err = d.InTx(ctx, func(ex sqlstore.Executor) error {
 			locked, err := ex.LeaseGetForUpdate(ctx, "r")
 			if err != nil || !locked.Found {
@@ -339,10 +344,15 @@ func Exercise[TTx any](t *testing.T, newDriver func(t testing.TB) sqlstore.Drive
 			{Resource: "r3", Holder: "a", Fence: 6, TTL: time.Hour}, // released
 			{Resource: "none", Holder: "a", Fence: 1, TTL: time.Hour},
 			{Resource: "r2", Holder: "a", Fence: 5, TTL: 2 * time.Hour},
+			{Resource: "r4", Holder: "a", Fence: 7, TTL: time.Minute}, // shorter than its time left
 		}
+		r4 := grant(t, ex, sqlstore.LeaseGrantParams{Resource: "r4", Holder: "a", Fence: 7, RequestID: "q4", TTL: time.Hour})
 		rows, err := b.LeaseRenewBatch(ctx, ps)
 		if err != nil || len(rows) != len(ps) {
 			t.Fatalf("LeaseRenewBatch = %+v, %v", rows, err)
+		}
+		if r := rows[5]; !r.Found || !r.ExpiresAt.Equal(r4.ExpiresAt) {
+			t.Errorf("r4 renewed with a shorter ttl as %+v, want its expiry kept at %v", r, r4.ExpiresAt)
 		}
 		for i, want := range []bool{true, false, false, false, true} {
 			if rows[i].Found != want {
@@ -360,6 +370,46 @@ func Exercise[TTx any](t *testing.T, newDriver func(t testing.TB) sqlstore.Drive
 		}
 		if rows, err := b.LeaseRenewBatch(ctx, nil); err != nil || len(rows) != 0 {
 			t.Errorf("an empty batch = %+v, %v", rows, err)
+		}
+	})
+
+	// A one-statement acquisition keeps the coordinator's rules for a
+	// request id: a copy of the request that made the live lease gets it
+	// (retried), another holder sending that id is told the lease is held,
+	// and once the lease is over the id is spent (request_expired).
+	run("Executor/LeaseAcquire", func(t *testing.T, d sqlstore.Driver[TTx]) {
+		a, ok := d.Executor().(sqlstore.LeaseAcquirer)
+		if !ok {
+			t.Skip("the driver acquires in no single statement")
+		}
+		acquire := func(holder, request string) sqlstore.LeaseAcquireResult {
+			t.Helper()
+			res, err := a.LeaseAcquire(ctx, sqlstore.LeaseAcquireParams{
+				Resource: "r", Holder: holder, RequestID: request, TTL: time.Minute, LockTimeout: time.Second,
+			})
+			if err != nil {
+				t.Fatalf("LeaseAcquire(%s, %s): %v", holder, request, err)
+			}
+			return res
+		}
+		granted := acquire("a", "q1")
+		if granted.Status != sqlstore.AcquireGranted || granted.Lease.Holder != "a" {
+			t.Fatalf("first acquisition = %+v", granted)
+		}
+		for _, c := range []struct {
+			holder, request string
+			want            sqlstore.AcquireStatus
+		}{{"a", "q1", sqlstore.AcquireRetried}, {"b", "q1", sqlstore.AcquireHeld}, {"b", "q2", sqlstore.AcquireHeld}} {
+			res := acquire(c.holder, c.request)
+			if res.Status != c.want || res.Lease.Holder != "a" || res.Lease.Fence != granted.Lease.Fence {
+				t.Errorf("LeaseAcquire(%s, %s) = %+v, want status %d for a's lease", c.holder, c.request, res, c.want)
+			}
+		}
+		if ok, err := d.Executor().LeaseRelease(ctx, "r", "a", granted.Lease.Fence); err != nil || !ok {
+			t.Fatalf("LeaseRelease = %v, %v", ok, err)
+		}
+		if res := acquire("a", "q1"); res.Status != sqlstore.AcquireRequestExpired || res.Fence != granted.Lease.Fence {
+			t.Errorf("a late copy of q1 = %+v, want request_expired for fence %d", res, granted.Lease.Fence)
 		}
 	})
 

@@ -98,19 +98,23 @@ UPDATE fencegate_lease SET holder = $2, fence = $3, request_id = $4, granted_at 
        expires_at = now.t + $5::bigint * interval '1 microsecond', released = false
   FROM now WHERE resource = $1
 RETURNING ` + pgLeaseCols + `, (extract(epoch FROM now.t) * 1000000)::bigint`,
+	// A renewal never ends a term earlier than it was (GREATEST): a
+	// holder may already have been given the later deadline.
 	LeaseRenew: `
 WITH now AS (SELECT clock_timestamp() AS t)
-UPDATE fencegate_lease SET expires_at = now.t + $4::bigint * interval '1 microsecond'
+UPDATE fencegate_lease SET expires_at = GREATEST(expires_at, now.t + $4::bigint * interval '1 microsecond')
   FROM now
  WHERE resource = $1 AND holder = $2 AND fence = $3 AND NOT released AND expires_at > now.t
 RETURNING ` + pgLeaseCols + `, (extract(epoch FROM now.t) * 1000000)::bigint`,
 	// One clock reading for the whole batch; a request's ordinality (from
-	// 1) tells its row. Two requests for one row renew it once.
+	// 1) tells its row. Never shorter, as LeaseRenew. Two requests for one
+	// row renew it once, and only one of them is answered (the lease
+	// coordinator sends each lease once).
 	LeaseRenewBatch: `
 WITH now AS MATERIALIZED (SELECT clock_timestamp() AS t),
 req AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[])
          WITH ORDINALITY AS r(resource, holder, fence, ttl_us, i))
-UPDATE fencegate_lease l SET expires_at = now.t + req.ttl_us * interval '1 microsecond'
+UPDATE fencegate_lease l SET expires_at = GREATEST(l.expires_at, now.t + req.ttl_us * interval '1 microsecond')
   FROM now, req
  WHERE l.resource = req.resource AND l.holder = req.holder AND l.fence = req.fence
    AND NOT l.released AND l.expires_at > now.t
@@ -172,7 +176,7 @@ SELECT min(seq) FROM fencegate_waiter
 	WaiterList: `
 SELECT seq, resource, holder, (extract(epoch FROM expires_at) * 1000000)::bigint
   FROM fencegate_waiter WHERE resource = $1 AND expires_at > clock_timestamp() ORDER BY seq`,
-	// Migration 00006.
+	// Migration 00012 (over 00006's steps).
 	LeaseAcquire: `SELECT * FROM fencegate_acquire($1, $2, $3, $4::bigint, $5)`,
 	// Migration 00009: the same with a fast path for a free lease row;
 	// it raises FG004 (or 23505) where it would have to undo its writes.
