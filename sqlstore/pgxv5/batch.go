@@ -43,8 +43,9 @@ type BatchSender interface {
 // that transaction and nothing commits until the caller commits it, and any
 // error (a refusal, a cancelled ctx, a failed statement) rolls the
 // transaction back, as g.Commit does. A pgx savepoint is refused with
-// gate.ErrNestedTx, as by g.Commit. A refusal is logged under
-// gate.Options.CleanupTimeout, as g.Commit's is. Pipelining needs the
+// gate.ErrNestedTx, as by g.Commit. A refusal is logged, and the
+// transaction rolled back, under one gate.Options.CleanupTimeout, as
+// g.Commit's is. Pipelining needs the
 // extended protocol or pgx's simple protocol, both of which run a pipeline
 // as one transaction; it does not survive a pooler in statement mode.
 //
@@ -55,7 +56,7 @@ func CommitBatch(ctx context.Context, g *gate.Gate[pgx.Tx], conn BatchSender, to
 		return nil
 	}
 	opts := g.Options()
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.CleanupTimeout)
+	cctx, cancel := g.Cleanup(ctx) // one bound for the rollback and the log
 	defer cancel()
 	if tx, ok := conn.(pgx.Tx); ok { // whatever failed, tx must not commit
 		if rbErr := tx.Rollback(cctx); rbErr != nil && !errors.Is(rbErr, pgx.ErrTxClosed) {

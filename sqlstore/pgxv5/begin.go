@@ -36,8 +36,9 @@ var ErrBeginInTx = errors.New("fencegate: begin fenced: already in a transaction
 // round trip sooner.
 //
 // A stale token is refused: BeginFenced rolls the transaction back, logs
-// the refusal (the rejection log and Options.Logger, under
-// Options.CleanupTimeout whatever ctx does, as g.Commit does) and returns a
+// the refusal (the rejection log and Options.Logger; the rollback and the
+// log together under one Options.CleanupTimeout whatever ctx does, as
+// g.Commit does) and returns a
 // *gate.StaleFenceError and no transaction. Any other failure (invalid
 // input, a cancelled ctx, a broken connection, opts the server rejects)
 // also rolls back, returns the connection, and returns the error with no
@@ -81,8 +82,9 @@ func BeginFenced(ctx context.Context, g *gate.Gate[pgx.Tx], db BatchSender, toke
 	// Whatever failed, the transaction must not commit, and with a pool,
 	// rolling back is also what returns its connection (a transaction that
 	// never began included).
+	// One bound for the rollback and the refusal's log together.
 	o := g.Options()
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.CleanupTimeout)
+	cctx, cancel := g.Cleanup(ctx)
 	defer cancel()
 	if tx != nil {
 		if rbErr := tx.Rollback(cctx); rbErr != nil && !errors.Is(rbErr, pgx.ErrTxClosed) {
