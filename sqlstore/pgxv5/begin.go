@@ -45,6 +45,17 @@ var ErrBeginInTx = errors.New("fencegate: begin fenced: already in a transaction
 // transaction: nothing can commit under a fence that was not admitted.
 // Options.VerifyIssued applies as in g.Commit.
 //
+// The transaction is the caller's, as pool.Begin's is, and BeginFenced
+// puts no guard in it: a COMMIT sent in it commits it early, which keeps
+// the guarantee for what ran before (it ran, and commits, while the fence
+// held the floor row), but whatever runs after that runs outside it,
+// unfenced, and nothing inside the transaction can stop it; a ROLLBACK
+// likewise. (A guard would need a statement of its own before every Commit,
+// which fails in a transaction already aborted.) So send no transaction
+// control in it. To pipeline statements in it, use CommitBatch(ctx, g, tx,
+// token, b): it refuses transaction control, and its guard turns a COMMIT it
+// cannot read into a rollback of the whole transaction.
+//
 // opts are pgx's (isolation level, access mode, BeginQuery, CommitQuery);
 // the gate is designed for READ COMMITTED, and under REPEATABLE READ or
 // SERIALIZABLE a race with another writer of the resource fails with a

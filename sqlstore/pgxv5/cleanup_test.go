@@ -57,7 +57,7 @@ func (d *deadlines) take() map[string][]time.Time {
 // Issue 22 item 9: BeginFenced's cleanup gave the rollback one
 // CleanupTimeout and the refusal's log another, so it could take twice the
 // bound. Both now run under one context, one deadline: so do CommitBatch's,
-// in the caller's transaction.
+// on a pool (the transaction it began) and in the caller's transaction.
 func TestRefusalCleanupHasOneBound(t *testing.T) {
 	ctx := context.Background()
 	cfg, err := pgxpool.ParseConfig(dbtest.PostgresSchemaURL(t))
@@ -89,6 +89,7 @@ func TestRefusalCleanupHasOneBound(t *testing.T) {
 			endTx(tx)
 			return err
 		}},
+		{"CommitBatch on a pool", func() error { return pgxv5.CommitBatch(ctx, g, pool, stale, nil) }},
 		{"CommitBatch in a transaction", func() error {
 			tx, err := pool.Begin(ctx)
 			if err != nil {
