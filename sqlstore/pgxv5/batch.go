@@ -42,14 +42,17 @@ type BatchSender interface {
 // starts with BEGIN, START, COMMIT, END, ROLLBACK, ABORT or PREPARE
 // TRANSACTION (any of the statements in one string of several, which the
 // simple protocol runs) is refused before anything is sent, with an error
-// matching sqlstore.ErrTransactionControl. Nothing that check misses can
-// commit either: the fence arms a guard (a deferred trigger, migrations
-// 00004 and 00013) that turns any COMMIT before the batch's own into a
-// rollback, a ROLLBACK takes the guard with it and so fails the batch's end,
-// and a procedure or DO block cannot end a transaction block at all; each
-// fails the batch with sqlstore.ErrTransactionControl, with nothing of it
-// committed. (A statement queued by the name of a prepared statement is not
-// read by the check.)
+// matching sqlstore.ErrTransactionControl. Behind that check the server
+// enforces it: the fence arms a guard (a deferred trigger, migrations 00004
+// and 00013) that turns any COMMIT before the batch's own into a rollback of
+// everything; a ROLLBACK takes the guard with it, so the batch's end fails
+// and rolls back what ran after it; and a procedure or DO block cannot end
+// a transaction block at all. Each fails the batch with
+// sqlstore.ErrTransactionControl, nothing of it committed. What the check
+// cannot read (a statement queued by a prepared statement's name, or
+// rewritten by a pgx.QueryRewriter) has the guard alone, which cannot see a
+// ROLLBACK followed by a COMMIT of the batch's: what ran between the two
+// would commit, unfenced.
 //
 // conn may also be a pgx.Tx; then the statements join that transaction, no
 // COMMIT is sent, and nothing commits until the caller commits it; any
