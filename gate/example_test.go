@@ -67,3 +67,32 @@ func ExampleGate_Commit() {
 	// A refused: fence 1 < floor 2 held by agent-b (rejection #1)
 	// deploys: v2
 }
+
+// A driver's cleanup after a failed fenced write (pgxv5.CommitBatch's
+// rollback, then the refusal's log) runs even though the caller's ctx is
+// done, and all of it under one Options.CleanupTimeout: Refuse, given the
+// cleanup context, keeps its bound, as a nested Cleanup does.
+func ExampleGate_Cleanup() {
+	dir, _ := os.MkdirTemp("", "fencegate-example")
+	defer os.RemoveAll(dir)
+	store, err := sqlite.Open(context.Background(), filepath.Join(dir, "app.db"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	g := gate.New(store, nil)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the caller gave up
+	cctx, done := g.Cleanup(ctx)
+	defer done()
+	fmt.Println("cleanup runs:", cctx.Err() == nil)
+	bound, _ := cctx.Deadline()
+	inner, innerDone := g.Cleanup(cctx)
+	defer innerDone()
+	same, _ := inner.Deadline()
+	fmt.Println("one bound:", same.Equal(bound))
+	// Output:
+	// cleanup runs: true
+	// one bound: true
+}

@@ -434,6 +434,50 @@ func TestCommitRefusesNestedTx(t *testing.T) {
 	}
 }
 
+// embedsTx and embedsEmbedsTx are a caller's own types around a
+// transaction, as issue 22 item 9 passed one.
+type embedsTx struct{ pgx.Tx }
+
+type embedsEmbedsTx struct {
+	n int
+	*embedsTx
+}
+
+// A savepoint inside a type of the caller's that embeds it is still a
+// savepoint: IsNestedTx looks through embedding, and Commit refuses it.
+func TestCommitRefusesEmbeddedNestedTx(t *testing.T) {
+	f := pgxDefault(t)
+	ctx := context.Background()
+	g := gate.New(f.driver, nil)
+	outer := f.begin(t)
+	for _, wrap := range []func(pgx.Tx) pgx.Tx{
+		func(tx pgx.Tx) pgx.Tx { return embedsTx{tx} },
+		func(tx pgx.Tx) pgx.Tx { return &embedsTx{tx} },
+		func(tx pgx.Tx) pgx.Tx { return embedsEmbedsTx{1, &embedsTx{tx}} },
+	} {
+		nested, err := outer.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx := wrap(nested)
+		if !gate.IsNestedTx(tx) {
+			t.Errorf("IsNestedTx(%T) = false", tx)
+		}
+		if err := g.Commit(ctx, tx, gate.Token{Resource: "r", Holder: "a", Fence: 1}); !errors.Is(err, gate.ErrNestedTx) {
+			t.Fatalf("Commit of %T = %v, want ErrNestedTx", tx, err)
+		}
+		if gate.IsNestedTx(wrap(outer)) {
+			t.Errorf("IsNestedTx(%T) of the outermost transaction = true", tx)
+		}
+	}
+	var nilTx *embedsTx
+	for _, tx := range []any{nil, nilTx, embedsTx{}, embedsEmbedsTx{}, outer, 7} {
+		if gate.IsNestedTx(tx) {
+			t.Errorf("IsNestedTx(%#v) = true", tx)
+		}
+	}
+}
+
 // Item 6 for Do: when fn fails, Do rolls back and raises the floor in a
 // transaction of its own; with the database not answering that raise, Do
 // still returns fn's error, within Options.CleanupTimeout.

@@ -98,10 +98,12 @@ func New[TTx any](driver sqlstore.Driver[TTx], opts *Options) *Gate[TTx] {
 // That includes invalid input, a cancelled ctx, and a broken connection.
 //
 // tx must be the outermost transaction. A pgx savepoint (pgx.Tx.Begin on a
-// transaction) is refused with ErrNestedTx before anything runs: a refusal
-// could roll back only the savepoint, and the outer transaction would commit
-// its writes unfenced. The savepoint is rolled back; the outer transaction
-// is the caller's to roll back.
+// transaction) is refused with ErrNestedTx before anything runs, also inside
+// a type of the caller's that embeds it (struct{ pgx.Tx }): a refusal could
+// roll back only the savepoint, and the outer transaction would commit its
+// writes unfenced. The savepoint is rolled back; the outer transaction is
+// the caller's to roll back. A savepoint kept in a named field behind a
+// wrapper's own methods is not recognised (IsNestedTx): never pass one.
 func (g *Gate[TTx]) Commit(ctx context.Context, tx TTx, token Token) error {
 	res, err := g.floorRaise(ctx, tx, token)
 	if err == nil && res.Admitted {
@@ -110,7 +112,7 @@ func (g *Gate[TTx]) Commit(ctx context.Context, tx TTx, token Token) error {
 	// Roll back first: tx must not commit, and rolling back releases the
 	// floor row (and SQLite's write lock), so the log written on another
 	// connection cannot wait on the caller's own tx.
-	cctx, cancel := g.cleanup(ctx)
+	cctx, cancel := g.Cleanup(ctx)
 	defer cancel()
 	g.rollback(cctx, tx)
 	if err != nil {
@@ -138,20 +140,55 @@ func (g *Gate[TTx]) floorRaise(ctx context.Context, tx TTx, token Token) (sqlsto
 
 // IsNestedTx reports whether tx is a pgx savepoint, which pgx.Tx.Begin on a
 // transaction returns, and which Commit and pgxv5.CommitBatch refuse with
-// ErrNestedTx. pgx does not export the type, so its name tells it;
-// TestCommitRefusesNestedTx keeps the name honest across pgx upgrades.
+// ErrNestedTx: tx itself or, through any depth of embedding, a value that
+// embeds one (a caller's struct{ pgx.Tx }). pgx does not export the type, so
+// its name tells it; TestCommitRefusesNestedTx keeps the name honest across
+// pgx upgrades. A wrapper that keeps the savepoint in a named field, behind
+// methods of its own, cannot be told from a transaction by its type (the
+// connection does not know either); pgxv5.CommitBatch asks the server
+// instead. A *sql.Tx is never nested: database/sql has no savepoints.
 func IsNestedTx(tx any) bool {
-	t := reflect.TypeOf(tx)
-	return t != nil && t.Kind() == reflect.Pointer &&
-		t.Elem().PkgPath() == "github.com/jackc/pgx/v5" && t.Elem().Name() == "dbSimulatedNestedTx"
+	return isNested(reflect.ValueOf(tx), 0)
 }
 
-// cleanup returns the context for work that must happen even though ctx may
-// be cancelled: ctx's values, none of its cancellation, and a bound of its
-// own.
-func (g *Gate[TTx]) cleanup(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), g.opts.CleanupTimeout)
+// isNested looks for pgx's savepoint type in v and what v embeds.
+func isNested(v reflect.Value, depth int) bool {
+	for v.Kind() == reflect.Interface || v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return false
+		}
+		if t := v.Type(); t.Kind() == reflect.Pointer && t.Elem().PkgPath() == "github.com/jackc/pgx/v5" && t.Elem().Name() == "dbSimulatedNestedTx" {
+			return true
+		}
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct || depth > 8 { // a bound against cycles through embedded pointers
+		return false
+	}
+	for i := range v.NumField() {
+		if v.Type().Field(i).Anonymous && isNested(v.Field(i), depth+1) {
+			return true
+		}
+	}
+	return false
 }
+
+// Cleanup returns the context for work that must happen even though ctx
+// may be cancelled (a driver's rollback after a failed fenced write, say):
+// ctx's values, none of its cancellation, and a bound of its own,
+// Options.CleanupTimeout from now. Given a context from Cleanup, Cleanup and
+// Refuse keep its bound instead of starting another, so the steps of one
+// cleanup share one CleanupTimeout.
+func (g *Gate[TTx]) Cleanup(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx.Value(cleanupKey{}) != nil {
+		return context.WithCancel(ctx)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.CleanupTimeout)
+	return context.WithValue(ctx, cleanupKey{}, true), cancel
+}
+
+// cleanupKey marks a context made by Cleanup.
+type cleanupKey struct{}
 
 // rollback ends tx so that it cannot commit. database/sql and pgx both mark
 // a transaction finished before asking the database, so even a failed
@@ -169,9 +206,11 @@ func (g *Gate[TTx]) rollback(ctx context.Context, tx TTx) {
 // rejection log, logs a warning, and returns the *StaleFenceError. res is
 // the check's outcome; when res.Issued is false (Options.VerifyIssued found
 // no such lease) Refuse reads the floor itself. The caller's transaction
-// must already be over.
+// must already be over. Given a context from Cleanup, Refuse keeps its
+// bound: the caller's rollback and the refusal's log share one
+// CleanupTimeout.
 func (g *Gate[TTx]) Refuse(ctx context.Context, token Token, res sqlstore.FloorRaiseResult) error {
-	cctx, cancel := g.cleanup(ctx)
+	cctx, cancel := g.Cleanup(ctx)
 	defer cancel()
 	return g.refuse(cctx, token, res)
 }
@@ -279,7 +318,7 @@ func (g *Gate[TTx]) doOnce(ctx context.Context, token Token, fn func(ctx context
 		return fmt.Errorf("fencegate: begin: %w", err)
 	}
 	defer func() { // after a commit a no-op; after a panic in fn, not
-		cctx, cancel := g.cleanup(ctx)
+		cctx, cancel := g.Cleanup(ctx)
 		defer cancel()
 		_ = g.driver.Rollback(cctx, tx)
 	}()
@@ -287,7 +326,7 @@ func (g *Gate[TTx]) doOnce(ctx context.Context, token Token, fn func(ctx context
 		return err // tx is rolled back
 	}
 	if err := fn(ctx, tx); err != nil {
-		cctx, cancel := g.cleanup(ctx)
+		cctx, cancel := g.Cleanup(ctx)
 		defer cancel()
 		g.rollback(cctx, tx)
 		if !g.retryable(err) {
@@ -327,7 +366,7 @@ func (g *Gate[TTx]) Admit(ctx context.Context, token Token) error {
 		return fmt.Errorf("fencegate: admit %s: %w", token, err)
 	}
 	if !res.Admitted {
-		cctx, cancel := g.cleanup(ctx)
+		cctx, cancel := g.Cleanup(ctx)
 		defer cancel()
 		return g.refuse(cctx, token, res)
 	}

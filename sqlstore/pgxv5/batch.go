@@ -2,6 +2,7 @@ package pgxv5
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 
@@ -19,13 +20,12 @@ type BatchSender interface {
 }
 
 // CommitBatch is a fenced write in one round trip: it sends token's fence
-// statement followed by the statements queued in b to Postgres as one
-// pipeline with a single Sync, so they run as one implicit transaction,
-// with no BEGIN and no COMMIT of their own.
+// statement, the statements queued in b and a COMMIT to Postgres as one
+// pipeline with a single Sync, in a transaction of its own (BEGIN first).
 //
 // The fence statement admits the token exactly as g.Commit does. When it
 // refuses, it fails, and Postgres skips every statement after it and rolls
-// the pipeline back: none of b's statements runs, so none can commit.
+// the transaction back: none of b's statements runs, so none can commit.
 // CommitBatch then logs the refusal and returns a *gate.StaleFenceError. Any
 // other failure, of the fence or of one of b's statements, also rolls back
 // everything, the floor raise included, and is returned wrapped.
@@ -38,29 +38,54 @@ type BatchSender interface {
 //	b.Queue(`UPDATE accounts SET balance = balance - $1 WHERE id = $2`, amount, id)
 //	err := pgxv5.CommitBatch(ctx, g, pool, l.Token(), b) // *gate.StaleFenceError if stale
 //
-// With a pool or a connection, b must not contain BEGIN, COMMIT or other
-// transaction control. conn may also be a pgx.Tx; then the statements join
-// that transaction and nothing commits until the caller commits it, and any
+// b must not begin, end or prepare the transaction: a statement of it that
+// starts with BEGIN, START, COMMIT, END, ROLLBACK, ABORT or PREPARE
+// TRANSACTION (any of the statements in one string of several, which the
+// simple protocol runs) is refused before anything is sent, with an error
+// matching sqlstore.ErrTransactionControl. Behind that check the server
+// enforces it: the fence arms a guard (a deferred trigger, migrations 00004
+// and 00013) that turns any COMMIT before the batch's own into a rollback of
+// everything; a ROLLBACK takes the guard with it, so the batch's end fails
+// and rolls back what ran after it; and a procedure or DO block cannot end
+// a transaction block at all. Each fails the batch with
+// sqlstore.ErrTransactionControl, nothing of it committed. What the check
+// cannot read (a statement queued by a prepared statement's name, or
+// rewritten by a pgx.QueryRewriter) has the guard alone, which cannot see a
+// ROLLBACK followed by a COMMIT of the batch's: what ran between the two
+// would commit, unfenced.
+//
+// conn may also be a pgx.Tx; then the statements join that transaction, no
+// COMMIT is sent, and nothing commits until the caller commits it; any
 // error (a refusal, a cancelled ctx, a failed statement) rolls the
 // transaction back, as g.Commit does. A pgx savepoint is refused with
-// gate.ErrNestedTx, as by g.Commit. A refusal is logged under
+// gate.ErrNestedTx, as by g.Commit: by its type before anything is sent
+// (gate.IsNestedTx), and by the server when a wrapper hides it. A refusal
+// is logged, and the transaction rolled back, under one
 // gate.Options.CleanupTimeout, as g.Commit's is. Pipelining needs the
-// extended protocol or pgx's simple protocol, both of which run a pipeline
-// as one transaction; it does not survive a pooler in statement mode.
+// extended protocol or pgx's simple protocol; it does not survive a pooler
+// in statement mode.
 //
-// The fence statement needs fencegate's Postgres migrations 00002 and 00007.
+// The fence statement needs fencegate's Postgres migrations 00002, 00004,
+// 00007 and 00013.
 func CommitBatch(ctx context.Context, g *gate.Gate[pgx.Tx], conn BatchSender, token gate.Token, b *pgx.Batch) error {
-	err := commitBatch(ctx, g, conn, token, b)
+	tx, err := commitBatch(ctx, g, conn, token, b)
 	if err == nil {
+		if tx != nil {
+			_ = tx.Rollback(ctx) // committed: only returns a pool's connection
+		}
 		return nil
 	}
 	opts := g.Options()
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.CleanupTimeout)
+	cctx, cancel := g.Cleanup(ctx)
 	defer cancel()
-	if tx, ok := conn.(pgx.Tx); ok { // whatever failed, tx must not commit
+	if tx != nil { // whatever failed, tx must not commit
 		if rbErr := tx.Rollback(cctx); rbErr != nil && !errors.Is(rbErr, pgx.ErrTxClosed) {
 			opts.Logger.WarnContext(ctx, "fencegate: rollback failed; the transaction cannot commit", "error", rbErr)
 		}
+	}
+	if errors.Is(err, sqlstore.ErrTransactionControl) {
+		opts.Logger.WarnContext(ctx, "fencegate: refused a fenced batch that would end its transaction; nothing of it committed", "token", token.String(), "error", err)
+		return err
 	}
 	ref, refused := pg.AsPipelineRefusal(err)
 	if !refused {
@@ -69,24 +94,52 @@ func CommitBatch(ctx context.Context, g *gate.Gate[pgx.Tx], conn BatchSender, to
 	return g.Refuse(cctx, token, sqlstore.FloorRaiseResult{Issued: !ref.NotIssued, Floor: ref.Floor, FloorHolder: ref.FloorHolder})
 }
 
-// commitBatch checks CommitBatch's input and sends the pipeline.
-func commitBatch(ctx context.Context, g *gate.Gate[pgx.Tx], conn BatchSender, token gate.Token, b *pgx.Batch) error {
+// commitBatch checks CommitBatch's input and sends the pipeline. It returns
+// the transaction to end: the caller's, or the one the pipeline began.
+func commitBatch(ctx context.Context, g *gate.Gate[pgx.Tx], conn BatchSender, token gate.Token, b *pgx.Batch) (pgx.Tx, error) {
+	callerTx, inTx := conn.(pgx.Tx)
 	if err := token.Validate(); err != nil {
-		return err
+		return callerTx, err
 	}
 	if gate.IsNestedTx(conn) {
-		return fmt.Errorf("fencegate: commit batch %s: %w", token, gate.ErrNestedTx)
+		return callerTx, fmt.Errorf("fencegate: commit batch %s: %w", token, gate.ErrNestedTx)
 	}
 	full := &pgx.Batch{}
-	full.Queue(pg.PipelineFenceSQL(g.Options().VerifyIssued), token.Resource, token.Fence, token.Holder)
+	if !inTx {
+		full.BeginTx(pgx.TxOptions{})
+	}
+	full.Queue(pg.BatchFenceSQL, token.Resource, token.Fence, token.Holder, g.Options().VerifyIssued, rand.Text())
 	if b != nil {
+		for _, qq := range b.QueuedQueries {
+			if w := pg.TxControl(qq.SQL); w != "" {
+				return callerTx, fmt.Errorf("fencegate: commit batch %s: %w: a statement of the batch runs %s", token, sqlstore.ErrTransactionControl, w)
+			}
+		}
 		full.QueuedQueries = append(full.QueuedQueries, b.QueuedQueries...)
 	}
-	if err := conn.SendBatch(ctx, full).Close(); err != nil {
-		if _, refused := pg.AsPipelineRefusal(err); refused {
-			return err
-		}
-		return fmt.Errorf("fencegate: commit batch %s: %w", token, classify.Classify(err))
+	full.Queue(pg.BatchReleaseSQL)
+	if !inTx {
+		full.Queue("COMMIT")
 	}
-	return nil
+	br := conn.SendBatch(ctx, full)
+	tx := callerTx
+	if !inTx {
+		tx = br.Tx()
+	}
+	if err := br.Close(); err != nil {
+		if _, refused := pg.AsPipelineRefusal(err); refused {
+			return tx, err
+		}
+		if nested, guarded := pg.AsBatchGuard(err); guarded {
+			if nested {
+				return tx, fmt.Errorf("fencegate: commit batch %s: %w: %w", token, gate.ErrNestedTx, err)
+			}
+			return tx, fmt.Errorf("fencegate: commit batch %s: %w: %w", token, sqlstore.ErrTransactionControl, err)
+		}
+		return tx, fmt.Errorf("fencegate: commit batch %s: %w", token, classify.Classify(err))
+	}
+	if inTx {
+		return nil, nil // the caller's to commit
+	}
+	return tx, nil
 }

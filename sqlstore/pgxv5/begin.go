@@ -36,13 +36,25 @@ var ErrBeginInTx = errors.New("fencegate: begin fenced: already in a transaction
 // round trip sooner.
 //
 // A stale token is refused: BeginFenced rolls the transaction back, logs
-// the refusal (the rejection log and Options.Logger, under
-// Options.CleanupTimeout whatever ctx does, as g.Commit does) and returns a
+// the refusal (the rejection log and Options.Logger; the rollback and the
+// log together under one Options.CleanupTimeout whatever ctx does, as
+// g.Commit does) and returns a
 // *gate.StaleFenceError and no transaction. Any other failure (invalid
 // input, a cancelled ctx, a broken connection, opts the server rejects)
 // also rolls back, returns the connection, and returns the error with no
 // transaction: nothing can commit under a fence that was not admitted.
 // Options.VerifyIssued applies as in g.Commit.
+//
+// The transaction is the caller's, as pool.Begin's is, and BeginFenced
+// puts no guard in it: a COMMIT sent in it commits it early, which keeps
+// the guarantee for what ran before (it ran, and commits, while the fence
+// held the floor row), but whatever runs after that runs outside it,
+// unfenced, and nothing inside the transaction can stop it; a ROLLBACK
+// likewise. (A guard would need a statement of its own before every Commit,
+// which fails in a transaction already aborted.) So send no transaction
+// control in it. To pipeline statements in it, use CommitBatch(ctx, g, tx,
+// token, b): it refuses transaction control, and its guard turns a COMMIT it
+// cannot read into a rollback of the whole transaction.
 //
 // opts are pgx's (isolation level, access mode, BeginQuery, CommitQuery);
 // the gate is designed for READ COMMITTED, and under REPEATABLE READ or
@@ -81,8 +93,9 @@ func BeginFenced(ctx context.Context, g *gate.Gate[pgx.Tx], db BatchSender, toke
 	// Whatever failed, the transaction must not commit, and with a pool,
 	// rolling back is also what returns its connection (a transaction that
 	// never began included).
+	// One bound for the rollback and the refusal's log together.
 	o := g.Options()
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.CleanupTimeout)
+	cctx, cancel := g.Cleanup(ctx)
 	defer cancel()
 	if tx != nil {
 		if rbErr := tx.Rollback(cctx); rbErr != nil && !errors.Is(rbErr, pgx.ErrTxClosed) {

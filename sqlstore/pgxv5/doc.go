@@ -6,7 +6,11 @@
 //	g := gate.New(d, nil)    // *gate.Gate[pgx.Tx]
 //	c := lease.NewCoordinator(d, nil)
 //
-// CommitBatch is the one-round-trip fenced write, a pgx pipeline.
+// CommitBatch is the one-round-trip fenced write, a pgx pipeline. The
+// batch runs confined: it cannot end its own transaction (a write guard
+// turns an early COMMIT into a rollback; transaction control is refused
+// with sqlstore.ErrTransactionControl), so nothing of it commits but under
+// the fence.
 // BeginFenced begins a transaction whose first round trip carries BEGIN and
 // the fence, so a fenced transaction costs the round trips of an unfenced
 // one.

@@ -77,9 +77,9 @@ type Config struct {
 	LateRenewProb float64 `json:"lateRenewProb"`
 
 	// BatchProb is the chance that a gated write on pgx goes through
-	// pgxv5.CommitBatch (one pipelined round trip, no BEGIN or COMMIT),
-	// and, of the rest, the chance that it begins with pgxv5.BeginFenced
-	// (BEGIN and the fence in one round trip).
+	// pgxv5.CommitBatch (BEGIN, the fence, the write and COMMIT in one
+	// pipelined round trip), and, of the rest, the chance that it begins
+	// with pgxv5.BeginFenced (BEGIN and the fence in one round trip).
 	BatchProb float64 `json:"batchProb"`
 
 	// HoldProb is the chance that a cycle runs through lease.Hold (which

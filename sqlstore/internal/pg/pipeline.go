@@ -64,3 +64,46 @@ func AsPipelineRefusal(err error) (PipelineRefusal, bool) {
 	}
 	return PipelineRefusal{}, false
 }
+
+// The SQLSTATEs of a fenced batch's write guard (migrations 00004, 00013),
+// and Postgres's own for a procedure or DO block that tried to end the
+// transaction block.
+const (
+	pgWriteGuard       = "FG003" // a COMMIT before the guard was released
+	pgBatchEnded       = "FG004" // the guard was gone at release: a ROLLBACK
+	pgBatchNested      = "FG005" // the batch ran in a savepoint
+	pgInvalidTxnEnding = "2D000" // invalid transaction termination
+)
+
+// BatchFenceSQL admits a token in a pipeline as PipelineFenceSQL does, and
+// first arms the write guard of the transaction: until BatchReleaseSQL runs
+// in it, any COMMIT of the transaction fails and rolls it back. It takes
+// (resource, fence, holder, verifyIssued, key), key a fresh random string,
+// and fails as PipelineFenceSQL does, or, in a savepoint, with an error
+// AsBatchGuard reports as nested.
+//
+// It needs migrations 00002, 00004, 00007 and 00013.
+const BatchFenceSQL = `SELECT fencegate_fence_batch($1, $2, $3, $4, $5)`
+
+// BatchReleaseSQL releases the guard BatchFenceSQL armed, last in the
+// pipeline; it fails when the guard is gone (the transaction ended).
+const BatchReleaseSQL = `SELECT fencegate_batch_release()`
+
+// AsBatchGuard reports whether err is a fenced batch's refusal to end or
+// nest its transaction: the guard failing a COMMIT, the release finding the
+// guard gone, or a procedure or DO block refused an end of the transaction
+// block (ok); nested when the batch ran in a savepoint. The transaction
+// was rolled back.
+func AsBatchGuard(err error) (nested, ok bool) {
+	pgErr, isPg := errors.AsType[*pgconn.PgError](err)
+	if !isPg {
+		return false, false
+	}
+	switch pgErr.Code {
+	case pgBatchNested:
+		return true, true
+	case pgWriteGuard, pgBatchEnded, pgInvalidTxnEnding:
+		return false, true
+	}
+	return false, false
+}

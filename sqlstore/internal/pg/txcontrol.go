@@ -1,0 +1,124 @@
+package pg
+
+import (
+	"strings"
+
+	"github.com/fencegate/fencegate/sqlstore/internal/confine"
+)
+
+// txControlWords are the statements that begin, end or prepare a
+// transaction, by their first word (PREPARE only followed by TRANSACTION).
+var txControlWords = []string{"BEGIN", "START", "COMMIT", "END", "ROLLBACK", "ABORT", "PREPARE"}
+
+// TxControl returns the first statement of q that begins, ends or prepares
+// a transaction (its first word, "PREPARE TRANSACTION" in full), or "" when
+// there is none. It reads every statement of a string of several (the
+// simple protocol runs them all), skipping comments, quoted strings and
+// identifiers, and dollar-quoted bodies (a DO block's BEGIN is not one).
+//
+// It is a check in front, for a clear error before anything is sent: what
+// it misses, the write guard (migrations 00004 and 00013) still refuses.
+func TxControl(q string) string {
+	start := true // at the start of a statement
+	for i := 0; i < len(q); {
+		c := q[i]
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f':
+			i++
+			continue
+		case strings.HasPrefix(q[i:], "--"):
+			i = confine.LineCommentEnd(q, i)
+			continue
+		case strings.HasPrefix(q[i:], "/*"):
+			i = confine.BlockCommentEnd(q, i) // a nested one only makes the scan stricter
+			continue
+		case c == ';':
+			start = true
+			i++
+			continue
+		}
+		if start {
+			start = false
+			if w := txControlAt(q, i); w != "" {
+				return w
+			}
+		}
+		switch {
+		case c == '\'':
+			i = quotedEnd(q, i+1, '\'', i > 0 && (q[i-1] == 'E' || q[i-1] == 'e'))
+		case c == '"':
+			i = quotedEnd(q, i+1, '"', false)
+		case c == '$':
+			i = dollarEnd(q, i)
+		default:
+			i++
+		}
+	}
+	return ""
+}
+
+// txControlAt returns the transaction control word that starts q at i.
+func txControlAt(q string, i int) string {
+	w := word(q, i)
+	for _, t := range txControlWords {
+		if !strings.EqualFold(w, t) {
+			continue
+		}
+		if t != "PREPARE" {
+			return t
+		}
+		j := i + len(w)
+		for j < len(q) && strings.IndexByte(" \t\n\r\f", q[j]) >= 0 {
+			j++
+		}
+		if strings.EqualFold(word(q, j), "TRANSACTION") {
+			return "PREPARE TRANSACTION"
+		}
+	}
+	return ""
+}
+
+// word returns the letters at q[i:].
+func word(q string, i int) string {
+	j := i
+	for j < len(q) && (q[j] >= 'a' && q[j] <= 'z' || q[j] >= 'A' && q[j] <= 'Z') {
+		j++
+	}
+	return q[i:j]
+}
+
+// quotedEnd returns where the string or identifier whose body starts at
+// q[i] ends: after the closing quote (a doubled one is part of the body, as
+// is a backslash-escaped one in an E'...' string).
+func quotedEnd(q string, i int, quote byte, backslash bool) int {
+	for i < len(q) {
+		switch {
+		case backslash && q[i] == '\\':
+			i += 2
+		case q[i] == quote && i+1 < len(q) && q[i+1] == quote:
+			i += 2
+		case q[i] == quote:
+			return i + 1
+		default:
+			i++
+		}
+	}
+	return len(q)
+}
+
+// dollarEnd returns where the dollar-quoted string at q[i] ends, or i+1 when
+// the $ opens none ($1, a parameter).
+func dollarEnd(q string, i int) int {
+	j := i + 1
+	for j < len(q) && (q[j] == '_' || q[j] >= 'a' && q[j] <= 'z' || q[j] >= 'A' && q[j] <= 'Z' || q[j] >= '0' && q[j] <= '9' || q[j] >= 0x80) {
+		j++
+	}
+	if j >= len(q) || q[j] != '$' || j > i+1 && q[i+1] >= '0' && q[i+1] <= '9' {
+		return i + 1
+	}
+	tag := q[i : j+1]
+	if k := strings.Index(q[j+1:], tag); k >= 0 {
+		return j + 1 + k + len(tag)
+	}
+	return len(q)
+}
