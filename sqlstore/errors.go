@@ -22,9 +22,9 @@ var ErrInvalidDSN = errors.New("fencegate: invalid DSN")
 // a connection it opens) returns when the database session would run with
 // settings under which fencegate's guarantee does not hold: SQLite without
 // file locking, without a journal or with synchronous=OFF; a MySQL session
-// whose clock, autocommit or isolation was changed. The error says which
-// setting and why. When the connection string itself names the setting, the
-// error matches ErrInvalidDSN too. Nothing is written.
+// whose clock, autocommit or binary logging was changed. The error says
+// which setting and why. Found in the connection string's text, before
+// connecting, it matches ErrInvalidDSN too. Nothing is written.
 var ErrUnsafeSettings = errors.New("fencegate: unsafe database settings")
 
 // ErrNotMigrated is matched (errors.Is) by the error of any Executor call,

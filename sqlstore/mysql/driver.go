@@ -39,8 +39,9 @@ var _ sqlstore.Driver[*sql.Tx] = (*Driver)(nil)
 // on a database fencegate may create its tables in. The connections must
 // keep the driver's defaults clientFoundRows=false (the floor upsert reads
 // its outcome from the rows-affected count) and interpolateParams=false
-// (arguments are bound by the server); Config.FormatDSN or Open arrange it.
-// db stays the caller's to close.
+// (arguments are bound by the server); Config arranges it. Open db with
+// sql.OpenDB(NewConnector(cfg)) so each connection's session settings are
+// checked as Open checks them. db stays the caller's to close.
 func New(db *sql.DB) *Driver { return &Driver{db: db} }
 
 // DB returns the *sql.DB the driver runs on.
