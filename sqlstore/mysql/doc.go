@@ -40,6 +40,18 @@
 // it came; a transaction in which SetLockTimeout ran must end through the
 // driver's Commit or Rollback for that.
 //
+// # Commits bounded by ctx
+//
+// database/sql's Tx.Commit takes no context: a COMMIT whose reply was lost
+// would wait as long as the network lets it (gate.Do under a 2 s ctx once
+// ran 12 s). The driver's Commit (gate.Do's, and the lease coordinator's
+// grants') sends COMMIT as a statement under ctx, so go-sql-driver closes
+// the connection when ctx ends, and returns an error that
+// sqlstore.IsOutcomeUnknown reports: the server may have committed. It
+// costs a round trip: tx.Commit then hands the connection back with a
+// COMMIT that finds nothing to commit. Under a ctx that never ends, Commit
+// is tx.Commit alone.
+//
 // # Fences
 //
 // MySQL has no sequences, and AUTO_INCREMENT values may be reused after a

@@ -67,12 +67,42 @@ func (d *Driver) Begin(ctx context.Context) (*sql.Tx, error) {
 // Commit commits tx, first putting back a lock wait timeout that
 // SetLockTimeout changed. If that fails, tx is rolled back and the error
 // returned: nothing committed.
+//
+// database/sql's Tx.Commit takes no context, so a COMMIT whose reply is
+// lost would wait as long as the network lets it. Commit sends COMMIT as a
+// statement under ctx instead: when ctx ends first, go-sql-driver closes
+// the connection, and Commit returns an error that
+// sqlstore.IsOutcomeUnknown reports (the server may have committed). Only
+// then does tx.Commit hand the connection back to the pool (its own COMMIT
+// finds nothing left to commit, one more round trip); Commit does not wait
+// for that past ctx. A ctx that never ends (context.Background) commits
+// with tx.Commit alone.
 func (d *Driver) Commit(ctx context.Context, tx *sql.Tx) error {
 	if err := d.restoreLockWait(ctx, tx); err != nil {
 		_ = tx.Rollback()
 		return fmt.Errorf("fencegate: commit: %w", err)
 	}
-	return mark(tx.Commit())
+	if ctx.Done() == nil {
+		return mark(tx.Commit())
+	}
+	if _, err := tx.ExecContext(ctx, commit); err != nil {
+		_ = tx.Rollback() // on a connection ctx cut, no round trip
+		if ctx.Err() != nil {
+			err = sqlstore.WithClass(fmt.Errorf("the reply did not come before ctx ended, "+
+				"so the transaction may or may not have been applied: %w", err), sqlstore.ErrorClass{OutcomeUnknown: true})
+		}
+		return fmt.Errorf("fencegate: commit: %w", mark(err))
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = tx.Commit() // committed already: this only returns the connection
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	return nil
 }
 
 // Rollback rolls tx back, first putting back a lock wait timeout that

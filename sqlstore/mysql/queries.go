@@ -164,6 +164,9 @@ SELECT seq, resource, holder, ` + epoch + `expires_at) FROM fencegate_waiter
  WHERE resource = ? AND expires_at > ` + now + ` ORDER BY seq`
 )
 
+// commit is sent as a statement, under the caller's ctx (see Driver.Commit).
+const commit = `COMMIT`
+
 const (
 	// sessionSettings reads back, on every new connection, the session
 	// variables fencegate's statements depend on (judged by checkSession).
