@@ -88,10 +88,10 @@ func (d *Driver) Commit(ctx context.Context, tx *sql.Tx) error {
 	if _, err := tx.ExecContext(ctx, commit); err != nil {
 		_ = tx.Rollback() // on a connection ctx cut, no round trip
 		if ctx.Err() != nil {
-			err = sqlstore.WithClass(fmt.Errorf("the reply did not come before ctx ended, "+
+			return sqlstore.WithClass(fmt.Errorf("COMMIT's reply did not come before ctx ended, "+
 				"so the transaction may or may not have been applied: %w", err), sqlstore.ErrorClass{OutcomeUnknown: true})
 		}
-		return fmt.Errorf("fencegate: commit: %w", mark(err))
+		return mark(err)
 	}
 	done := make(chan struct{})
 	go func() {

@@ -125,6 +125,17 @@ func TestOpenKeepsSession(t *testing.T) {
 	if !strings.Contains(mode, "ANSI") || zone != "+05:00" || wait != 3 {
 		t.Errorf("session = %q %q %d", mode, zone, wait)
 	}
+	// fencegate's SQL means the same under them.
+	ctx := context.Background()
+	if err := d.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Executor().RejectionInsert(ctx, sqlstore.Rejection{Resource: "r", Fence: 1, Holder: "a", Floor: 2, FloorHolder: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	if rs, err := d.Executor().RejectionList(ctx, sqlstore.RejectionListParams{}); err != nil || len(rs) != 1 {
+		t.Fatalf("RejectionList = %v, %v; want the one refusal", rs, err)
+	}
 
 	d = openURL(t, databaseURL(t, nil)+"?sql_mode=%27STRICT_TRANS_TABLES%27%2C%20timestamp%3D1000000000")
 	var skew int64

@@ -13,15 +13,6 @@ import (
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
-// settingsQuery reads back what a connection runs with, whatever the DSN
-// said and in whichever order modernc applied it (it sorts _pragma values
-// and applies _journal and _sync after them): the main database's journal
-// mode, synchronous level and locking mode. A VFS that cannot share the
-// WAL index (unix-none, nolock=1, immutable=1) leaves journal_mode at
-// "delete" however WAL was asked for; DSN refuses those by name.
-const settingsQuery = `SELECT j.journal_mode, s.synchronous, l.locking_mode
-  FROM pragma_journal_mode j, pragma_synchronous s, pragma_locking_mode l`
-
 // checkSettings reads back the settings conn runs with (settingsQuery). It
 // refuses, with an error matching sqlstore.ErrUnsafeSettings, those under
 // which fencegate's guarantee does not hold, and returns as durability
