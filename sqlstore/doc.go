@@ -116,7 +116,8 @@
 // A grant acknowledged under Postgres synchronous_commit=off, or lost in a
 // failover to an asynchronous replica, could let a fence be issued twice.
 // Run fencegate's tables with synchronous commit; SQLite needs
-// synchronous(FULL), which sqlite.Open sets. A release on its own
+// synchronous(FULL), which sqlite.Open sets (NORMAL is a durability
+// warning, OFF refused). A release on its own
 // (Store.Executor's LeaseRelease) is the exception on Postgres: it commits
 // without waiting for the flush, since losing one only keeps a resource
 // locked until its lease expires.

@@ -18,6 +18,15 @@ var ErrNotFound = errors.New("fencegate: not found")
 // use. Nothing is opened or created.
 var ErrInvalidDSN = errors.New("fencegate: invalid DSN")
 
+// ErrUnsafeSettings is matched (errors.Is) by the error a driver's Open (or
+// a connection it opens) returns when the database session would run with
+// settings under which fencegate's guarantee does not hold: SQLite without
+// file locking, without a journal or with synchronous=OFF; a MySQL session
+// whose clock, autocommit or binary logging was changed. The error says
+// which setting and why. Found in the connection string's text, before
+// connecting, it matches ErrInvalidDSN too. Nothing is written.
+var ErrUnsafeSettings = errors.New("fencegate: unsafe database settings")
+
 // ErrNotMigrated is matched (errors.Is) by the error of any Executor call,
 // and so of gate and lease calls, that found fencegate's tables missing: the
 // database was never migrated. Run Store.Migrate (or `fencegate migrate`).

@@ -58,11 +58,11 @@ type Store interface {
 }
 
 // DurabilityReporter is implemented by drivers whose database can run with
-// settings that lose commits it acknowledged (pgxv5 and pgsql do; SQLite's
-// driver sets synchronous(FULL) itself). DurabilityWarnings says, one
-// sentence each, what it found: on Postgres, synchronous_commit off, and
-// standbys that replicate asynchronously (a failover to one can reissue
-// fences: see lease.Coordinator.AdvanceFences). None is nil.
+// settings that lose commits it acknowledged (pgxv5, pgsql and sqlite do).
+// DurabilityWarnings says, one sentence each, what it found: on Postgres,
+// synchronous_commit off, and standbys that replicate asynchronously (a
+// failover to one can reissue fences: see lease.Coordinator.AdvanceFences);
+// on SQLite, synchronous=NORMAL. None is nil.
 type DurabilityReporter interface {
 	DurabilityWarnings(ctx context.Context) ([]string, error)
 }

@@ -40,6 +40,18 @@
 // it came; a transaction in which SetLockTimeout ran must end through the
 // driver's Commit or Rollback for that.
 //
+// # Commits bounded by ctx
+//
+// database/sql's Tx.Commit takes no context: a COMMIT whose reply was lost
+// would wait as long as the network lets it (gate.Do under a 2 s ctx once
+// ran 12 s). The driver's Commit (gate.Do's, and the lease coordinator's
+// grants') sends COMMIT as a statement under ctx, so go-sql-driver closes
+// the connection when ctx ends, and returns an error that
+// sqlstore.IsOutcomeUnknown reports: the server may have committed. It
+// costs a round trip: tx.Commit then hands the connection back with a
+// COMMIT that finds nothing to commit. Under a ctx that never ends, Commit
+// is tx.Commit alone.
+//
 // # Fences
 //
 // MySQL has no sequences, and AUTO_INCREMENT values may be reused after a
@@ -55,15 +67,43 @@
 // columns (no 2038 limit). It is the server host's wall clock, fixed at each
 // statement's start, and it follows that clock's steps: a step forward
 // expires leases early (their fences still guard the writes), a step back
-// makes them last longer. A session's SET timestamp would move it too;
-// fencegate never sets it, and the *sql.DB must not either.
+// makes them last longer. A session's SET timestamp would freeze it: Config
+// refuses a timestamp parameter, and every connection Open (NewConnector)
+// opens has its clock put back on the server's (SET timestamp = DEFAULT),
+// since a parameter's value can hide the assignment.
 //
 // # Connection strings
 //
 // Open takes mysql://user:password@host:port/database?params, with
 // go-sql-driver's own parameters; Config maps it onto that driver's
-// configuration for programs that open the *sql.DB themselves. The password
-// never appears in an error.
+// configuration for programs that open the *sql.DB themselves (open it with
+// sql.OpenDB(NewConnector(cfg)), which checks each connection as Open
+// does). The password never appears in an error.
+//
+// # Session settings
+//
+// go-sql-driver turns unknown parameters into session variables (SET name
+// = value, the value SQL text). Every connection reads back, as it opens,
+// the ones fencegate's statements depend on, and is refused (an error
+// matching sqlstore.ErrUnsafeSettings) when the parameters changed them:
+//
+//   - autocommit=0: the statements fencegate runs on their own (the
+//     refusal log's row among them) would stay uncommitted on a pooled
+//     connection, and a later transaction fail with error 1568;
+//   - completion_type CHAIN or RELEASE: a COMMIT would open a new
+//     transaction or drop the connection;
+//   - sql_log_bin=0: grants would not reach replicas, and a failover to one
+//     would issue their fences again;
+//   - sql_mode with EMPTY_STRING_IS_NULL or ORACLE: they change what
+//     fencegate's SQL means (the empty string would be NULL);
+//   - sql_select_limit: lists of leases, floors and waiters cut short;
+//   - insert_id: a refusal or waiter numbered by hand.
+//
+// Kept, because fencegate does not depend on them: time_zone (the clock
+// is UTC_TIMESTAMP, the columns DATETIME), the rest of sql_mode (the SQL
+// quotes strings with ' and binds every argument), the session's isolation
+// level (see Isolation and retries), innodb_lock_wait_timeout (a wait that
+// runs out is retryable), and a read-only session (its writes fail, closed).
 //
 // # Migrations
 //

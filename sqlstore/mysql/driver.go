@@ -39,8 +39,9 @@ var _ sqlstore.Driver[*sql.Tx] = (*Driver)(nil)
 // on a database fencegate may create its tables in. The connections must
 // keep the driver's defaults clientFoundRows=false (the floor upsert reads
 // its outcome from the rows-affected count) and interpolateParams=false
-// (arguments are bound by the server); Config.FormatDSN or Open arrange it.
-// db stays the caller's to close.
+// (arguments are bound by the server); Config arranges it. Open db with
+// sql.OpenDB(NewConnector(cfg)) so each connection's session settings are
+// checked as Open checks them. db stays the caller's to close.
 func New(db *sql.DB) *Driver { return &Driver{db: db} }
 
 // DB returns the *sql.DB the driver runs on.
@@ -66,12 +67,42 @@ func (d *Driver) Begin(ctx context.Context) (*sql.Tx, error) {
 // Commit commits tx, first putting back a lock wait timeout that
 // SetLockTimeout changed. If that fails, tx is rolled back and the error
 // returned: nothing committed.
+//
+// database/sql's Tx.Commit takes no context, so a COMMIT whose reply is
+// lost would wait as long as the network lets it. Commit sends COMMIT as a
+// statement under ctx instead: when ctx ends first, go-sql-driver closes
+// the connection, and Commit returns an error that
+// sqlstore.IsOutcomeUnknown reports (the server may have committed). Only
+// then does tx.Commit hand the connection back to the pool (its own COMMIT
+// finds nothing left to commit, one more round trip); Commit does not wait
+// for that past ctx. A ctx that never ends (context.Background) commits
+// with tx.Commit alone.
 func (d *Driver) Commit(ctx context.Context, tx *sql.Tx) error {
 	if err := d.restoreLockWait(ctx, tx); err != nil {
 		_ = tx.Rollback()
 		return fmt.Errorf("fencegate: commit: %w", err)
 	}
-	return mark(tx.Commit())
+	if ctx.Done() == nil {
+		return mark(tx.Commit())
+	}
+	if _, err := tx.ExecContext(ctx, commit); err != nil {
+		_ = tx.Rollback() // on a connection ctx cut, no round trip
+		if ctx.Err() != nil {
+			return sqlstore.WithClass(fmt.Errorf("COMMIT's reply did not come before ctx ended, "+
+				"so the transaction may or may not have been applied: %w", err), sqlstore.ErrorClass{OutcomeUnknown: true})
+		}
+		return mark(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = tx.Commit() // committed already: this only returns the connection
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	return nil
 }
 
 // Rollback rolls tx back, first putting back a lock wait timeout that

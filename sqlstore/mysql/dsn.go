@@ -10,6 +10,7 @@ import (
 
 	gomysql "github.com/go-sql-driver/mysql"
 
+	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/internal/sqlexec"
 )
 
@@ -23,16 +24,20 @@ import (
 // …); unknown ones set session variables, as with that driver's DSN.
 // fencegate sets parseTime=true and rejectReadOnly=true unless they are
 // given, and refuses clientFoundRows=true and interpolateParams=true (see
-// New). The user and password are percent-decoded.
+// New), and a session variable that sets the clock (timestamp). The user
+// and password are percent-decoded. Each connection is checked as it opens
+// (NewConnector): session settings fencegate's statements depend on that
+// the parameters changed (autocommit=0, for one) are refused.
 //
 // Open does not migrate; call Migrate. Malformed input returns an error
-// matching sqlstore.ErrInvalidDSN; no error message carries the password.
+// matching sqlstore.ErrInvalidDSN; unsafe session settings one matching
+// sqlstore.ErrUnsafeSettings; no error message carries the password.
 func Open(ctx context.Context, dsn string) (*Driver, error) {
 	cfg, err := Config(dsn)
 	if err != nil {
 		return nil, err
 	}
-	conn, err := gomysql.NewConnector(cfg)
+	conn, err := NewConnector(cfg)
 	if err != nil {
 		return nil, sqlexec.InvalidDSN(dsn, err)
 	}
@@ -82,6 +87,13 @@ func Config(dsn string) (*gomysql.Config, error) {
 		return nil, sqlexec.InvalidDSN(dsn, fmt.Errorf("clientFoundRows=true would hide the floor upsert's outcome"))
 	case cfg.InterpolateParams:
 		return nil, sqlexec.InvalidDSN(dsn, fmt.Errorf("interpolateParams=true: fencegate binds every argument on the server"))
+	}
+	for name := range query { // decoded: the names go-sql-driver's SET may use
+		if clockParam(name) {
+			return nil, fmt.Errorf("%w: %q: %w: %s=%s would freeze UTC_TIMESTAMP, fencegate's clock "+
+				"(a lease granted through it would be expired for every other coordinator)",
+				sqlstore.ErrInvalidDSN, sqlexec.Redact(dsn), sqlstore.ErrUnsafeSettings, name, query.Get(name))
+		}
 	}
 	if !query.Has("parseTime") {
 		cfg.ParseTime = true

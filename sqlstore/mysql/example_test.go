@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log"
 
-	gomysql "github.com/go-sql-driver/mysql"
-
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/sqlstore/mysql"
 )
@@ -36,7 +34,7 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	connector, err := gomysql.NewConnector(cfg)
+	connector, err := mysql.NewConnector(cfg) // checks each connection's session
 	if err != nil {
 		log.Fatal(err)
 	}

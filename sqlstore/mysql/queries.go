@@ -163,3 +163,19 @@ SELECT COALESCE(MIN(seq), 0), COALESCE(SUM(seq = ?), 0) FROM fencegate_waiter
 SELECT seq, resource, holder, ` + epoch + `expires_at) FROM fencegate_waiter
  WHERE resource = ? AND expires_at > ` + now + ` ORDER BY seq`
 )
+
+// commit is sent as a statement, under the caller's ctx (see Driver.Commit).
+const commit = `COMMIT`
+
+const (
+	// sessionSettings reads back, on every new connection, the session
+	// variables fencegate's statements depend on (judged by checkSession).
+	sessionSettings = `
+SELECT @@session.autocommit, @@session.completion_type, @@session.sql_log_bin,
+       @@session.sql_mode, @@session.sql_select_limit, @@session.insert_id`
+	// clockReset puts the session's clock back on the server's. A DSN
+	// parameter's value can carry a hidden "timestamp = …" that freezes
+	// UTC_TIMESTAMP at the moment of connecting, which no read-back can
+	// tell from the real clock.
+	clockReset = `SET SESSION timestamp = DEFAULT`
+)

@@ -17,6 +17,31 @@
 // half-way. In-memory databases are refused: fences must outlive the
 // process.
 //
+// The user's own settings are kept, within what the guarantee stands on.
+// Refused, with an error matching sqlstore.ErrUnsafeSettings:
+//
+//   - a file SQLite would not lock as every other connection does (nolock=1,
+//     immutable=1, the VFSes unix-none, unix-dotfile, unix-namedsem,
+//     win32-none, win32-longpath-none): two stores on one file would commit
+//     past each other's fences, lose acknowledged writes and corrupt it.
+//     DSN refuses these by name (its error matches sqlstore.ErrInvalidDSN
+//     too), since a connection cannot tell them afterwards;
+//   - journal_mode OFF or MEMORY: a rolled-back or crashed transaction can
+//     leave its pages in the file;
+//   - synchronous=OFF: an acknowledged commit can be lost to an OS crash;
+//   - locking_mode=EXCLUSIVE: the first writer keeps the file locked, and
+//     every other connection fails busy.
+//
+// The last three are read back from every connection as it opens (Open
+// and NewConnector check them; use NewConnector for a *sql.DB handed to
+// New), whichever parameter or pragma set them: modernc applies _pragma
+// values sorted by name and _journal and _sync after them, so the DSN's
+// text cannot tell what a connection ends up with. synchronous=NORMAL is
+// legal but can lose a commit acknowledged just before an OS crash or
+// power loss: DurabilityWarnings (sqlstore.DurabilityReporter, shown by
+// `fencegate status`) reports it. A rollback journal (DELETE, TRUNCATE,
+// PERSIST) instead of WAL is kept.
+//
 // SQLite's clock, as fencegate reads it, has whole milliseconds
 // (ClockPrecision).
 //

@@ -43,7 +43,9 @@ var _ sqlstore.Driver[*sql.Tx] = (*Driver)(nil)
 
 // New returns a driver over db, which must take the write lock at BEGIN
 // (_txlock=immediate) and should use WAL, synchronous(FULL) and a busy
-// timeout: open it with DSN. The *sql.DB stays the caller's to close.
+// timeout: open it with sql.OpenDB(NewConnector(dsn)), which also checks
+// every connection's settings (or sql.Open on DSN's output, which does
+// not). The *sql.DB stays the caller's to close.
 func New(db *sql.DB) *Driver { return &Driver{sqlexec.NewDriver(db, dialect, nil)} }
 
 var dialect = sqlexec.Dialect{

@@ -23,18 +23,17 @@ import (
 var sqlitePragmas = []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(1)"}
 
 // Open opens the SQLite file a path or a "file:" URI names (created if
-// missing), with the settings of DSN, and returns a driver that owns the
-// connection (Close releases it). Open does not migrate; call Migrate.
-// Malformed input returns an error matching sqlstore.ErrInvalidDSN.
+// missing), with the settings of DSN, each connection checked as
+// NewConnector checks it, and returns a driver that owns the connection
+// (Close releases it). Open does not migrate; call Migrate. Malformed input
+// returns an error matching sqlstore.ErrInvalidDSN; settings that break
+// fencegate's guarantee, one matching sqlstore.ErrUnsafeSettings.
 func Open(ctx context.Context, dsn string) (*Driver, error) {
-	sqliteDSN, err := DSN(dsn)
+	conn, err := NewConnector(dsn)
 	if err != nil {
 		return nil, err
 	}
-	db, err := sql.Open("sqlite", sqliteDSN)
-	if err != nil {
-		return nil, fmt.Errorf("fencegate: open sqlite: %w", err)
-	}
+	db := sql.OpenDB(conn)
 	if err := ping(ctx, db); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("fencegate: open sqlite %s: %w", dsn, err)
@@ -74,6 +73,12 @@ func ping(ctx context.Context, db *sql.DB) error {
 // checked. Anything but a durable file is refused, because fences must
 // outlive the process: an empty path, ":memory:", mode=memory, and any vfs
 // parameter other than the operating system's file VFSes (memdb, for one).
+// So is a file SQLite would not lock as every other connection to it does,
+// because two writers could then commit past each other's fences (the error
+// matches sqlstore.ErrUnsafeSettings too): nolock=1, immutable=1, and the
+// VFSes unix-none, unix-dotfile, unix-namedsem, win32-none and
+// win32-longpath-none. The journal mode, synchronous level and locking mode
+// a connection ends up with are checked as it opens (NewConnector), not here.
 func DSN(dsn string) (string, error) {
 	if dsn == "" {
 		return "", fmt.Errorf("%w: empty", sqlstore.ErrInvalidDSN)
@@ -99,14 +104,20 @@ func DSN(dsn string) (string, error) {
 	if why := notDurable(path, query); why != "" {
 		return "", fmt.Errorf("%w: %q: fencegate needs a durable file, not %s", sqlstore.ErrInvalidDSN, dsn, why)
 	}
+	if why := unlocked(query); why != "" {
+		return "", fmt.Errorf("%w: %q: %w: %s", sqlstore.ErrInvalidDSN, dsn, sqlstore.ErrUnsafeSettings, why)
+	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return "", fmt.Errorf("%w: %q: %v", sqlstore.ErrInvalidDSN, dsn, err)
 	}
 	have := map[string]bool{}
 	for _, p := range query["_pragma"] {
-		name, _, _ := strings.Cut(p, "(")
-		have[strings.ToLower(strings.TrimSpace(name))] = true
+		// "journal_mode(off)", "journal_mode = off", "main.synchronous=1"
+		name, _, _ := strings.Cut(strings.ToLower(p), "=")
+		name, _, _ = strings.Cut(name, "(")
+		name = strings.TrimSpace(name)
+		have[name[strings.LastIndex(name, ".")+1:]] = true
 	}
 	for _, p := range sqlitePragmas {
 		name, _, _ := strings.Cut(p, "(")
@@ -121,10 +132,16 @@ func DSN(dsn string) (string, error) {
 	return u.String(), nil
 }
 
-// fileVFSes are SQLite's VFSes that keep the database in the named file.
-var fileVFSes = map[string]bool{
-	"unix": true, "unix-dotfile": true, "unix-excl": true, "unix-none": true, "unix-namedsem": true,
-	"win32": true, "win32-longpath": true, "win32-none": true, "win32-longpath-none": true,
+// fileVFSes are SQLite's VFSes that keep the database in the named file and
+// lock it as every other connection does (unix-excl holds its locks for as
+// long as it is open).
+var fileVFSes = map[string]bool{"unix": true, "unix-excl": true, "win32": true, "win32-longpath": true}
+
+// unlockedVFSes keep the database in the named file but do not lock it as
+// other connections do: the "none" ones take no lock at all, unix-dotfile and
+// unix-namedsem take locks a connection on the default VFS never sees.
+var unlockedVFSes = map[string]bool{
+	"unix-none": true, "unix-dotfile": true, "unix-namedsem": true, "win32-none": true, "win32-longpath-none": true,
 }
 
 // notDurable says why a SQLite database at path, opened with the decoded URI
@@ -150,8 +167,35 @@ func notDurable(path string, query url.Values) string {
 		}
 	}
 	for _, vfs := range query["vfs"] {
-		if !fileVFSes[vfs] {
+		if !fileVFSes[vfs] && !unlockedVFSes[vfs] {
 			return fmt.Sprintf("the VFS %q (want the operating system's file VFS)", vfs)
+		}
+	}
+	return ""
+}
+
+// unlocked says why SQLite, opened with the decoded URI parameters query,
+// would not lock the file as every other connection to it does ("" when it
+// would): a VFS of unlockedVFSes, nolock, or immutable (which also stops it
+// seeing other connections' writes). SQLite reads nolock and immutable as
+// booleans; any value but a false one counts as set.
+func unlocked(query url.Values) string {
+	for _, vfs := range query["vfs"] {
+		if unlockedVFSes[vfs] {
+			return fmt.Sprintf("the VFS %q does not lock the file as other connections do", vfs)
+		}
+	}
+	for key, values := range query {
+		key = strings.ToLower(key)
+		if key != "nolock" && key != "immutable" {
+			continue
+		}
+		for _, v := range values {
+			switch strings.ToLower(v) {
+			case "0", "no", "off", "false":
+			default:
+				return fmt.Sprintf("%s=%s turns SQLite's locking off", key, v)
+			}
 		}
 	}
 	return ""

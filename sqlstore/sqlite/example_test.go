@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/sqlite"
 )
 
@@ -58,4 +59,42 @@ func ExampleOpen() {
 	// fence 2: <nil>
 	// fence 1 refused: true
 	// deployed: v2
+}
+
+// NewConnector opens a *sql.DB of the program's own for New, each
+// connection checked as it opens: synchronous=NORMAL is kept and reported
+// as a durability warning, journal_mode=OFF refused.
+func ExampleNewConnector() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "fencegate-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+
+	conn, err := sqlite.NewConnector("file:" + filepath.Join(dir, "app.db") + "?_pragma=synchronous(NORMAL)")
+	if err != nil {
+		log.Fatal(err)
+	}
+	db := sql.OpenDB(conn)
+	defer db.Close()
+	d := sqlite.New(db)
+	defer d.Close()
+	warnings, err := d.DurabilityWarnings(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(len(warnings), "warning")
+
+	conn, err = sqlite.NewConnector("file:" + filepath.Join(dir, "off.db") + "?_pragma=journal_mode(off)")
+	if err != nil {
+		log.Fatal(err)
+	}
+	off := sql.OpenDB(conn)
+	defer off.Close()
+	err = off.PingContext(ctx)
+	fmt.Println(errors.Is(err, sqlstore.ErrUnsafeSettings))
+	// Output:
+	// 1 warning
+	// true
 }

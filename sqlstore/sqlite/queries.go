@@ -99,3 +99,12 @@ SELECT min(seq) FROM fencegate_waiter
 SELECT seq, resource, holder, expires_at FROM fencegate_waiter
  WHERE resource = ?1 AND expires_at > ` + sqliteNow + ` ORDER BY seq`,
 }
+
+// settingsQuery reads back what a connection runs with, whatever the DSN
+// said and in whichever order modernc applied it (it sorts _pragma values
+// and applies _journal and _sync after them): the main database's journal
+// mode, synchronous level and locking mode. A VFS that cannot share the
+// WAL index (unix-none, nolock=1, immutable=1) leaves journal_mode at
+// "delete" however WAL was asked for; DSN refuses those by name.
+const settingsQuery = `SELECT j.journal_mode, s.synchronous, l.locking_mode
+  FROM pragma_journal_mode j, pragma_synchronous s, pragma_locking_mode l`

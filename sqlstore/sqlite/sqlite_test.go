@@ -4,8 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -70,7 +73,8 @@ func dbFile(t *testing.T, d *sqlite.Driver) string {
 }
 
 func FuzzDSN(f *testing.F) {
-	for _, s := range []string{"app.db", "file:app.db?_pragma=busy_timeout(5)", ":memory:", "file:?", "x://y", "file:a%zz"} {
+	for _, s := range []string{"app.db", "file:app.db?_pragma=busy_timeout(5)", ":memory:", "file:?", "x://y", "file:a%zz",
+		"file:a.db?nolock=1", "file:a.db?vfs=unix-none", "file:a.db?immutable=yes&nolock=0"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, dsn string) {
@@ -83,6 +87,20 @@ func FuzzDSN(f *testing.F) {
 		}
 		if !strings.HasPrefix(out, "file:") || !strings.Contains(out, "_txlock=") {
 			t.Fatalf("DSN(%q) = %q lacks the required settings", dsn, out)
+		}
+		// What SQLite will read from the output locks the file.
+		u, err := url.Parse(out)
+		if err != nil {
+			t.Fatalf("DSN(%q) = %q: %v", dsn, out, err)
+		}
+		for key, values := range u.Query() {
+			for _, v := range values {
+				switch key = strings.ToLower(key); {
+				case key == "vfs" && v != "unix" && v != "unix-excl" && v != "win32" && v != "win32-longpath",
+					(key == "nolock" || key == "immutable") && !slices.Contains([]string{"0", "no", "off", "false"}, strings.ToLower(v)):
+					t.Fatalf("DSN(%q) = %q keeps %s=%s", dsn, out, key, v)
+				}
+			}
 		}
 	})
 }
@@ -278,5 +296,157 @@ func TestClassifyOutcomeUnknown(t *testing.T) {
 	_, err := d.DB().ExecContext(ctx, `INSERT INTO u VALUES (1)`)
 	if err == nil || sqlstore.IsOutcomeUnknown(d.ClassifyError(err)) {
 		t.Fatalf("duplicate key %v: want a known failure", err)
+	}
+}
+
+// Settings that switch off SQLite's locking, its journal or its fsync are
+// refused, however the DSN spells them. Unlocked, two stores on one file let
+// writes commit past higher fences and lost acknowledged ones;
+// journal_mode=off let a refused transaction that spilled pages corrupt the
+// file. modernc sorts _pragma values and applies _journal and _sync after
+// them, so only what the connection reads back counts.
+func TestOpenRefusesUnsafeSettings(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	for i, q := range []string{
+		"vfs=unix-none",
+		"vfs=unix-dotfile",
+		"vf%73=unix-non%65",
+		"nolock=1",
+		"nolock=true",
+		"NOLOCK=on",
+		"immutable=1",
+		"_pragma=journal_mode(off)",
+		"_pragma=journal_mode=off",
+		"_pragma=journal_mode%20%3D%20OFF",
+		"_pragma=main.journal_mode(off)",
+		"_pragma=journal_mode(MEMORY)",
+		"_pragma=temp_store(0)%3B%20PRAGMA%20journal_mode%3Doff",
+		"_journal=OFF",
+		"_journal_mode=memory",
+		"_pragma=journal_mode(WAL)&_journal=OFF",
+		"_sync=OFF",
+		"_synchronous=0",
+		"_pragma=synchronous(0)",
+		"_pragma=synchronous=off",
+		"_pragma=locking_mode(exclusive)",
+		"_pragma=locking_mode=EXCLUSIVE",
+	} {
+		t.Run(q, func(t *testing.T) {
+			d, err := sqlite.Open(ctx, "file:"+filepath.Join(dir, strconv.Itoa(i)+".db")+"?"+q)
+			if err == nil {
+				d.Close()
+				t.Fatal("opened")
+			}
+			if !errors.Is(err, sqlstore.ErrUnsafeSettings) {
+				t.Fatalf("Open = %v, want ErrUnsafeSettings", err)
+			}
+		})
+	}
+}
+
+// Two stores on one file, the second without locking: it is refused, and
+// the first goes on, on a sound file.
+func TestOpenRefusesUnlockedSecondStore(t *testing.T) {
+	ctx := context.Background()
+	file := filepath.Join(t.TempDir(), "a.db")
+	first, err := sqlite.Open(ctx, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	if err := first.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"nolock=1", "vfs=unix-none", "immutable=1"} {
+		d, err := sqlite.Open(ctx, "file:"+file+"?"+q)
+		if err == nil {
+			d.Close()
+			t.Errorf("%s: a second store opened", q)
+		} else if !errors.Is(err, sqlstore.ErrUnsafeSettings) {
+			t.Errorf("%s: Open = %v, want ErrUnsafeSettings", q, err)
+		}
+	}
+	if _, err := first.Executor().FenceNext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var ok string
+	if err := first.DB().QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&ok); err != nil || ok != "ok" {
+		t.Fatalf("integrity_check = %q, %v", ok, err)
+	}
+}
+
+// A locking setting SQLite would act on is refused by DSN itself; one that
+// says "off" is kept.
+func TestDSNRefusesUnlocked(t *testing.T) {
+	for _, q := range []string{"vfs=unix-none", "vfs=win32-none", "nolock=1", "immutable=yes", "nolock=0&nolock=1"} {
+		_, err := sqlite.DSN("file:/x.db?" + q)
+		if !errors.Is(err, sqlstore.ErrInvalidDSN) || !errors.Is(err, sqlstore.ErrUnsafeSettings) {
+			t.Errorf("DSN(%s) = %v, want ErrInvalidDSN and ErrUnsafeSettings", q, err)
+		}
+	}
+	for _, q := range []string{"nolock=0", "immutable=false", "vfs=unix-excl"} {
+		if _, err := sqlite.DSN("file:/x.db?" + q); err != nil {
+			t.Errorf("DSN(%s): %v", q, err)
+		}
+	}
+}
+
+// The user's own legal settings are kept; synchronous=NORMAL, which can
+// lose a commit acknowledged before an OS crash, is a durability warning,
+// as Postgres's synchronous_commit=off is.
+func TestSettingsKeptAndWarned(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		q       string
+		journal string
+		warned  bool
+	}{
+		{"", "wal", false},
+		{"_pragma=busy_timeout(50)&nolock=0", "wal", false},
+		{"_pragma=journal_mode(DELETE)", "delete", false},
+		{"_journal=TRUNCATE", "truncate", false},
+		{"_sync=EXTRA", "wal", false},
+		{"_sync=NORMAL", "wal", true},
+		{"_pragma=synchronous(NORMAL)", "wal", true},
+		{"_pragma=synchronous=1", "wal", true},
+	} {
+		t.Run(tc.q, func(t *testing.T) {
+			d, err := sqlite.Open(ctx, "file:"+filepath.Join(dir, strings.NewReplacer("=", "", "&", "", "(", "", ")", "").Replace(tc.q)+"x.db")+"?"+tc.q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			if err := d.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var journal string
+			if err := d.DB().QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&journal); err != nil || journal != tc.journal {
+				t.Errorf("journal_mode = %q, %v; want %q", journal, err, tc.journal)
+			}
+			warnings, err := d.DurabilityWarnings(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := len(warnings) > 0; got != tc.warned || tc.warned && !strings.Contains(warnings[0], "synchronous=NORMAL") {
+				t.Errorf("warnings = %q, want warned %v", warnings, tc.warned)
+			}
+		})
+	}
+}
+
+// A *sql.DB opened without NewConnector's checks: DurabilityWarnings, which
+// `fencegate status` calls, refuses what it finds.
+func TestDurabilityWarningsRefusesUnsafe(t *testing.T) {
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "a.db")+"?_pragma=journal_mode(off)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	d := sqlite.New(db)
+	defer d.Close()
+	if _, err := d.DurabilityWarnings(context.Background()); !errors.Is(err, sqlstore.ErrUnsafeSettings) {
+		t.Fatalf("DurabilityWarnings = %v, want ErrUnsafeSettings", err)
 	}
 }

@@ -50,7 +50,10 @@ var (
 //     (sqlite.Open).
 //
 // Open does not migrate; call Migrate. Malformed input, an unknown scheme
-// included, returns an error matching sqlstore.ErrInvalidDSN.
+// included, returns an error matching sqlstore.ErrInvalidDSN; settings under
+// which fencegate's guarantee does not hold (SQLite without locking or a
+// journal, a MySQL session with autocommit off, …), one matching
+// sqlstore.ErrUnsafeSettings.
 func Open(ctx context.Context, dsn string) (Driver, error) {
 	if err := checkScheme(dsn); err != nil {
 		return nil, err

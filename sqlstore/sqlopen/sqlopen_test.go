@@ -134,3 +134,21 @@ func TestNativeMySQLDSN(t *testing.T) {
 		t.Errorf("the DSNs became SQLite files: %v", entries)
 	}
 }
+
+// The command's DSNs go through the drivers' checks: a SQLite file without
+// locking, or one whose journal is off, is refused before anything runs.
+func TestOpenRefusesUnsafeSettings(t *testing.T) {
+	dir := t.TempDir()
+	for _, dsn := range []string{
+		"file:" + filepath.Join(dir, "a.db") + "?nolock=1",
+		"file:" + filepath.Join(dir, "b.db") + "?_pragma=journal_mode(off)",
+	} {
+		d, err := sqlopen.Open(context.Background(), dsn)
+		if err == nil {
+			d.Close()
+			t.Errorf("Open(%s) opened", dsn)
+		} else if !errors.Is(err, sqlstore.ErrUnsafeSettings) {
+			t.Errorf("Open(%s) = %v, want ErrUnsafeSettings", dsn, err)
+		}
+	}
+}
