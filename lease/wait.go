@@ -87,7 +87,9 @@ const listenRetry = 100 * time.Millisecond
 // ctx ends, ctx's error joined with a *HeldError saying who held the
 // resource when the wait ended, and with an error saying so when its place
 // could not be taken out of the queue (it then runs out within WaiterTTL).
-func (c *Coordinator) AcquireWait(ctx context.Context, client *Client, resource string) (_ *Lease, err error) {
+func (c *Coordinator) AcquireWait(ctx context.Context, client *Client, resource string) (got *Lease, err error) {
+	ctx, op := c.obs.startWait(ctx, client, resource)
+	defer op.endWait(ctx, &got, &err)
 	if client == nil {
 		return nil, invalid("client", "is nil")
 	}
@@ -183,6 +185,7 @@ func (c *Coordinator) AcquireWait(ctx context.Context, client *Client, resource 
 			switch {
 			case l != nil:
 				granted = true
+				c.obs.handedOver(ctx, w)
 				return l, nil
 			case ctx.Err() != nil:
 				return nil, c.waitEnded(ctx, resource, held)
@@ -293,9 +296,10 @@ type waiter struct {
 	resource string
 	wake     chan struct{} // buffered: a wake during a look is kept
 
-	mu   sync.Mutex
-	seq  int64
-	turn bool // an announcement named seq the first live waiter
+	mu         sync.Mutex
+	seq        int64
+	turn       bool      // an announcement named seq the first live waiter
+	releasedAt time.Time // the last release that woke it, for the hand-over latency
 }
 
 // takeTurn reports, once, whether an announcement named w first since the
@@ -411,6 +415,9 @@ func (r *waitRoom) announced(ch sqlstore.LeaseChange) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if ch.First == 0 {
+		if ws := r.byRes[ch.Resource]; len(ws) > 0 {
+			ws[0].released(time.Now())
+		}
 		r.wakeLocked(ch.Resource)
 		return
 	}
@@ -421,7 +428,7 @@ func (r *waitRoom) announced(ch sqlstore.LeaseChange) {
 	}
 	w := ws[i]
 	w.mu.Lock()
-	w.turn = true
+	w.turn, w.releasedAt = true, time.Now()
 	w.mu.Unlock()
 	r.poke(w)
 }

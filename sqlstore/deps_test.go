@@ -25,15 +25,18 @@ func goTool(t *testing.T, args ...string) string {
 // write path (internal/confined, which reaches its driver's sqlstore.Confiner)
 // import none,
 // a pgx program links no SQLite, a SQLite program no pgx, and neither links
-// MySQL's driver, nor a MySQL program either of theirs.
+// MySQL's driver, nor a MySQL program either of theirs. The library speaks
+// OpenTelemetry's API only: the SDK and the exporters are the program's.
 func TestProgramsLinkOnlyTheirDriver(t *testing.T) {
 	const fg = "github.com/fencegate/fencegate/sqlstore/"
 	const mysqlDriver = "github.com/go-sql-driver/"
+	otelSDK := []string{"go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters"}
 	for _, c := range []struct {
 		pkgs   []string
 		banned []string // import path prefixes
 	}{
-		{[]string{"../gate", "../lease", "../internal/confined"}, []string{"github.com/jackc/", "modernc.org/", mysqlDriver, fg + "pgxv5", fg + "pgsql", fg + "sqlite", fg + "mysql"}},
+		{[]string{"../gate", "../lease", "../internal/confined"}, append([]string{"github.com/jackc/", "modernc.org/", mysqlDriver, fg + "pgxv5", fg + "pgsql", fg + "sqlite", fg + "mysql"}, otelSDK...)},
+		{[]string{"./..."}, otelSDK},
 		{[]string{"./testdata/pgxonly"}, []string{"modernc.org/", mysqlDriver, fg + "sqlite", fg + "pgsql", fg + "mysql"}},
 		{[]string{"./testdata/sqliteonly"}, []string{"github.com/jackc/", mysqlDriver, fg + "internal/pg", fg + "mysql"}},
 		{[]string{"./testdata/mysqlonly"}, []string{"github.com/jackc/", "modernc.org/", fg + "internal/pg", fg + "sqlite"}},

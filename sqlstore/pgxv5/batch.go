@@ -49,8 +49,10 @@ type BatchSender interface {
 // as one transaction; it does not survive a pooler in statement mode.
 //
 // The fence statement needs fencegate's Postgres migrations 00002 and 00007.
-func CommitBatch(ctx context.Context, g *gate.Gate[pgx.Tx], conn BatchSender, token gate.Token, b *pgx.Batch) error {
-	err := commitBatch(ctx, g, conn, token, b)
+func CommitBatch(ctx context.Context, g *gate.Gate[pgx.Tx], conn BatchSender, token gate.Token, b *pgx.Batch) (err error) {
+	ctx, end := g.Observe(ctx, "commit_batch", token)
+	defer func() { end(err) }()
+	err = commitBatch(ctx, g, conn, token, b)
 	if err == nil {
 		return nil
 	}
