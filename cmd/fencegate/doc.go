@@ -6,6 +6,13 @@
 //	go run ./cmd/fencegate demo
 //	go install github.com/fencegate/fencegate/cmd/fencegate@latest
 //
+// The command is a module of its own (github.com/fencegate/fencegate/cmd/fencegate),
+// so the MCP SDK it needs never enters the library module's go.mod. Inside
+// the repository go.work joins it to the library; its go.mod has no replace
+// directive, so that go install works from a release: each release tags the
+// library (vX.Y.Z) and the command (cmd/fencegate/vX.Y.Z), the command's
+// go.mod requiring the library's tag.
+//
 // Usage:
 //
 //	fencegate [--dsn DSN] COMMAND [flags] [args]
