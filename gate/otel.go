@@ -37,7 +37,7 @@ var outcomeNames = [...]string{admitted: "admitted", refused: "refused", failed:
 type checkKind struct {
 	span string
 	op   string
-	with [len(outcomeNames)]metric.MeasurementOption
+	with [len(outcomeNames)]telemetry.Attrs
 }
 
 // obs is a gate's instrumentation; nil when telemetry.Off turned it off,
@@ -49,7 +49,7 @@ type obs struct {
 	refusals   metric.Int64Counter
 	byResource bool
 	kinds      map[string]*checkKind // by operation; read-only once made
-	logged     [2]metric.MeasurementOption
+	logged     [2]telemetry.Attrs
 }
 
 // checkSpans names the span of each operation Commit, Admit and Observe
@@ -85,7 +85,7 @@ func newObs(o *Options) *obs {
 		}
 		ob.kinds[op] = k
 	}
-	ob.logged = [2]metric.MeasurementOption{telemetry.With(attribute.Bool("logged", false)), telemetry.With(attribute.Bool("logged", true))}
+	ob.logged = [2]telemetry.Attrs{telemetry.With(attribute.Bool("logged", false)), telemetry.With(attribute.Bool("logged", true))}
 	return ob
 }
 
@@ -132,11 +132,11 @@ func (c check) end(ctx context.Context, errp *error) {
 	}
 	with := c.kind.with[outcome]
 	if c.o.byResource {
-		with = metric.WithAttributes(attribute.String("operation", c.kind.op), attribute.String("outcome", outcomeNames[outcome]),
+		with = telemetry.With(attribute.String("operation", c.kind.op), attribute.String("outcome", outcomeNames[outcome]),
 			attribute.String(keyResource, c.token.Resource))
 	}
-	c.o.duration.Record(ctx, time.Since(c.start).Seconds(), with)
-	c.o.decisions.Add(ctx, 1, with)
+	c.o.duration.Record(ctx, time.Since(c.start).Seconds(), with.Record...)
+	c.o.decisions.Add(ctx, 1, with.Add...)
 	if isStale && c.span.IsRecording() {
 		c.span.SetAttributes(attribute.Int64("fencegate.floor", stale.Floor), attribute.String("fencegate.floor_holder", stale.FloorHolder),
 			attribute.Bool("fencegate.not_issued", stale.NotIssued))
@@ -151,9 +151,9 @@ func (o *obs) refusal(ctx context.Context, token Token, logged bool) {
 	}
 	with := o.logged[boolIndex(logged)]
 	if o.byResource {
-		with = metric.WithAttributes(attribute.Bool("logged", logged), attribute.String(keyResource, token.Resource))
+		with = telemetry.With(attribute.Bool("logged", logged), attribute.String(keyResource, token.Resource))
 	}
-	o.refusals.Add(ctx, 1, with)
+	o.refusals.Add(ctx, 1, with.Add...)
 }
 
 func boolIndex(b bool) int {

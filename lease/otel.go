@@ -45,9 +45,9 @@ type obs struct {
 	renewals   metric.Int64Counter
 	lost       metric.Int64Counter
 	byResource bool
-	outcome    map[string]metric.MeasurementOption // {outcome=v}, built once
-	reason     map[string]metric.MeasurementOption // {reason=v}
-	none       metric.MeasurementOption
+	outcome    map[string]telemetry.Attrs // {outcome=v}, built once
+	reason     map[string]telemetry.Attrs // {reason=v}
+	none       telemetry.Attrs
 }
 
 func newObs(o *CoordinatorOptions) *obs {
@@ -72,8 +72,8 @@ func newObs(o *CoordinatorOptions) *obs {
 		lost: telemetry.Counter(m, "fencegate.lease.lost", "{lease}",
 			"Leases kept by Keep or Hold that were lost, by reason: deadline, refused, released, renewal_incomplete, born_expired."),
 		byResource: o.MetricsByResource,
-		outcome:    make(map[string]metric.MeasurementOption, len(attrValues)),
-		reason:     make(map[string]metric.MeasurementOption, len(attrValues)),
+		outcome:    make(map[string]telemetry.Attrs, len(attrValues)),
+		reason:     make(map[string]telemetry.Attrs, len(attrValues)),
 		none:       telemetry.With(),
 	}
 	for _, v := range attrValues {
@@ -83,15 +83,15 @@ func newObs(o *CoordinatorOptions) *obs {
 	return ob
 }
 
-// with is the measurement option for key=v (outcome or reason; "" for
-// none), with the resource's name when MetricsByResource asks for it.
-func (o *obs) with(key, v, resource string) metric.MeasurementOption {
+// with is the attributes key=v (outcome or reason; "" for none), with the
+// resource's name when MetricsByResource asks for it.
+func (o *obs) with(key, v, resource string) telemetry.Attrs {
 	if o.byResource {
 		attrs := []attribute.KeyValue{attribute.String(keyResource, resource)}
 		if key != "" {
 			attrs = append(attrs, attribute.String(key, v))
 		}
-		return metric.WithAttributes(attrs...)
+		return telemetry.With(attrs...)
 	}
 	switch key {
 	case "outcome":
@@ -114,7 +114,11 @@ func (o *obs) start(ctx context.Context, name, resource, holder string, fence in
 	if o == nil {
 		return ctx, op{}
 	}
-	ctx, span := o.tracer.Start(ctx, name, trace.WithLinks(links...))
+	var opts []trace.SpanStartOption
+	if len(links) > 0 { // an option costs an allocation, even empty
+		opts = []trace.SpanStartOption{trace.WithLinks(links...)}
+	}
+	ctx, span := o.tracer.Start(ctx, name, opts...)
 	if span.IsRecording() { // the attributes cost allocations: only for a span that keeps them
 		span.SetAttributes(attribute.String(keyResource, resource), attribute.String(keyHolder, holder))
 		if fence != 0 {
@@ -161,7 +165,7 @@ func (p op) endAcquire(ctx context.Context, req *AcquireRequest, out *AcquireOut
 		return
 	}
 	outcome := acquireOutcome(*out, *errp)
-	p.o.acquire.Record(ctx, time.Since(p.start).Seconds(), p.o.with("outcome", outcome, p.resource))
+	p.o.acquire.Record(ctx, time.Since(p.start).Seconds(), p.o.with("outcome", outcome, p.resource).Record...)
 	if p.span.IsRecording() {
 		switch {
 		case out.OK:
@@ -193,7 +197,7 @@ func acquireOutcome(out AcquireOutcome, err error) string {
 func (req *AcquireRequest) completed(l *Lease) {
 	l.otel = leaseOtel{acquired: req.SentAt(), span: req.span.Load()}
 	if s := l.otel.span; s != nil {
-		s.o.headroom.Record(context.Background(), l.Remaining().Seconds(), s.o.with("", "", l.token.Resource))
+		s.o.headroom.Record(context.Background(), l.Remaining().Seconds(), s.o.with("", "", l.token.Resource).Record...)
 	}
 }
 
@@ -222,7 +226,7 @@ func (p op) endWait(ctx context.Context, l **Lease, errp *error) {
 	case errors.Is(*errp, ErrHeld):
 		outcome = "held"
 	}
-	p.o.wait.Record(ctx, time.Since(p.start).Seconds(), p.o.with("outcome", outcome, p.resource))
+	p.o.wait.Record(ctx, time.Since(p.start).Seconds(), p.o.with("outcome", outcome, p.resource).Record...)
 	telemetry.End(p.span, outcome, *errp)
 }
 
@@ -242,7 +246,7 @@ func (o *obs) handedOver(ctx context.Context, w *waiter) {
 	at := w.releasedAt
 	w.mu.Unlock()
 	if !at.IsZero() {
-		o.handover.Record(ctx, time.Since(at).Seconds(), o.with("", "", w.resource))
+		o.handover.Record(ctx, time.Since(at).Seconds(), o.with("", "", w.resource).Record...)
 	}
 }
 
@@ -353,7 +357,7 @@ func (o *obs) renewal(ctx context.Context, l *Lease, outcome string) {
 	if o == nil {
 		return
 	}
-	o.renewals.Add(ctx, 1, o.with("outcome", outcome, l.token.Resource))
+	o.renewals.Add(ctx, 1, o.with("outcome", outcome, l.token.Resource).Add...)
 }
 
 // renewedOutcome is a successful renewal's outcome: late when an attempt
@@ -370,7 +374,7 @@ func (o *obs) lose(ctx context.Context, l *Lease, reason string) {
 	if o == nil {
 		return
 	}
-	o.lost.Add(ctx, 1, o.with("reason", reason, l.token.Resource))
+	o.lost.Add(ctx, 1, o.with("reason", reason, l.token.Resource).Add...)
 	o.held(ctx, l, "lost")
 }
 
@@ -380,5 +384,5 @@ func (o *obs) held(ctx context.Context, l *Lease, outcome string) {
 		return
 	}
 	d := l.client.clock.Now().Sub(l.otel.acquired)
-	o.hold.Record(ctx, d.Seconds(), o.with("outcome", outcome, l.token.Resource))
+	o.hold.Record(ctx, d.Seconds(), o.with("outcome", outcome, l.token.Resource).Record...)
 }

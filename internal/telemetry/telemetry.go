@@ -56,10 +56,18 @@ func Counter(m metric.Meter, name, unit, desc string) metric.Int64Counter {
 	return c
 }
 
-// With is the measurement option for attrs, built once so that recording
-// allocates nothing.
-func With(attrs ...attribute.KeyValue) metric.MeasurementOption {
-	return metric.WithAttributeSet(attribute.NewSet(attrs...))
+// Attrs is one attribute set as the options of Record and Add. Built once
+// and passed as opts..., it makes recording allocate nothing: an option
+// slice built at the call escapes through the instrument's interface.
+type Attrs struct {
+	Record []metric.RecordOption
+	Add    []metric.AddOption
+}
+
+// With returns attrs as Attrs.
+func With(attrs ...attribute.KeyValue) Attrs {
+	o := metric.WithAttributeSet(attribute.NewSet(attrs...))
+	return Attrs{Record: []metric.RecordOption{o}, Add: []metric.AddOption{o}}
 }
 
 // End ends span with outcome and, when err is set, the error's status.
