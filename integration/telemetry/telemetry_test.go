@@ -229,6 +229,15 @@ func TestInstrumentsFollowAHistory(t *testing.T) {
 	}
 	find(t, spans.Ended(), "pgxv5.CommitBatch", "holder-a", "refused")
 	find(t, spans.Ended(), "pgxv5.BeginFenced", "holder-b", "admitted")
+
+	// A coordinator that opts in names the resource in its metrics.
+	named := lease.NewCoordinator(driver, &lease.CoordinatorOptions{MeterProvider: mp, TracerProvider: tp, MetricsByResource: true})
+	ld := acquire(t, ctx, c, named, "otel-named")
+	m.want("fencegate.lease.acquire.duration", 1, outcome("granted"), attribute.String("fencegate.resource", "otel-named"))
+	m.want("fencegate.lease.grant.headroom", 1, attribute.String("fencegate.resource", "otel-named"))
+	if _, err := named.Release(ctx, ld.Token()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func client(t *testing.T, holder string, ttl time.Duration) *lease.Client {
