@@ -27,10 +27,11 @@
 // re-pointed.
 // SQLite histories end with every worker killed in the middle of its writes;
 // the file is then reopened.
-// TestOSCrash (root only) puts the database on an ext4 filesystem of its own
-// on a loop device and shuts it down without flushing (EXT4_IOC_SHUTDOWN)
-// right after a grant is acknowledged, as an OS crash or a power cut would:
-// only what was fsynced survives.
+// TestOSCrash (root only, and opt-in with FENCEGATE_MACHINE_FAULTS=1, which
+// .ci/run sets: it attaches a loop device, runs mkfs.ext4 and mounts it)
+// puts the database on an ext4 filesystem of its own and shuts it down
+// without flushing (EXT4_IOC_SHUTDOWN) right after a grant is acknowledged,
+// as an OS crash or a power cut would: only what was fsynced survives.
 //
 // # What is checked
 //

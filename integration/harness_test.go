@@ -484,7 +484,7 @@ func mariadbServer(t *testing.T) *faults.MariaDB {
 	defer cancel()
 	m, err := faults.StartMariaDB(ctx)
 	if err != nil {
-		t.Fatalf("a throwaway MariaDB (mariadb-install-db, mariadbd): %v", err)
+		setupFailed(t, "a throwaway MariaDB (mariadb-install-db, mariadbd)", err)
 	}
 	t.Cleanup(func() { _ = m.Stop() })
 	return m
@@ -594,7 +594,7 @@ func replicatedPair(t *testing.T, synchronous bool) (primary, standby *faults.Cl
 	defer cancel()
 	p, s, err := faults.StartReplicated(ctx, synchronous)
 	if err != nil {
-		t.Fatalf("a replicated pair (initdb, pg_basebackup): %v", err)
+		setupFailed(t, "a replicated Postgres pair (initdb, pg_basebackup)", err)
 	}
 	t.Cleanup(func() {
 		_ = s.Stop()
@@ -605,8 +605,9 @@ func replicatedPair(t *testing.T, synchronous bool) (primary, standby *faults.Cl
 
 // clusterOnDisk starts a throwaway Postgres cluster of the history's own
 // with its data directory on a loop-device filesystem (OS crashes), removed
-// with it. Where that cannot run (not root, not Linux, no initdb) it skips
-// t loudly, or fails it under FENCEGATE_REQUIRE_POSTGRES=true.
+// with it. Where that cannot run (FENCEGATE_MACHINE_FAULTS unset, not root,
+// not Linux, no initdb) it skips t loudly, or fails it under
+// FENCEGATE_REQUIRE_POSTGRES=true (see requireOSCrash).
 func clusterOnDisk(t *testing.T) *faults.Cluster {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -638,12 +639,23 @@ func diskOf(t *testing.T) *faults.Disk {
 	return d
 }
 
+// requireOSCrash skips t, or fails it under FENCEGATE_REQUIRE_POSTGRES=true
+// when the fault could run but did not; without the opt-in to faults that
+// change the machine it always skips.
 func requireOSCrash(t *testing.T, err error) {
 	t.Helper()
-	if os.Getenv(dbtest.EnvRequirePostgres) == "true" {
-		t.Fatalf("the OS-crash fault cannot run: %v (and %s=true makes that a failure)", err, dbtest.EnvRequirePostgres)
+	if !errors.Is(err, faults.ErrMachineFaultsOff) && os.Getenv(dbtest.EnvRequirePostgres) == "true" {
+		setupFailed(t, "the OS-crash fault's filesystem", fmt.Errorf("%w (and %s=true makes that a failure)", err, dbtest.EnvRequirePostgres))
 	}
 	t.Skipf("\n*** OS-CRASH HISTORY SKIPPED: %v ***\n", err)
+}
+
+// setupFailed fails t because what a fault needs could not be set up: its
+// first line says what to do, the details follow.
+func setupFailed(t *testing.T, what string, err error) {
+	t.Helper()
+	test, _, _ := strings.Cut(t.Name(), "/")
+	t.Fatalf("%s could not be set up: fix the cause below, or run the others without it: go test -skip '^%s$' ./integration\n%v", what, test, err)
 }
 
 // beforeFailover reads what the old primary's slot saw commit, starting the

@@ -94,7 +94,7 @@ func TestPgBouncerTransactionPooling(t *testing.T) {
 
 	bouncer, err := faults.StartPgBouncer(ctx, u.Hostname(), port, db, 3)
 	if err != nil {
-		t.Fatal(err)
+		setupFailed(t, "a throwaway PgBouncer", err)
 	}
 	t.Cleanup(bouncer.Stop)
 

@@ -232,8 +232,10 @@ func runFailoverWith(t *testing.T, async, advance bool, n uint64) *outcome {
 // mid-run without flushing, as a crash of the OS or a power cut would
 // leave it: only what was fsynced survives (Postgres with
 // synchronous_commit on, SQLite with synchronous=FULL). Nothing
-// acknowledged may be lost. Root only: it skips loudly otherwise, and
-// fails under FENCEGATE_REQUIRE_POSTGRES=true.
+// acknowledged may be lost. It changes the machine (a loop device,
+// mkfs.ext4, mount), so it runs only as root with FENCEGATE_MACHINE_FAULTS=1
+// (.ci/run sets it): it skips loudly otherwise, and fails under
+// FENCEGATE_REQUIRE_POSTGRES=true when opted in but unable to run.
 func TestOSCrash(t *testing.T) {
 	t.Parallel()
 	for _, dialect := range []sqlstore.Dialect{pgsql.Dialect, sqlite.Dialect} {

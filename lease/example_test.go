@@ -237,6 +237,51 @@ func ExampleKeep() {
 	// held after Release: false
 }
 
+// AcquireWait waits its turn while the resource is held: waiters are
+// granted in the order they queued, and a release hands the resource to
+// the first of them at once.
+func ExampleCoordinator_AcquireWait() {
+	ctx := context.Background()
+	store, cleanup := openExample(ctx)
+	defer cleanup()
+
+	coord := lease.NewCoordinator(store, &lease.CoordinatorOptions{TTL: time.Minute})
+	alice, _ := lease.NewClient(lease.ClientOptions{Holder: "alice"})
+	bob, _ := lease.NewClient(lease.ClientOptions{Holder: "bob"})
+
+	first, err := coord.AcquireWait(ctx, alice, "deploy-slot") // free: granted at once
+	if err != nil {
+		log.Fatal(err)
+	}
+	granted := make(chan *lease.Lease)
+	go func() {
+		// Bob queues behind alice; a bounded wait, as any wait should be.
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		l, err := coord.AcquireWait(ctx, bob, "deploy-slot")
+		if err != nil {
+			log.Fatal(err)
+		}
+		granted <- l
+	}()
+
+	token, _ := alice.Release(first) // alice is done: the next in line gets it
+	if _, err := coord.Release(ctx, token); err != nil {
+		log.Fatal(err)
+	}
+	second := <-granted
+	fmt.Println(first.Token().Holder, "had fence", first.Token().Fence)
+	fmt.Println(second.Token().Holder, "has fence", second.Token().Fence)
+	token, _ = bob.Release(second)
+	if _, err := coord.Release(ctx, token); err != nil {
+		log.Fatal(err)
+	}
+
+	// Output:
+	// alice had fence 1
+	// bob has fence 2
+}
+
 // A coordinator reports to the OpenTelemetry providers it is given, the
 // global ones when nil; a program passes its SDK's (docs/OBSERVABILITY.md
 // shows Prometheus). Resource names stay out of the metrics unless

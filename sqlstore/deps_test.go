@@ -21,25 +21,29 @@ func goTool(t *testing.T, args ...string) string {
 	return string(out)
 }
 
-// A program links only the drivers it imports: gate, lease and the confined
-// write path (internal/confined, which reaches its driver's sqlstore.Confiner)
-// import none,
+// A program links only the drivers it imports, and only their migrations:
+// gate, lease and the confined write path (internal/confined, which reaches
+// its driver's sqlstore.Confiner) import none,
 // a pgx program links no SQLite, a SQLite program no pgx, and neither links
-// MySQL's driver, nor a MySQL program either of theirs. The library speaks
-// OpenTelemetry's API only: the SDK and the exporters are the program's.
+// MySQL's driver, nor a MySQL program either of theirs. The migrations
+// packages import nothing of fencegate's, goose's or a database's. The
+// library speaks OpenTelemetry's API only: the SDK and the exporters are the
+// program's.
 func TestProgramsLinkOnlyTheirDriver(t *testing.T) {
 	const fg = "github.com/fencegate/fencegate/sqlstore/"
+	const mig = "github.com/fencegate/fencegate/migrations/"
 	const mysqlDriver = "github.com/go-sql-driver/"
 	otelSDK := []string{"go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters"}
 	for _, c := range []struct {
 		pkgs   []string
 		banned []string // import path prefixes
 	}{
-		{[]string{"../gate", "../lease", "../internal/confined"}, append([]string{"github.com/jackc/", "modernc.org/", mysqlDriver, fg + "pgxv5", fg + "pgsql", fg + "sqlite", fg + "mysql"}, otelSDK...)},
-		{[]string{"./..."}, otelSDK},
-		{[]string{"./testdata/pgxonly"}, []string{"modernc.org/", mysqlDriver, fg + "sqlite", fg + "pgsql", fg + "mysql"}},
-		{[]string{"./testdata/sqliteonly"}, []string{"github.com/jackc/", mysqlDriver, fg + "internal/pg", fg + "mysql"}},
-		{[]string{"./testdata/mysqlonly"}, []string{"github.com/jackc/", "modernc.org/", fg + "internal/pg", fg + "sqlite"}},
+		{[]string{"../gate", "../lease", "../internal/confined"}, []string{"github.com/jackc/", "modernc.org/", mysqlDriver, fg + "pgxv5", fg + "pgsql", fg + "sqlite", fg + "mysql", mig}},
+		{[]string{"./...", "../gate", "../lease", "../internal/..."}, otelSDK},
+		{[]string{"./testdata/pgxonly"}, []string{"modernc.org/", mysqlDriver, fg + "sqlite", fg + "pgsql", fg + "mysql", mig + "sqlite", mig + "mysql"}},
+		{[]string{"./testdata/sqliteonly"}, []string{"github.com/jackc/", mysqlDriver, fg + "internal/pg", fg + "mysql", mig + "postgres", mig + "mysql"}},
+		{[]string{"./testdata/mysqlonly"}, []string{"github.com/jackc/", "modernc.org/", fg + "internal/pg", fg + "sqlite", mig + "postgres", mig + "sqlite"}},
+		{[]string{"../migrations/postgres", "../migrations/sqlite", "../migrations/mysql"}, []string{"github.com/fencegate/fencegate/sqlstore", "github.com/fencegate/fencegate/gate", "github.com/fencegate/fencegate/lease", "github.com/fencegate/fencegate/internal", "github.com/pressly/", "github.com/jackc/", "modernc.org/", mysqlDriver}},
 	} {
 		for _, dep := range strings.Fields(goTool(t, append([]string{"list", "-deps"}, c.pkgs...)...)) {
 			for _, b := range c.banned {

@@ -91,11 +91,11 @@
 //
 // # Migrations
 //
-// MigrateUp, MigrateDown and MigrateStatus run a driver's Migrations (its
-// embedded goose files, exposed as an fs.FS) with a version table of
-// fencegate's own, fencegate_goose_version, ignoring the host program's
-// registered Go migrations; on Postgres under an advisory lock id of
-// fencegate's own.
+// MigrateUp, MigrateDown and MigrateStatus run a driver's Migrations (the
+// goose files of its dialect's package under migrations/) with a version
+// table of fencegate's own, fencegate_goose_version, ignoring the host
+// program's registered Go migrations; on Postgres under an advisory lock id
+// of fencegate's own.
 //
 // # Errors
 //

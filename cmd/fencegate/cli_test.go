@@ -18,7 +18,7 @@ func TestUsage(t *testing.T) {
 	t.Run("help", func(t *testing.T) {
 		for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}} {
 			r := fg(t, nil, args...).want(t, exitOK)
-			contains(t, "stdout", r.stdout, "usage: fencegate [--dsn DSN] COMMAND", "claim", "demo", "Exit status")
+			contains(t, "stdout", r.stdout, "usage: fencegate [--dsn DSN] COMMAND", "claim", "demo", "Exit status", "(also: assert)")
 		}
 		for _, cmd := range commands() {
 			for _, args := range [][]string{{cmd.name, "--help"}, {cmd.name, "-h"}, {"help", cmd.name}} {
@@ -29,6 +29,10 @@ func TestUsage(t *testing.T) {
 				}
 			}
 		}
+		// An alias shows its command's help; gate's names every dialect's
+		// placeholders.
+		contains(t, "assert --help", fg(t, nil, "assert", "--help").want(t, exitOK).stdout, "usage: fencegate check", "the MCP tool's name")
+		contains(t, "gate --help", fg(t, nil, "gate", "--help").want(t, exitOK).stdout, "? on MySQL and MariaDB", "version = ? WHERE")
 	})
 
 	// Bad flags and arguments exit 2 with a clear message and the
@@ -109,6 +113,15 @@ func TestUsage(t *testing.T) {
 		}
 		contains(t, "stderr", r.stderr, "invalid DSN")
 	}
+	// go-sql-driver/mysql's DSN form is not taken for a SQLite path.
+	r := fg(t, nil, "--dsn", "root:hunter2@tcp(127.0.0.1:3306)/db", "status")
+	if r.code != exitUsage {
+		t.Errorf("--dsn root:…@tcp(127.0.0.1:3306)/db: want exit %d, got %v", exitUsage, r)
+	}
+	contains(t, "stderr", r.stderr, "did you mean mysql://root:xxxxx@127.0.0.1:3306/db?")
+	if strings.Contains(r.stderr, "hunter2") {
+		t.Errorf("the password is in stderr: %s", r.stderr)
+	}
 }
 
 // The built binary reports bad flags the same way.
@@ -145,6 +158,9 @@ func TestLeaseCommands(t *testing.T) {
 		contains(t, "stdout", r.stdout, fmt.Sprintf("current: %s fence %d held by agent-a", lock, a.Fence))
 		fg(t, map[string]string{envDSN: db.dsn, envToken: a.String()}, "check").want(t, exitOK)
 		fg(t, env, "check", a.String(), "--lock", lock).want(t, exitOK) // flags after the token
+		// assert, the MCP tool's name, is the same command.
+		r = fg(t, env, "assert", a.String()).want(t, exitOK)
+		contains(t, "assert's stdout", r.stdout, fmt.Sprintf("current: %s fence %d held by agent-a", lock, a.Fence))
 
 		// Renewal prints the new expiry, in the database's clock.
 		r = fg(t, env, "renew", "--ttl", "1h", a.String()).want(t, exitOK)
@@ -171,6 +187,8 @@ func TestLeaseCommands(t *testing.T) {
 		contains(t, "stderr", r.stderr, "stale:", "nothing changed")
 		r = fg(t, env, "check", a.String()).want(t, exitHeld)
 		contains(t, "stderr", r.stderr, "was released")
+		r = fg(t, env, "assert", a.String()).want(t, exitHeld)
+		contains(t, "assert's stderr", r.stderr, "was released")
 		r = fg(t, env, "renew", a.String()).want(t, exitHeld)
 		contains(t, "stderr", r.stderr, "stale:", "claim it again")
 
@@ -367,6 +385,8 @@ func TestDemo(t *testing.T) {
 		"the rejection log says         #1: fence 1 from agent-a < floor 2 from agent-b",
 		"=> deploy-slot runs v2 from agent-b; A's late write never committed.",
 		"fencegate claim --lock deploy-slot",
+		// fencegate is not on PATH after "go run": the hint says how to get it.
+		"./cmd/fencegate\" puts fencegate in", `"go run ./cmd/fencegate"`,
 	)
 	if n := strings.Count(r.stdout, "\n"); n > 26 {
 		t.Errorf("the demo is %d lines long:\n%s", n, r.stdout)

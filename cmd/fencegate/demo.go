@@ -61,7 +61,8 @@ func playDemo(ctx context.Context, w io.Writer) error {
 		}
 	}
 	fmt.Fprint(w, `
-Try it with processes (on the SQLite file .fencegate.db here, or --dsn):
+Try it with processes (on the SQLite file .fencegate.db here, or --dsn): "go install
+./cmd/fencegate" puts fencegate in $(go env GOPATH)/bin, or use "go run ./cmd/fencegate":
    TOKEN=$(fencegate claim --lock deploy-slot)    exit 3 if held
    fencegate gate "$TOKEN" -- "UPDATE ..."        a fenced write; exit 3 if stale
    fencegate status                               locks, fences, floors, refusals

@@ -100,7 +100,8 @@
 // this holder and fence, is neither expired nor released in the database's
 // clock, and the gate's floor is not above the fence. The answer is
 // advisory, stale as soon as it is printed: never branch a write on it.
-// The fenced write (gate) is what is safe.
+// The fenced write (gate) is what is safe. assert is another name for it,
+// the MCP tool's.
 //
 // renew [--ttl 30s] [--lock NAME] TOKEN extends the lease to --ttl from now
 // in the database's clock and prints the new expiry. The fence stays the
@@ -149,7 +150,8 @@
 // mcp [--holder ID] [--root DIR] [--allow-sql] [--ttl 30s]
 // [--max-file-bytes 1048576] serves the protocol to coding agents as a
 // Model Context Protocol server on stdin and stdout (logs on stderr), with
-// the tools claim, assert, renew, release, write and status. Each agent
+// the tools claim, assert (also named check, as the command), renew,
+// release, write and status. Each agent
 // runs its own server; servers meet only in the database. The holder is
 // --holder, else host-pid-random, so a restarted server is a new holder;
 // the $FENCEGATE_HOLDER of the other commands is not read, since every

@@ -33,8 +33,9 @@ this database: a forged or mistyped one is refused without raising a floor.
 
 Each SQL argument is exactly one statement; "-" reads one statement from
 stdin. --arg binds a value to a single statement's parameters ($1, $2 on
-Postgres; $1, ?1 or ? on SQLite), in order, and there must be exactly as
-many values as parameters; values are never formatted into the SQL.
+Postgres; $1, ?1 or ? on SQLite; ? on MySQL and MariaDB), in order, and
+there must be exactly as many values as parameters; values are never
+formatted into the SQL.
 Statements are executed, not queried: rows they return are not printed.
 
 The SQL cannot end, restart or nest the fenced transaction: COMMIT, END,
@@ -48,7 +49,8 @@ busy error the whole transaction runs again; its effects commit at most
 once.
 
     fencegate gate "$TOKEN" -- "UPDATE deploys SET version = 'v2' WHERE slot = 1"
-    fencegate gate --arg v2 -- 'UPDATE deploys SET version = $1 WHERE slot = 1'`,
+    fencegate gate --arg v2 -- 'UPDATE deploys SET version = $1 WHERE slot = 1'
+    fencegate gate --arg v2 -- 'UPDATE deploys SET version = ? WHERE slot = 1'    # MySQL`,
 		db: true, args: true, dashes: true,
 	}
 	fs := cmd.flagSet()

@@ -138,6 +138,7 @@ func busy(lock string, err error) error {
 func checkCommand() *command {
 	cmd := &command{
 		name:     "check",
+		aliases:  []string{"assert"}, // the MCP tool's name
 		synopsis: "exit 0 if a token is current, 3 if it is stale or was never issued",
 		usage:    "check [--lock NAME] TOKEN",
 		help: `Exit 0 if TOKEN is current, 3 if it is stale or was never issued. TOKEN
@@ -147,7 +148,9 @@ defaults to $` + envToken + `; --lock, if given, must be the token's lock.
 neither expired nor released in the database's clock, and the gate's floor
 is not above the fence. The answer is advisory: it can be stale by the time
 you act on it. What is safe is a fenced write ('fencegate gate'), which the
-database refuses once the token is stale.`,
+database refuses once the token is stale.
+
+'fencegate assert' is the same command, under the MCP tool's name.`,
 	}
 	return tokenCommand(cmd, nil, func(ctx context.Context, c *cli, b *backend, token gate.Token) error {
 		st, _, why, err := checkToken(ctx, b, token)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,11 +55,12 @@ func main() {
 // work. execute is the prologue and epilogue every command shares.
 type command struct {
 	name     string
-	synopsis string // one line, for the command list
-	usage    string // the usage line after "fencegate "
-	help     string // what it does, shown by --help
-	db       bool   // it uses the database, and so takes --dsn
-	args     bool   // it takes positional arguments; else any is a usage error
+	aliases  []string // other names it answers to
+	synopsis string   // one line, for the command list
+	usage    string   // the usage line after "fencegate "
+	help     string   // what it does, shown by --help
+	db       bool     // it uses the database, and so takes --dsn
+	args     bool     // it takes positional arguments; else any is a usage error
 	// dashes: it takes "--" and a command or SQL after it. exec then gets
 	// the positional arguments before "--", then "--" and all that follows
 	// it verbatim, for splitDashes.
@@ -158,7 +160,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		name, args = args[0], []string{"--help"}
 	}
 	for _, cmd := range commands() {
-		if cmd.name == name {
+		if cmd.name == name || slices.Contains(cmd.aliases, name) {
 			return c.execute(ctx, cmd, args)
 		}
 	}
@@ -178,7 +180,11 @@ usage: fencegate [--dsn DSN] COMMAND [flags] [args]
 commands:
 `)
 	for _, cmd := range commands() {
-		fmt.Fprintf(w, "  %-8s  %s\n", cmd.name, cmd.synopsis)
+		synopsis := cmd.synopsis
+		if len(cmd.aliases) > 0 {
+			synopsis += " (also: " + strings.Join(cmd.aliases, ", ") + ")"
+		}
+		fmt.Fprintf(w, "  %-8s  %s\n", cmd.name, synopsis)
 	}
 	fmt.Fprintf(w, `
 The database is --dsn, else $%s, else the SQLite file %s

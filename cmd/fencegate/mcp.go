@@ -32,7 +32,7 @@ const mcpInstructions = `fencegate: leases with fences, and writes the database 
 2. Make every change through write with that token: the change lands only if the lease is still yours, even if you stalled past its ttl.
 3. renew before the ttl runs out if the work is long; release when done.
 claim answering claimed=false is normal: someone else holds the lock; wait, or claim with wait.
-assert is advisory: never decide to write on its answer, just call write.`
+assert (also named check) is advisory: never decide to write on its answer, just call write.`
 
 func mcpCommand() *command {
 	cmd := &command{
@@ -43,7 +43,8 @@ func mcpCommand() *command {
 coding agents (Claude Code, Cursor, Codex, ...). Logs go to stderr. Tools:
 
   claim    {resource, ttl?, wait?}   a lease and its token, or who holds it
-  assert   {token}                   whether a token is current (advisory)
+  assert   {token}                   whether a token is current (advisory);
+                                     also named check, as on the command line
   renew    {token, ttl?}             a new expiry, same fence; or expired
   release  {token}                   free the lock; a stale token is a no-op
   write    {token, path, content?, mode?}

@@ -179,6 +179,7 @@ func TestMCPToolSchemas(t *testing.T) {
 	}{
 		"claim":   {required: []string{"resource"}},
 		"assert":  {required: []string{"token"}, readOnly: true},
+		"check":   {required: []string{"token"}, readOnly: true},
 		"renew":   {required: []string{"token"}, idempotent: true},
 		"release": {required: []string{"token"}, idempotent: true},
 		"write":   {required: []string{"token"}, destructive: true},
@@ -289,6 +290,9 @@ func TestMCPLeaseTools(t *testing.T) {
 			t.Fatalf("assert: %+v", as)
 		}
 		contains(t, "assert message", as.Message, "advisory")
+		if ch := callOK[assertOutput](t, b.ClientSession, "check", args{"token": got.Token}); !ch.Current || ch.Fence != as.Fence || ch.Floor != as.Floor || ch.Holder != as.Holder {
+			t.Errorf("check, the CLI's name for assert: %+v, want assert's %+v", ch, as)
+		}
 
 		rn := callOK[renewOutput](t, a.ClientSession, "renew", args{"token": got.Token, "ttl": "2m"})
 		if !rn.Renewed || rn.Expired || rn.Fence != got.Fence || rn.ExpiresInMS <= 60_000 {
@@ -322,6 +326,9 @@ func TestMCPLeaseTools(t *testing.T) {
 			t.Fatalf("stale assert: %+v", as)
 		}
 		contains(t, "stale assert", as.Message, "stale", "moved on")
+		if ch := callOK[assertOutput](t, a.ClientSession, "check", args{"token": got.Token}); ch != as {
+			t.Errorf("stale check: %+v, want assert's %+v", ch, as)
+		}
 
 		st := callOK[statusReport](t, b.ClientSession, "status", args{})
 		if len(st.Locks) != 1 || st.Locks[0].State != "held" || st.Locks[0].Holder != "agent-b" || st.Locks[0].Fence != bc.Fence || st.Locks[0].Floor != bc.Fence {

@@ -116,13 +116,18 @@ func (s *mcpServer) addTools() {
 			"If someone else holds the lock, the answer says who, their fence and when it frees at the latest (claimed=false): wait, or call again with wait.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: new(false), OpenWorldHint: new(false)},
 	}, s.claim)
-	mcp.AddTool(s.server, &mcp.Tool{
+	assert := &mcp.Tool{
 		Name:  "assert",
 		Title: "Is a token current? (advisory)",
 		Description: "Say whether a token is the lock's current generation: its lease is live and its fence is the floor. " +
 			"ADVISORY: the answer can be stale the moment it is given. Never decide to write on it: call write, which the database refuses once the token is stale.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(false)},
-	}, s.assert)
+	}
+	mcp.AddTool(s.server, assert, s.assert)
+	// check, the CLI's name for it, is the same tool.
+	check := *assert
+	check.Name, check.Description = "check", "The same as assert (the command line's name for it). "+assert.Description
+	mcp.AddTool(s.server, &check, s.assert)
 	mcp.AddTool(s.server, &mcp.Tool{
 		Name:        "renew",
 		Title:       "Renew a lease",

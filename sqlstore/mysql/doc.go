@@ -67,8 +67,8 @@
 //
 // # Migrations
 //
-// Migrate runs the embedded goose migrations (MigrationFS; Driver.Migrations
-// for sqlstore.MigrateDown and MigrateStatus) with the version table
+// Migrate runs the embedded goose migrations (package migrations/mysql;
+// Migrations for sqlstore.MigrateDown and MigrateStatus) with the version table
 // fencegate_goose_version. goose's migration lock is Postgres-only;
 // here GET_LOCK, named after the database, serializes concurrent first
 // migrations, and every DDL statement is idempotent because MySQL commits

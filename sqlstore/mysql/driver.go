@@ -162,12 +162,12 @@ func (d *Driver) InTx(ctx context.Context, fn func(sqlstore.Executor) error) err
 // to be re-run: a first migration cut short is finished by the next, and
 // processes that migrate a new database together take turns on GET_LOCK.
 func (d *Driver) Migrate(ctx context.Context) error {
-	return sqlstore.MigrateUp(ctx, d.db, migrations())
+	return sqlstore.MigrateUp(ctx, d.db, Migrations())
 }
 
 // Migrations returns the driver's embedded goose migrations, for
 // sqlstore.MigrateDown and sqlstore.MigrateStatus.
-func (d *Driver) Migrations() sqlstore.Migrations { return migrations() }
+func (d *Driver) Migrations() sqlstore.Migrations { return Migrations() }
 
 // Close closes the *sql.DB if Open opened it; a driver made with New leaves
 // the caller's *sql.DB open.

@@ -3,31 +3,27 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"embed"
 	"fmt"
 	"io/fs"
 
 	"github.com/pressly/goose/v3"
 
+	migrations "github.com/fencegate/fencegate/migrations/mysql"
 	"github.com/fencegate/fencegate/sqlstore"
-	"github.com/fencegate/fencegate/sqlstore/internal/sqlexec"
 )
 
-//go:embed migrations/*.sql
-var migrationFiles embed.FS
+// Migrations returns fencegate's MySQL and MariaDB migrations, embedded:
+// package migrations/mysql, with goose's mysql dialect, under fencegate's
+// GET_LOCK.
+func Migrations() sqlstore.Migrations {
+	return sqlstore.Migrations{Dialect: goose.DialectMySQL, FS: migrations.FS(), Locker: migrationLock{}}
+}
 
 // MigrationFS returns fencegate's goose migrations for MySQL and MariaDB,
-// embedded, with the .sql files at the root as goose expects. They work
-// with the goose command line too, told fencegate's version table:
+// embedded, with the .sql files at the root as goose expects.
 //
-//	goose -dir sqlstore/mysql/migrations -table fencegate_goose_version mysql "$DSN" up
-func MigrationFS() fs.FS { return sqlexec.Sub(migrationFiles, "migrations") }
-
-// migrations are the driver's migrations for sqlstore.MigrateUp: goose's
-// mysql dialect, under fencegate's GET_LOCK.
-func migrations() sqlstore.Migrations {
-	return sqlstore.Migrations{Dialect: goose.DialectMySQL, FS: MigrationFS(), Locker: migrationLock{}}
-}
+// Deprecated: use Migrations().FS, or the FS of package migrations/mysql.
+func MigrationFS() fs.FS { return Migrations().FS }
 
 // migrationLock serializes fencegate migrations of one database across
 // processes with GET_LOCK, since goose's own session lock is Postgres-only.

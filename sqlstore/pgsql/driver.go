@@ -28,7 +28,7 @@ const Dialect = pg.Dialect
 // writes).
 //
 // The zero value is not usable; create one with New or Open.
-type Driver struct{ *sqlexec.Driver }
+type Driver struct{ impl *sqlexec.Driver }
 
 var (
 	_ sqlstore.Driver[*sql.Tx]    = (*Driver)(nil)
@@ -100,9 +100,16 @@ func Open(ctx context.Context, dsn string) (*Driver, error) {
 // ClassifyError marks an error by it.
 func Classify(err error) sqlstore.ErrorClass { return pg.Classify(err) }
 
+// Migrations returns fencegate's Postgres migrations, embedded: package
+// migrations/postgres, with goose's postgres dialect, under an advisory lock
+// of fencegate's own.
+func Migrations() sqlstore.Migrations { return pg.Migrations() }
+
 // MigrationFS returns fencegate's Postgres migrations, embedded, with the
 // .sql files at the root as goose expects.
-func MigrationFS() fs.FS { return pg.MigrationFS() }
+//
+// Deprecated: use Migrations().FS, or the FS of package migrations/postgres.
+func MigrationFS() fs.FS { return Migrations().FS }
 
 var _ sqlstore.Notifier = (*Driver)(nil)
 

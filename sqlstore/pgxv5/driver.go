@@ -170,9 +170,16 @@ func (q querier) Query(ctx context.Context, sql string, args ...any) (sqlexec.Ro
 // ClassifyError marks an error by it.
 func Classify(err error) sqlstore.ErrorClass { return pg.Classify(err) }
 
+// Migrations returns fencegate's Postgres migrations, embedded: package
+// migrations/postgres, with goose's postgres dialect, under an advisory lock
+// of fencegate's own.
+func Migrations() sqlstore.Migrations { return pg.Migrations() }
+
 // MigrationFS returns fencegate's Postgres migrations, embedded, with the
 // .sql files at the root as goose expects.
-func MigrationFS() fs.FS { return pg.MigrationFS() }
+//
+// Deprecated: use Migrations().FS, or the FS of package migrations/postgres.
+func MigrationFS() fs.FS { return Migrations().FS }
 
 var _ sqlstore.Notifier = (*Driver)(nil)
 

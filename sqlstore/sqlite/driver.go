@@ -10,6 +10,7 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	migrations "github.com/fencegate/fencegate/migrations/sqlite"
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/internal/sqlexec"
 )
@@ -36,7 +37,7 @@ const ClockPrecision = time.Millisecond
 // writes).
 //
 // The zero value is not usable; create one with New or Open.
-type Driver struct{ *sqlexec.Driver }
+type Driver struct{ impl *sqlexec.Driver }
 
 var _ sqlstore.Driver[*sql.Tx] = (*Driver)(nil)
 
@@ -78,10 +79,8 @@ func classifyCode(code int, msg string) sqlstore.ErrorClass {
 	return sqlstore.ErrorClass{NotMigrated: strings.Contains(msg, "no such table")}
 }
 
-// Migrations returns fencegate's SQLite migrations, embedded. The goose
-// command line applies them too, told fencegate's version table:
-//
-//	goose -dir sqlstore/sqlite/migrations -table fencegate_goose_version sqlite3 ./app.db up
+// Migrations returns fencegate's SQLite migrations, embedded: package
+// migrations/sqlite, with goose's sqlite3 dialect.
 func Migrations() sqlstore.Migrations {
-	return sqlstore.Migrations{Dialect: goose.DialectSQLite3, FS: MigrationFS()}
+	return sqlstore.Migrations{Dialect: goose.DialectSQLite3, FS: migrations.FS()}
 }

@@ -7,7 +7,7 @@ import (
 
 // WaitPrepared waits for d's background statement prepares, so that a test
 // knows the statement cache is warm.
-func WaitPrepared(d *Driver) { sqlexec.WaitPrepared(d.Driver) }
+func WaitPrepared(d *Driver) { sqlexec.WaitPrepared(d.impl) }
 
 // ClassifyCode is Classify for an error of the given SQLite result code,
 // which a test cannot make a *sqlite.Error of.

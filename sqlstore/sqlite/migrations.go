@@ -1,17 +1,9 @@
 package sqlite
 
-import (
-	"embed"
-	"io/fs"
-
-	"github.com/fencegate/fencegate/sqlstore/internal/sqlexec"
-)
-
-//go:embed migrations/*.sql
-var migrationFiles embed.FS
+import "io/fs"
 
 // MigrationFS returns the SQLite migrations, with the .sql files at the root
 // as goose expects.
-func MigrationFS() fs.FS {
-	return sqlexec.Sub(migrationFiles, "migrations")
-}
+//
+// Deprecated: use Migrations().FS, or the FS of package migrations/sqlite.
+func MigrationFS() fs.FS { return Migrations().FS }

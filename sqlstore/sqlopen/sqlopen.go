@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/fencegate/fencegate/sqlstore"
@@ -114,8 +115,13 @@ func SQLiteFile(dsn string) string {
 	return dsn
 }
 
-// checkScheme refuses a URL of a scheme no driver here takes.
+// checkScheme refuses a URL of a scheme no driver here takes, and
+// go-sql-driver/mysql's own DSN form, which would otherwise open as a
+// SQLite path.
 func checkScheme(dsn string) error {
+	if err := checkNativeMySQL(dsn); err != nil {
+		return err
+	}
 	if i := strings.Index(dsn, "://"); i > 0 && !isPostgres(dsn) && !isMySQL(dsn) && !strings.HasPrefix(dsn, "file:") {
 		return fmt.Errorf("%w: %q: unsupported scheme %q (want postgres://, mysql://, file: or a path)",
 			sqlstore.ErrInvalidDSN, sqlexec.Redact(dsn), dsn[:i])
@@ -128,3 +134,33 @@ func isPostgres(dsn string) bool {
 }
 
 func isMySQL(dsn string) bool { return strings.HasPrefix(dsn, "mysql://") }
+
+// nativeMySQL matches go-sql-driver/mysql's DSN form,
+// [user[:password]@]tcp(host:port)/database[?params] (or unix(path)), and
+// captures the user and password, protocol, address, database and params.
+var nativeMySQL = regexp.MustCompile(`^(?:(.*)@)?(tcp6?|unix)\(([^)]*)\)/([^?]*)(?:\?(.*))?$`)
+
+// checkNativeMySQL refuses go-sql-driver/mysql's DSN form, naming the
+// mysql:// URL that says the same (a tcp address) with the password hidden.
+func checkNativeMySQL(dsn string) error {
+	m := nativeMySQL.FindStringSubmatch(dsn)
+	if m == nil {
+		return nil
+	}
+	userinfo, proto, addr, db, params := m[1], m[2], m[3], m[4], m[5]
+	var user *url.Userinfo
+	if userinfo != "" {
+		name, _, hasPassword := strings.Cut(userinfo, ":")
+		user = url.User(name)
+		if hasPassword {
+			user = url.UserPassword(name, "xxxxx")
+		}
+		dsn = user.String() + "@" + dsn[len(userinfo)+1:]
+	}
+	want := "mysql://user:password@host:port/database"
+	if proto != "unix" && addr != "" {
+		want = (&url.URL{Scheme: "mysql", User: user, Host: addr, Path: "/" + db, RawQuery: params}).String()
+	}
+	return fmt.Errorf("%w: %q is go-sql-driver/mysql's DSN form, not a URL (it would open as a SQLite file): did you mean %s?",
+		sqlstore.ErrInvalidDSN, dsn, want)
+}

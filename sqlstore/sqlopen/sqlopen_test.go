@@ -101,3 +101,36 @@ func TestBadDSNHidesPassword(t *testing.T) {
 		}
 	}
 }
+
+// go-sql-driver/mysql's own DSN form is refused, not opened as a SQLite
+// file of that name, and the error names the mysql:// URL meant, without
+// the password.
+func TestNativeMySQLDSN(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	for dsn, want := range map[string]string{
+		"root@tcp(127.0.0.1:3306)/db":                       "did you mean mysql://root@127.0.0.1:3306/db?",
+		"app:hunter2@tcp(db.internal:3307)/orders?tls=true": "did you mean mysql://app:xxxxx@db.internal:3307/orders?tls=true?",
+		"u:p@ss:hunter2@tcp6([::1]:3306)/db":                "did you mean mysql://u:xxxxx@[::1]:3306/db?",
+		"tcp(localhost)/db":                                 "did you mean mysql://localhost/db?",
+		"root@unix(/run/mysqld/mysqld.sock)/db":             "did you mean mysql://user:password@host:port/database?",
+	} {
+		d, err := sqlopen.Open(context.Background(), dsn)
+		if d != nil {
+			d.Close()
+			t.Errorf("Open(%q) returned a driver", dsn)
+		}
+		if !errors.Is(err, sqlstore.ErrInvalidDSN) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Open(%q) = %v; want ErrInvalidDSN saying %q", dsn, err, want)
+		}
+		if err != nil && (strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), ":p@ss")) {
+			t.Errorf("Open(%q)'s error shows the password: %v", dsn, err)
+		}
+		if _, err := sqlopen.Resolve(dsn); !errors.Is(err, sqlstore.ErrInvalidDSN) {
+			t.Errorf("Resolve(%q) = %v, want ErrInvalidDSN", dsn, err)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("the DSNs became SQLite files: %v", entries)
+	}
+}

@@ -27,6 +27,8 @@ type Cluster struct {
 
 	bin     string   // directory of initdb and pg_ctl
 	runAs   []string // prefix that runs a command as the cluster's owner, or nil
+	uid     int      // the cluster's owner (with runAs), else -1
+	gid     int      // its group, else -1
 	opts    string   // server options passed to pg_ctl -o
 	logf    string
 	data    string
@@ -59,7 +61,7 @@ func initCluster(ctx context.Context) (*Cluster, error) {
 	}
 	if out, err := c.run(ctx, "initdb", "-D", c.data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"); err != nil {
 		c.remove()
-		return nil, fmt.Errorf("faults: initdb: %w\n%s", err, out)
+		return nil, fmt.Errorf("faults: initdb: %w\n%s%s", err, out, reachHint("postgres", c.Dir, c.uid, c.gid))
 	}
 	return c, nil
 }
@@ -70,7 +72,7 @@ func newCluster() (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{bin: bin}
+	c := &Cluster{bin: bin, uid: -1, gid: -1}
 	var uid, gid = -1, -1
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
@@ -87,6 +89,7 @@ func newCluster() (*Cluster, error) {
 			return nil, errors.New("faults: running as root needs runuser or su to become postgres")
 		}
 	}
+	c.uid, c.gid = uid, gid
 	c.Dir, err = os.MkdirTemp("", "fencegate-pg-")
 	if err != nil {
 		return nil, err

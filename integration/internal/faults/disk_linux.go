@@ -22,8 +22,12 @@ const (
 	ext4GoingFlagsNoLogFlush = 2
 )
 
-// CanDisk reports why NewDisk cannot run here, or nil.
+// CanDisk reports why NewDisk cannot run here, or nil: ErrMachineFaultsOff
+// without EnvMachineFaults=1, then root and the tools.
 func CanDisk() error {
+	if err := machineFaults(); err != nil {
+		return err
+	}
 	if os.Geteuid() != 0 {
 		return errors.New("faults: a loop-device filesystem needs root")
 	}

@@ -3,6 +3,7 @@ package faults
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -13,7 +14,7 @@ import (
 // there after it, one only written (in the page cache) is not.
 func TestDiskCrashLosesWhatWasNotFlushed(t *testing.T) {
 	if err := CanDisk(); err != nil {
-		if os.Getenv("FENCEGATE_REQUIRE_POSTGRES") == "true" {
+		if !errors.Is(err, ErrMachineFaultsOff) && os.Getenv("FENCEGATE_REQUIRE_POSTGRES") == "true" {
 			t.Fatalf("%v (and FENCEGATE_REQUIRE_POSTGRES=true makes that a failure)", err)
 		}
 		t.Skipf("\n*** OS-CRASH FAULT SKIPPED: %v ***", err)

@@ -9,8 +9,14 @@ import (
 
 var errNoDisk = errors.New("faults: a loop-device filesystem needs Linux")
 
-// CanDisk reports why NewDisk cannot run here: it needs Linux.
-func CanDisk() error { return errNoDisk }
+// CanDisk reports why NewDisk cannot run here: ErrMachineFaultsOff without
+// EnvMachineFaults=1, and then that it needs Linux.
+func CanDisk() error {
+	if err := machineFaults(); err != nil {
+		return err
+	}
+	return errNoDisk
+}
 
 // NewDisk needs Linux.
 func NewDisk(context.Context, string, int, int, int) (*Disk, error) { return nil, errNoDisk }

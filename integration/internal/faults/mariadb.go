@@ -76,14 +76,15 @@ func StartMariaDB(ctx context.Context) (*MariaDB, error) {
 		return nil, err
 	}
 	var asUser []string
+	uid, gid := -1, -1
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("mysql")
 		if err != nil {
 			m.remove()
 			return nil, fmt.Errorf("faults: running as root needs the mysql OS user: %w", err)
 		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
+		uid, _ = strconv.Atoi(u.Uid)
+		gid, _ = strconv.Atoi(u.Gid)
 		if err := os.Chown(m.Dir, uid, gid); err != nil {
 			m.remove()
 			return nil, err
@@ -95,11 +96,14 @@ func StartMariaDB(ctx context.Context) (*MariaDB, error) {
 	// A small redo log and buffer pool: a history writes little, and
 	// install-db creates the log files at their full size.
 	small := []string{"--innodb-log-file-size=16M", "--innodb-buffer-pool-size=32M"}
+	// Its temporary files in its own directory, not TMPDIR, which the
+	// mysql user may not be allowed to write ("Errcode: 13").
+	small = append(small, "--tmpdir="+m.Dir)
 	iargs := append([]string{"--no-defaults", "--datadir=" + data, "--auth-root-authentication-method=normal", "--skip-test-db"}, asUser...)
 	cmd := exec.CommandContext(ctx, install, append(iargs, small...)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		m.remove()
-		return nil, fmt.Errorf("faults: mariadb-install-db: %w\n%s", err, out)
+		return nil, fmt.Errorf("faults: mariadb-install-db: %w\n%s%s", err, errorLines(out), reachHint("mysql", m.Dir, uid, gid))
 	}
 	m.args = append([]string{"--no-defaults", "--datadir=" + data, "--bind-address=127.0.0.1",
 		"--socket=" + filepath.Join(m.Dir, "sock"), "--pid-file=" + filepath.Join(m.Dir, "pid"),
@@ -214,3 +218,19 @@ func (m *MariaDB) LogTail(n int) string {
 }
 
 func (m *MariaDB) remove() { _ = os.RemoveAll(m.Dir) }
+
+// errorLines keeps the [ERROR] lines of mariadb-install-db's output, which
+// say what went wrong; the rest is advice for another setting. All of it
+// when there is none.
+func errorLines(out []byte) string {
+	var keep []string
+	for line := range strings.Lines(string(out)) {
+		if strings.Contains(line, "[ERROR]") {
+			keep = append(keep, line)
+		}
+	}
+	if len(keep) == 0 {
+		return string(out)
+	}
+	return strings.Join(keep, "")
+}

@@ -12,12 +12,7 @@ import (
 // TestMariaDBCrash: a row committed before the SIGKILL is there after the
 // restart on the same data directory, and one left uncommitted is not.
 func TestMariaDBCrash(t *testing.T) {
-	if err := CanMariaDB(); err != nil {
-		if os.Getenv(mysqltest.EnvRequire) == "true" {
-			t.Fatalf("%v (and %s=true makes that a failure)", err, mysqltest.EnvRequire)
-		}
-		t.Skipf("\n*** MARIADB CRASH TEST SKIPPED: %v ***\n", err)
-	}
+	skipWithoutMariaDB(t)
 	ctx := context.Background()
 	m, err := StartMariaDB(ctx)
 	if err != nil {
@@ -62,5 +57,17 @@ func TestMariaDBCrash(t *testing.T) {
 	}
 	if n != 1 || sum != 1 {
 		t.Errorf("after the crash: %d rows summing to %d, want only the committed row 1", n, sum)
+	}
+}
+
+// skipWithoutMariaDB skips t loudly where no throwaway MariaDB can be made,
+// or fails it under FENCEGATE_REQUIRE_MYSQL=true.
+func skipWithoutMariaDB(t *testing.T) {
+	t.Helper()
+	if err := CanMariaDB(); err != nil {
+		if os.Getenv(mysqltest.EnvRequire) == "true" {
+			t.Fatalf("%v (and %s=true makes that a failure)", err, mysqltest.EnvRequire)
+		}
+		t.Skipf("\n*** MARIADB TEST SKIPPED: %v ***\n", err)
 	}
 }

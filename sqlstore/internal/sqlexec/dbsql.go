@@ -26,7 +26,8 @@ type Dialect struct {
 }
 
 // Driver is a database/sql driver of one dialect: it implements
-// sqlstore.Driver[*sql.Tx]. Driver packages embed it.
+// sqlstore.Driver[*sql.Tx]. Driver packages keep one and declare each of
+// its methods on their own Driver, so that their documentation shows them.
 type Driver struct {
 	db         *sql.DB
 	dialect    Dialect

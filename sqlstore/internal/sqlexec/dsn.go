@@ -2,7 +2,6 @@ package sqlexec
 
 import (
 	"fmt"
-	"io/fs"
 	"net/url"
 	"strings"
 
@@ -31,13 +30,4 @@ func Redact(dsn string) string {
 // sqlstore.ErrInvalidDSN and names the DSN without its password.
 func InvalidDSN(dsn string, err error) error {
 	return fmt.Errorf("%w: %q: %v", sqlstore.ErrInvalidDSN, Redact(dsn), err)
-}
-
-// Sub returns the embedded directory dir of fsys, for a driver's migrations.
-func Sub(fsys fs.FS, dir string) fs.FS {
-	f, err := fs.Sub(fsys, dir)
-	if err != nil {
-		panic(err) // unreachable: dir is a constant the driver embeds
-	}
-	return f
 }

@@ -1,0 +1,17 @@
+// Package mysql holds fencegate's goose migrations for MySQL and MariaDB,
+// the SQL files of this folder, embedded (FS). The mysql driver runs them
+// (Migrate) with the version table fencegate_goose_version under a
+// GET_LOCK of its own; an application that runs goose itself can run them
+// in its own flow, or with the goose command line, whose DSN is
+// go-sql-driver's form, not a mysql:// URL:
+//
+//	goose -dir "$(go list -m -f '{{.Dir}}' github.com/fencegate/fencegate)/migrations/mysql" \
+//	    -table fencegate_goose_version mysql "user:password@tcp(127.0.0.1:3306)/app" up
+//
+// MySQL commits every DDL statement on its own, so no migration here is
+// atomic; each statement is idempotent instead, and a run cut short is
+// finished by the next.
+//
+// Versions are never renumbered and never reused: every database records
+// the versions it applied.
+package mysql
