@@ -16,11 +16,10 @@ import (
 // New, and the span and measurements of each fence check. The package doc
 // (Observability) lists what each instrument records.
 
-// Attribute keys shared by the gate's and the lease package's spans.
 const (
-	keyResource = "fencegate.resource"
-	keyHolder   = "fencegate.holder"
-	keyFence    = "fencegate.fence"
+	keyResource = telemetry.KeyResource
+	keyHolder   = telemetry.KeyHolder
+	keyFence    = telemetry.KeyFence
 )
 
 // The outcomes of a fence check, the values of the outcome attribute.

@@ -19,9 +19,9 @@ import (
 // lists what each instrument records.
 
 const (
-	keyResource = "fencegate.resource"
-	keyHolder   = "fencegate.holder"
-	keyFence    = "fencegate.fence"
+	keyResource = telemetry.KeyResource
+	keyHolder   = telemetry.KeyHolder
+	keyFence    = telemetry.KeyFence
 )
 
 // The values of the outcome and reason attributes.
@@ -110,6 +110,9 @@ type op struct {
 	start    time.Time
 }
 
+// start opens span name, a child of ctx's linked to links, and starts its
+// clock. A span of no one lease (RenewBatch's: resource "", fence 0) gets no
+// token attributes.
 func (o *obs) start(ctx context.Context, name, resource, holder string, fence int64, links ...trace.Link) (context.Context, op) {
 	if o == nil {
 		return ctx, op{}
@@ -120,7 +123,9 @@ func (o *obs) start(ctx context.Context, name, resource, holder string, fence in
 	}
 	ctx, span := o.tracer.Start(ctx, name, opts...)
 	if span.IsRecording() { // the attributes cost allocations: only for a span that keeps them
-		span.SetAttributes(attribute.String(keyResource, resource), attribute.String(keyHolder, holder))
+		if resource != "" {
+			span.SetAttributes(attribute.String(keyResource, resource), attribute.String(keyHolder, holder))
+		}
 		if fence != 0 {
 			span.SetAttributes(attribute.Int64(keyFence, fence))
 		}

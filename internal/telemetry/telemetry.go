@@ -13,6 +13,14 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
+// The attribute keys of a token's fields, on every span of gate and lease
+// and on metrics opted in to resource names.
+const (
+	KeyResource = "fencegate.resource"
+	KeyHolder   = "fencegate.holder"
+	KeyFence    = "fencegate.fence"
+)
+
 // Off, given as the MeterProvider, builds a gate or a coordinator with no
 // instrumentation: no instrument, no span, not even a no-op call. It is the
 // baseline the benchmarks compare the no-op providers against; users have
