@@ -62,6 +62,7 @@ func RunAll(ctx context.Context, cfg Config, outDir, only string, quick bool) er
 		{"hold", func() error { return HoldMany(ctx, cfg, r) }},
 		{"queue", func() error { return QueuedAcquirers(ctx, cfg, r) }},
 		{"fairness", func() error { return Fairness(ctx, cfg, pg, r) }},
+		{"otel", func() error { return Telemetry(ctx, cfg, r) }},
 	}
 	for _, s := range steps {
 		if !want(s.id) {

@@ -69,4 +69,34 @@
 // writers of one resource queue on the floor row. Under REPEATABLE READ or
 // SERIALIZABLE the same race ends in a serialization failure, which Do
 // retries (sqlstore.IsRetryable).
+//
+// # Observability
+//
+// A Gate reports to OpenTelemetry through Options.MeterProvider and
+// Options.TracerProvider, the global providers by default: until the
+// program installs an SDK they record nothing, at a cost lost in a
+// round trip's noise (bench/, scenario otel). The instruments, of scope
+// github.com/fencegate/fencegate/gate:
+//
+//   - fencegate.gate.decisions (counter, {decision}): one per fence check,
+//     when it ends. Attributes: operation (commit, admit, commit_batch,
+//     begin_fenced) and outcome (admitted; refused, a stale or never
+//     issued fence; error, no decision: invalid input, a savepoint, a
+//     cancelled ctx, a broken connection). Do counts each attempt's
+//     Commit.
+//   - fencegate.gate.commit.duration (histogram, s): the same checks'
+//     time, from the call to the decision, a refusal's rollback and
+//     rejection log write included; the same attributes.
+//   - fencegate.gate.refusals (counter, {refusal}): one per refusal, once
+//     its record is written or given up. Attribute: logged (false when the
+//     rejection log could not be written or the floor read; the error says
+//     so too).
+//
+// With Options.MetricsByResource each also carries fencegate.resource.
+// The spans gate.Commit, gate.Admit, pgxv5.CommitBatch and
+// pgxv5.BeginFenced are children of ctx's span, with fencegate.resource,
+// fencegate.holder, fencegate.fence, fencegate.operation and
+// fencegate.outcome; a refused one has an error status and
+// fencegate.floor, fencegate.floor_holder and fencegate.not_issued.
+// docs/OBSERVABILITY.md shows how to export them.
 package gate

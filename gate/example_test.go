@@ -96,3 +96,34 @@ func ExampleGate_Cleanup() {
 	// cleanup runs: true
 	// one bound: true
 }
+
+// A driver that checks a fence its own way (pgxv5.CommitBatch does, in a
+// pipeline) reports the check to the gate's instruments and spans as
+// Commit does: Observe before, end with the result after. Here the check is
+// WouldAdmit's read, standing in for the driver's statement.
+func ExampleGate_Observe() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "fencegate-example")
+	defer os.RemoveAll(dir)
+	store, err := sqlite.Open(ctx, filepath.Join(dir, "app.db"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	if err := store.Migrate(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// nil providers: the global ones, which record nothing until the
+	// program installs an OpenTelemetry SDK (docs/OBSERVABILITY.md).
+	g := gate.New(store, &gate.Options{MeterProvider: nil, TracerProvider: nil})
+
+	token := gate.Token{Resource: "deploy-slot", Holder: "agent-a", Fence: 1}
+	ctx, end := g.Observe(ctx, "commit_batch", token)
+	ok, err := g.WouldAdmit(ctx, token) // the driver's own check
+	if err == nil && !ok {
+		err = &gate.StaleFenceError{Resource: token.Resource, Holder: token.Holder, Fence: token.Fence}
+	}
+	end(err) // counted as admitted, refused or error
+	fmt.Println("admitted:", err == nil)
+	// Output: admitted: true
+}

@@ -10,6 +10,9 @@ import (
 	"reflect"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
@@ -48,6 +51,22 @@ type Options struct {
 	// database does not answer), the call returns anyway, and its error says
 	// that the refusal may not have been logged. Defaults to 5s.
 	CleanupTimeout time.Duration
+
+	// MeterProvider makes the gate's instruments (the package doc's
+	// Observability lists them). Defaults to otel.GetMeterProvider(), the
+	// global provider, which records nothing until the program installs an
+	// OpenTelemetry SDK.
+	MeterProvider metric.MeterProvider
+
+	// TracerProvider makes the spans of Commit, Admit, and the drivers'
+	// CommitBatch and BeginFenced. Defaults to otel.GetTracerProvider().
+	TracerProvider trace.TracerProvider
+
+	// MetricsByResource adds the resource's name (fencegate.resource) to
+	// the gate's metric attributes. Defaults to false: resource names are
+	// unbounded, and each one makes time series of its own. Spans always
+	// carry it.
+	MetricsByResource bool
 }
 
 // Gate admits writes whose fence is at least the resource's floor, inside
@@ -57,6 +76,7 @@ type Gate[TTx any] struct {
 	driver sqlstore.Driver[TTx]
 	opts   Options
 	logger *slog.Logger
+	obs    *obs
 }
 
 // New returns a gate over driver. The transaction type follows from the
@@ -72,7 +92,7 @@ func New[TTx any](driver sqlstore.Driver[TTx], opts *Options) *Gate[TTx] {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Gate[TTx]{driver: driver, opts: o, logger: o.Logger}
+	return &Gate[TTx]{driver: driver, opts: o, logger: o.Logger, obs: newObs(&o)}
 }
 
 // Commit admits token inside tx, before the caller's writes: it raises the
@@ -104,7 +124,9 @@ func New[TTx any](driver sqlstore.Driver[TTx], opts *Options) *Gate[TTx] {
 // writes unfenced. The savepoint is rolled back; the outer transaction is
 // the caller's to roll back. A savepoint kept in a named field behind a
 // wrapper's own methods is not recognised (IsNestedTx): never pass one.
-func (g *Gate[TTx]) Commit(ctx context.Context, tx TTx, token Token) error {
+func (g *Gate[TTx]) Commit(ctx context.Context, tx TTx, token Token) (err error) {
+	ctx, check := g.obs.start(ctx, "commit", token)
+	defer check.end(ctx, &err)
 	res, err := g.floorRaise(ctx, tx, token)
 	if err == nil && res.Admitted {
 		return nil
@@ -233,6 +255,7 @@ func (g *Gate[TTx]) refuse(ctx context.Context, token Token, res sqlstore.FloorR
 	if !res.Issued {
 		f, err := g.readFloor(ctx, token.Resource)
 		if err != nil {
+			g.obs.refusal(ctx, token, false)
 			// Without the floor a superseded fence would be logged as one
 			// never issued: a false record is worse than none. The token is
 			// refused all the same (no such lease is live).
@@ -254,6 +277,7 @@ func (g *Gate[TTx]) refuse(ctx context.Context, token Token, res sqlstore.FloorR
 	g.logger.WarnContext(ctx, "fencegate: refused fence",
 		"resource", token.Resource, "holder", token.Holder, "fence", token.Fence,
 		"floor", res.Floor, "floor_holder", res.FloorHolder, "not_issued", notIssued, "rejection_seq", rej.Seq)
+	g.obs.refusal(ctx, token, logErr == nil)
 	if logErr != nil {
 		errs = append(errs, fmt.Errorf("fencegate: the refusal may not have been logged: %w", logErr))
 	}
@@ -357,7 +381,9 @@ func (g *Gate[TTx]) retryable(err error) bool {
 // transaction.) A fence below the floor is refused and logged like Commit's,
 // and so is, under Options.VerifyIssued, a fence the co-located coordinator
 // never issued (ErrFenceNotIssued): the floor is then left as it was.
-func (g *Gate[TTx]) Admit(ctx context.Context, token Token) error {
+func (g *Gate[TTx]) Admit(ctx context.Context, token Token) (err error) {
+	ctx, check := g.obs.start(ctx, "admit", token)
+	defer check.end(ctx, &err)
 	if err := token.Validate(); err != nil {
 		return err
 	}

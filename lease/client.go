@@ -105,6 +105,7 @@ type AcquireRequest struct {
 	sentAt sendStamp // holder-side only: never sent, never read by the coordinator
 	client *Client
 	used   atomic.Bool
+	span   atomic.Pointer[acquireSpan] // the granting acquisition's span, for the Lease
 }
 
 // SentAt returns the instant, on the holder's clock, at which the request
@@ -245,6 +246,7 @@ func (c *Client) CompleteAcquire(req *AcquireRequest, grant Grant) (*Lease, erro
 		token:  gate.Token{Resource: grant.Resource, Holder: grant.Holder, Fence: grant.Fence},
 	}
 	l.set(req.SentAt(), grant)
+	req.completed(l)
 	return l, nil
 }
 
@@ -346,6 +348,7 @@ func checkGrant(grant Grant, resource, holder, requestID string, fence int64) er
 type Lease struct {
 	client *Client
 	token  gate.Token // never changes: renewals keep the fence
+	otel   leaseOtel  // set once, before the Lease is shared
 
 	mu       sync.Mutex
 	deadline Instant

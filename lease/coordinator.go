@@ -9,6 +9,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/sqlstore"
 )
@@ -62,6 +65,22 @@ type CoordinatorOptions struct {
 	// waiter learns of a release it was not told of (SQLite across
 	// processes, a lost notification). Defaults to 3s.
 	WaiterTTL time.Duration
+
+	// MeterProvider makes the coordinator's instruments (the package doc's
+	// Observability lists them). Defaults to otel.GetMeterProvider(), the
+	// global provider, which records nothing until the program installs an
+	// OpenTelemetry SDK.
+	MeterProvider metric.MeterProvider
+
+	// TracerProvider makes the spans of Acquire, AcquireWait, Renew,
+	// RenewBatch and Release. Defaults to otel.GetTracerProvider().
+	TracerProvider trace.TracerProvider
+
+	// MetricsByResource adds the resource's name (fencegate.resource) to
+	// the coordinator's metric attributes. Defaults to false: resource
+	// names are unbounded, and each one makes time series of its own.
+	// Spans always carry it.
+	MetricsByResource bool
 }
 
 // Coordinator grants, renews and releases leases, keeping them in the
@@ -94,6 +113,7 @@ type Coordinator struct {
 	startFence  int64
 	waiterTTL   time.Duration
 	waits       waitRoom // AcquireWait's waiters in this process
+	obs         *obs
 
 	startMu   sync.Mutex
 	startDone bool // StartFence was applied
@@ -123,6 +143,7 @@ func NewCoordinator(store sqlstore.Store, opts *CoordinatorOptions) *Coordinator
 		lockTimeout: cmp.Or(opts.LockTimeout, 2*time.Second),
 		startFence:  opts.StartFence,
 		waiterTTL:   max(cmp.Or(opts.WaiterTTL, 3*time.Second), 3*MinTTL),
+		obs:         newObs(opts),
 	}
 }
 
@@ -213,7 +234,9 @@ func (c *Coordinator) Acquire(ctx context.Context, req *AcquireRequest) (Acquire
 
 // acquire is Acquire for the waiter at place waiter (0 for none), whose
 // place a grant takes out of the queue (sqlstore.LeaseAcquireParams.Waiter).
-func (c *Coordinator) acquire(ctx context.Context, req *AcquireRequest, waiter int64) (AcquireOutcome, error) {
+func (c *Coordinator) acquire(ctx context.Context, req *AcquireRequest, waiter int64) (out AcquireOutcome, err error) {
+	ctx, op := c.obs.startAcquire(ctx, req)
+	defer op.endAcquire(ctx, req, &out, &err)
 	if req == nil {
 		return AcquireOutcome{}, invalid("request", "is nil")
 	}
@@ -411,7 +434,9 @@ func (c *Coordinator) grantOf(row sqlstore.LeaseRow, requestID string) Grant {
 //
 // Errors: gate.ErrInvalidInput for a bad request, ErrUnknownResource for a
 // resource that was never leased, ErrBusy, or the database's error.
-func (c *Coordinator) Renew(ctx context.Context, req *RenewRequest) (RenewOutcome, error) {
+func (c *Coordinator) Renew(ctx context.Context, req *RenewRequest) (out RenewOutcome, err error) {
+	ctx, op := c.obs.startRenew(ctx, req)
+	defer op.endRenew(&out, &err)
 	if req == nil {
 		return RenewOutcome{}, invalid("request", "is nil")
 	}
@@ -450,7 +475,7 @@ func (c *Coordinator) Renew(ctx context.Context, req *RenewRequest) (RenewOutcom
 	if err != nil {
 		return RenewOutcome{}, c.wrap("renew", req.Resource, err)
 	}
-	out := RenewOutcome{Expired: true}
+	out = RenewOutcome{Expired: true}
 	if cur.Live() {
 		out.HeldBy, out.Fence = cur.Holder, cur.Fence
 	}
@@ -474,7 +499,9 @@ func (c *Coordinator) Renew(ctx context.Context, req *RenewRequest) (RenewOutcom
 // The batch fails as a whole or not at all: an invalid request (nothing is
 // sent) or a database error (nothing is known to be renewed; send new
 // requests to retry) is the error, matched as Renew's are.
-func (c *Coordinator) RenewBatch(ctx context.Context, reqs []*RenewRequest) ([]RenewOutcome, error) {
+func (c *Coordinator) RenewBatch(ctx context.Context, reqs []*RenewRequest) (outs []RenewOutcome, err error) {
+	ctx, op := c.obs.startRenewBatch(ctx, reqs)
+	defer op.endRenewBatch(&outs, &err)
 	// ps holds each lease once; request i is answered by renewal of[i].
 	ps := make([]sqlstore.LeaseRenewParams, 0, len(reqs))
 	of := make([]int, len(reqs))
@@ -511,7 +538,6 @@ func (c *Coordinator) RenewBatch(ctx context.Context, reqs []*RenewRequest) ([]R
 		}
 	}
 	var rows []sqlstore.LeaseRow
-	var err error
 	if ex, ok := c.store.Executor().(sqlstore.LeaseBatchRenewer); ok {
 		err = c.onConn(ctx, func(pinned sqlstore.Executor) error {
 			if b, ok := pinned.(sqlstore.LeaseBatchRenewer); ok {
@@ -541,7 +567,7 @@ func (c *Coordinator) RenewBatch(ctx context.Context, reqs []*RenewRequest) ([]R
 	if err != nil {
 		return nil, c.wrap(fmt.Sprintf("renew %d leases", len(reqs)), "", err)
 	}
-	outs := make([]RenewOutcome, len(reqs))
+	outs = make([]RenewOutcome, len(reqs))
 	for i, req := range reqs {
 		if row := rows[of[i]]; row.Found {
 			outs[i] = RenewOutcome{OK: true, Grant: c.grantOf(row, req.RequestID)}
@@ -592,7 +618,9 @@ func (c *Coordinator) onConn(ctx context.Context, fn func(sqlstore.Executor) err
 //
 // Errors: gate.ErrInvalidInput for an invalid token, ErrBusy, or the
 // database's error.
-func (c *Coordinator) Release(ctx context.Context, token gate.Token) (bool, error) {
+func (c *Coordinator) Release(ctx context.Context, token gate.Token) (released bool, err error) {
+	ctx, op := c.obs.startRelease(ctx, token)
+	defer op.endRelease(&released, &err)
 	if err := token.Validate(); err != nil {
 		return false, err
 	}

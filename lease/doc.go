@@ -150,4 +150,49 @@
 // synchronous=FULL (sqlite.Open sets it). A release on Postgres commits
 // without waiting for the WAL flush: losing one in a crash only keeps the
 // resource locked until its lease expires.
+//
+// # Observability
+//
+// A Coordinator reports to OpenTelemetry through
+// CoordinatorOptions.MeterProvider and TracerProvider, the global providers
+// by default (they record nothing until the program installs an SDK). The
+// instruments, of scope github.com/fencegate/fencegate/lease:
+//
+//   - fencegate.lease.acquire.duration (histogram, s): each acquisition
+//     (Acquire, and each try of AcquireWait and Hold). Attribute: outcome
+//     (granted; held, someone holds a live lease; busy, ErrBusy; error).
+//   - fencegate.lease.wait.duration (histogram, s): each AcquireWait (and
+//     Hold with Wait), from the call to its return, time queued included.
+//     Outcome: granted, held (the holder already holds it), cancelled (ctx
+//     ended), error.
+//   - fencegate.lease.handover.duration (histogram, s): for each waiter a
+//     release woke, from the moment this Coordinator learned of the release
+//     (its own Release, or the database's announcement) to the waiter's
+//     grant.
+//   - fencegate.lease.grant.headroom (histogram, s): for each grant of a
+//     request sent through this Coordinator, when CompleteAcquire makes the
+//     Lease: the time it has left on the holder's clock, the term less
+//     ClientOptions.ClockSkew and the round trip. Near zero, leases arrive
+//     spent.
+//   - fencegate.lease.hold.duration (histogram, s): each lease kept by Keep
+//     or Hold, from its request to its release (outcome released) or its
+//     loss (lost), on the Client's clock.
+//   - fencegate.lease.renewals (counter, {renewal}): each renewal of a kept
+//     lease. Outcome: on_time; late, renewed after a failed attempt;
+//     failed, its batch failed and is retried; refused, the coordinator
+//     says the lease is over.
+//   - fencegate.lease.lost (counter, {lease}): each kept lease lost.
+//     Attribute: reason (deadline, no renewal before the holder's deadline;
+//     refused; released, while a renewal was due; renewal_incomplete;
+//     born_expired, Keep found no time left).
+//
+// With CoordinatorOptions.MetricsByResource each also carries
+// fencegate.resource. The spans lease.Acquire, lease.AcquireWait (the
+// parent of its tries), lease.Renew, lease.RenewBatch and lease.Release
+// have fencegate.resource, fencegate.holder, fencegate.fence and
+// fencegate.outcome. A Lease carries its acquisition's span context:
+// lease.Renew links to it, lease.RenewBatch (the keeper's batches, spans of
+// their own) to every lease it renews, and lease.Release to it when it
+// comes from Kept.Release or Hold, so one lease's life reads as one trace
+// and its links. docs/OBSERVABILITY.md shows how to export them.
 package lease

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"go.opentelemetry.io/otel"
+
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore/sqlite"
@@ -278,4 +280,31 @@ func ExampleCoordinator_AcquireWait() {
 	// Output:
 	// alice had fence 1
 	// bob has fence 2
+}
+
+// A coordinator reports to the OpenTelemetry providers it is given, the
+// global ones when nil; a program passes its SDK's (docs/OBSERVABILITY.md
+// shows Prometheus). Resource names stay out of the metrics unless
+// MetricsByResource lets them in; spans always carry them.
+func ExampleNewCoordinator_openTelemetry() {
+	ctx := context.Background()
+	store, cleanup := openExample(ctx)
+	defer cleanup()
+
+	coord := lease.NewCoordinator(store, &lease.CoordinatorOptions{
+		MeterProvider:     otel.GetMeterProvider(),  // the SDK's MeterProvider in a real program
+		TracerProvider:    otel.GetTracerProvider(), // likewise
+		MetricsByResource: false,                    // a few fixed resources could afford true
+	})
+	agent, _ := lease.NewClient(lease.ClientOptions{Holder: "agent-7"})
+	err := lease.Hold(ctx, agent, coord, "orders/42", func(ctx context.Context, l *lease.Lease) error {
+		// The acquisition, the work's gated writes and the release are spans
+		// of the trace in Hold's ctx; the release links to the acquisition.
+		fmt.Println("holding fence", l.Token().Fence)
+		return nil
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Output: holding fence 1
 }

@@ -80,7 +80,7 @@ func Hold(ctx context.Context, c *Client, coord *Coordinator, resource string, f
 // longer than the Client's ReleaseTimeout.
 func release(ctx context.Context, c *Client, coord *Coordinator, l *Lease) error {
 	token, _ := c.Release(l) // cannot fail: l is c's
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.releaseTimeout)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(releasing(ctx, l)), c.releaseTimeout)
 	defer cancel()
 	if _, err := coord.Release(rctx, token); err != nil {
 		// err already says "lease: release …"; add only what it means.

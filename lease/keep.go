@@ -46,6 +46,7 @@ func Keep(ctx context.Context, c *Client, coord *Coordinator, l *Lease) (*Kept, 
 		// Born expired (a retried grant with almost no time left, or a clock
 		// skew as long as the term): never report it as held.
 		lost := &LostError{Resource: l.token.Resource, Fence: l.token.Fence, Reason: "it had no time left when granted"}
+		coord.obs.lose(ctx, l, "born_expired")
 		return nil, errors.Join(lost, release(ctx, c, coord, l))
 	}
 	k := &Kept{entry: kept{l: l, coord: coord}}
@@ -70,6 +71,9 @@ func (k *Kept) Context() context.Context { return k.entry.ctx }
 func (k *Kept) Release(ctx context.Context) error {
 	k.once.Do(func() {
 		k.stop()
+		if k.lost() == nil { // a loss was counted when it happened
+			k.entry.coord.obs.held(ctx, k.entry.l, "released")
+		}
 		k.releaseErr = release(ctx, k.entry.l.client, k.entry.coord, k.entry.l)
 	})
 	return k.releaseErr

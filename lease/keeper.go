@@ -171,7 +171,7 @@ func (k *keeper) lookLocked(now time.Time) (batches []*batch, next time.Time) {
 		}
 		rem := e.l.Remaining()
 		if rem <= 0 {
-			k.loseLocked(e, "its deadline passed without a successful renewal", e.lastErr)
+			k.loseLocked(e, "deadline", "its deadline passed without a successful renewal", e.lastErr)
 			continue
 		}
 		if at := now.Add(rem); at.Before(next) {
@@ -207,7 +207,7 @@ func (k *keeper) lookLocked(now time.Time) (batches []*batch, next time.Time) {
 		for _, e := range p.kept {
 			req, err := e.l.client.BeginRenewal(e.l)
 			if err != nil {
-				k.loseLocked(e, "it could not be renewed", err)
+				k.loseLocked(e, "released", "it could not be renewed", err)
 				continue
 			}
 			b.kept, b.reqs = append(b.kept, e), append(b.reqs, req)
@@ -245,25 +245,30 @@ func (k *keeper) apply(b *batch) {
 		}
 		if b.err != nil {
 			// Maybe a blip: retry soon, while the deadline guards the lease.
+			e.coord.obs.renewal(e.ctx, e.l, "failed")
 			e.lastErr = b.err
 			e.renewAt = now.Add(retryWait(e.l))
 			continue
 		}
 		if !b.outs[i].OK {
-			k.loseLocked(e, "the coordinator reports it expired, released or superseded", nil)
+			e.coord.obs.renewal(e.ctx, e.l, "refused")
+			k.loseLocked(e, "refused", "the coordinator reports it expired, released or superseded", nil)
 			continue
 		}
 		if _, err := e.l.client.CompleteRenewal(b.reqs[i], b.outs[i].Grant); err != nil {
-			k.loseLocked(e, "its renewal could not be completed", err)
+			k.loseLocked(e, "renewal_incomplete", "its renewal could not be completed", err)
 			continue
 		}
+		e.coord.obs.renewal(e.ctx, e.l, renewedOutcome(e.lastErr))
 		e.lastErr, e.ttl = nil, b.outs[i].Grant.TTL
 		e.renewAt = now.Add(renewWait(e.l))
 	}
 }
 
-// loseLocked cancels e's Kept context with a *LostError and stops keeping e.
-func (k *keeper) loseLocked(e *kept, reason string, err error) {
+// loseLocked cancels e's Kept context with a *LostError and stops keeping
+// e; code is the reason attribute of the lost count.
+func (k *keeper) loseLocked(e *kept, code, reason string, err error) {
+	e.coord.obs.lose(e.ctx, e.l, code)
 	e.lose(&LostError{Resource: e.l.token.Resource, Fence: e.l.token.Fence, Reason: reason, Err: err})
 	e.done = true
 	delete(k.kept, e)

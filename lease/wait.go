@@ -97,7 +97,9 @@ const listenRetry = 100 * time.Millisecond
 // same bound as leaving the queue, even after ctx ended. If that fails, its
 // error says so: the lease may then stay held until its term ends. Hold,
 // with or without Wait, does the same.
-func (c *Coordinator) AcquireWait(ctx context.Context, client *Client, resource string) (_ *Lease, err error) {
+func (c *Coordinator) AcquireWait(ctx context.Context, client *Client, resource string) (got *Lease, err error) {
+	ctx, op := c.obs.startWait(ctx, client, resource)
+	defer op.endWait(ctx, &got, &err)
 	if client == nil {
 		return nil, invalid("client", "is nil")
 	}
@@ -193,6 +195,7 @@ func (c *Coordinator) AcquireWait(ctx context.Context, client *Client, resource 
 			switch {
 			case l != nil:
 				granted = true
+				c.obs.handedOver(ctx, w)
 				return l, nil
 			case ctx.Err() != nil:
 				return nil, errors.Join(c.waitEnded(ctx, resource, held), leftGrant(err))
@@ -356,9 +359,10 @@ type waiter struct {
 	resource string
 	wake     chan struct{} // buffered: a wake during a look is kept
 
-	mu   sync.Mutex
-	seq  int64
-	turn bool // an announcement named seq the first live waiter
+	mu         sync.Mutex
+	seq        int64
+	turn       bool      // an announcement named seq the first live waiter
+	releasedAt time.Time // the last release that woke it, for the hand-over latency
 }
 
 // takeTurn reports, once, whether an announcement named w first since the
@@ -474,6 +478,9 @@ func (r *waitRoom) announced(ch sqlstore.LeaseChange) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if ch.First == 0 {
+		if ws := r.byRes[ch.Resource]; len(ws) > 0 {
+			ws[0].released(time.Now())
+		}
 		r.wakeLocked(ch.Resource)
 		return
 	}
@@ -484,7 +491,7 @@ func (r *waitRoom) announced(ch sqlstore.LeaseChange) {
 	}
 	w := ws[i]
 	w.mu.Lock()
-	w.turn = true
+	w.turn, w.releasedAt = true, time.Now()
 	w.mu.Unlock()
 	r.poke(w)
 }

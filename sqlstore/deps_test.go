@@ -26,16 +26,20 @@ func goTool(t *testing.T, args ...string) string {
 // its driver's sqlstore.Confiner) import none,
 // a pgx program links no SQLite, a SQLite program no pgx, and neither links
 // MySQL's driver, nor a MySQL program either of theirs. The migrations
-// packages import nothing of fencegate's, goose's or a database's.
+// packages import nothing of fencegate's, goose's or a database's. The
+// library speaks OpenTelemetry's API only: the SDK and the exporters are the
+// program's.
 func TestProgramsLinkOnlyTheirDriver(t *testing.T) {
 	const fg = "github.com/fencegate/fencegate/sqlstore/"
 	const mig = "github.com/fencegate/fencegate/migrations/"
 	const mysqlDriver = "github.com/go-sql-driver/"
+	otelSDK := []string{"go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters"}
 	for _, c := range []struct {
 		pkgs   []string
 		banned []string // import path prefixes
 	}{
 		{[]string{"../gate", "../lease", "../internal/confined"}, []string{"github.com/jackc/", "modernc.org/", mysqlDriver, fg + "pgxv5", fg + "pgsql", fg + "sqlite", fg + "mysql", mig}},
+		{[]string{"./...", "../gate", "../lease", "../internal/..."}, otelSDK},
 		{[]string{"./testdata/pgxonly"}, []string{"modernc.org/", mysqlDriver, fg + "sqlite", fg + "pgsql", fg + "mysql", mig + "sqlite", mig + "mysql"}},
 		{[]string{"./testdata/sqliteonly"}, []string{"github.com/jackc/", mysqlDriver, fg + "internal/pg", fg + "mysql", mig + "postgres", mig + "mysql"}},
 		{[]string{"./testdata/mysqlonly"}, []string{"github.com/jackc/", "modernc.org/", fg + "internal/pg", fg + "sqlite", mig + "postgres", mig + "sqlite"}},

@@ -45,6 +45,20 @@
 // "fencegate fence advance --margin N" before letting clients in (see
 // lease.Coordinator.AdvanceFences).
 //
+// # Telemetry
+//
+// The command's gate and coordinator report the library's OpenTelemetry
+// metrics and spans (docs/OBSERVABILITY.md) when asked. The global
+// --metrics-addr ADDR serves the metrics for Prometheus at
+// http://ADDR/metrics while the command runs (the shape for "fencegate
+// mcp" and "fencegate run"). With OTEL_EXPORTER_OTLP_ENDPOINT (or the
+// _METRICS_ or _TRACES_ endpoint) set, metrics and spans go to that
+// collector over OTLP/HTTP, flushed before the command exits (at most
+// 5s); the exporters read the other standard OTEL_EXPORTER_OTLP_*
+// variables (headers, timeout, TLS), OTEL_SERVICE_NAME names the service
+// (default fencegate), and OTEL_EXPORTER_OTLP_PROTOCOL, if set, must be
+// http/protobuf. Asked for neither, the command exports nothing.
+//
 // # Exit status
 //
 //	0  success; check: the token is current

@@ -101,6 +101,7 @@ type cli struct {
 	env                      func(string) string
 	dsn                      string   // --dsn, global or the subcommand's
 	db                       *backend // the command's database, once opened: see database
+	tel                      *telemetry
 }
 
 // run is the whole command line, callable in-process by tests: it parses
@@ -118,6 +119,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.SetOutput(io.Discard)
 	fs.Var(dsnValue{&c.dsn}, "dsn", dsnHelp)
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	metricsAddr := fs.String("metrics-addr", "", metricsAddrHelp)
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -138,6 +140,17 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		c.mainUsage(c.stderr, fs)
 		return exitUsage
 	}
+	tel, err := c.startTelemetry(ctx, *metricsAddr)
+	if err != nil {
+		fmt.Fprintf(c.stderr, "fencegate: %v\n", err)
+		return exitCode(err)
+	}
+	c.tel = tel
+	defer func() {
+		if err := tel.stop(ctx); err != nil {
+			fmt.Fprintf(c.stderr, "fencegate: %v\n", err)
+		}
+	}()
 	name, args := args[0], args[1:]
 	if name == "help" {
 		if len(args) == 0 {
@@ -177,6 +190,10 @@ commands:
 The database is --dsn, else $%s, else the SQLite file %s
 in the working directory. fencegate creates its tables (prefixed
 fencegate_) on first use.
+
+--metrics-addr serves the metrics of the gate and the leases for
+Prometheus while the command runs; with $OTEL_EXPORTER_OTLP_ENDPOINT set,
+metrics and spans go to that collector over OTLP/HTTP.
 
 Exit status: 0 success, 1 error, 2 usage, 3 held or stale.
 Run 'fencegate COMMAND --help' for a command's flags; start with 'fencegate demo'.
@@ -426,11 +443,12 @@ func (c *cli) open(ctx context.Context, migrate bool) (*backend, error) {
 			return nil, err
 		}
 	}
+	mp, tp := c.tel.providers()
 	return &backend{
 		driver: d,
 		dsn:    dsn,
-		coord:  lease.NewCoordinator(d, nil),
-		gate:   gate.New(d, &gate.Options{VerifyIssued: true}),
+		coord:  lease.NewCoordinator(d, &lease.CoordinatorOptions{MeterProvider: mp, TracerProvider: tp}),
+		gate:   gate.New(d, &gate.Options{VerifyIssued: true, MeterProvider: mp, TracerProvider: tp}),
 	}, nil
 }
 

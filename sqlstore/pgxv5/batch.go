@@ -67,7 +67,9 @@ type BatchSender interface {
 //
 // The fence statement needs fencegate's Postgres migrations 00002, 00004,
 // 00007 and 00013.
-func CommitBatch(ctx context.Context, g *gate.Gate[pgx.Tx], conn BatchSender, token gate.Token, b *pgx.Batch) error {
+func CommitBatch(ctx context.Context, g *gate.Gate[pgx.Tx], conn BatchSender, token gate.Token, b *pgx.Batch) (err error) {
+	ctx, end := g.Observe(ctx, "commit_batch", token)
+	defer func() { end(err) }()
 	tx, err := commitBatch(ctx, g, conn, token, b)
 	if err == nil {
 		if tx != nil {

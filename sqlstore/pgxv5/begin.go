@@ -73,7 +73,9 @@ var ErrBeginInTx = errors.New("fencegate: begin fenced: already in a transaction
 //		return err
 //	}
 //	return tx.Commit(ctx)
-func BeginFenced(ctx context.Context, g *gate.Gate[pgx.Tx], db BatchSender, token gate.Token, opts pgx.TxOptions) (pgx.Tx, error) {
+func BeginFenced(ctx context.Context, g *gate.Gate[pgx.Tx], db BatchSender, token gate.Token, opts pgx.TxOptions) (_ pgx.Tx, err error) {
+	ctx, end := g.Observe(ctx, "begin_fenced", token)
+	defer func() { end(err) }()
 	if err := token.Validate(); err != nil {
 		return nil, err
 	}
@@ -85,7 +87,7 @@ func BeginFenced(ctx context.Context, g *gate.Gate[pgx.Tx], db BatchSender, toke
 	b.Queue(pg.PipelineFenceSQL(g.Options().VerifyIssued), token.Resource, token.Fence, token.Holder)
 	br := db.SendBatch(ctx, b)
 	tx := br.Tx()
-	err := br.Close()
+	err = br.Close()
 	if err == nil {
 		return tx, nil
 	}
