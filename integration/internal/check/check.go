@@ -24,8 +24,15 @@
 //   - ungranted-fence: every committed write's fence was granted to its
 //     writer for that resource.
 //   - realtime-stale-write: no write under N committed if it was invoked after
-//     a grant above N had been acknowledged to some client (real time, from
-//     the wall clock every process on the machine shares).
+//     a fence above N had been acknowledged to some client, granted,
+//     admitted or written under (real time, from the wall clock every
+//     process on the machine shares).
+//   - stale-not-refused, misread-refusal: such a stale write (or admission)
+//     that failed is a refusal: it may fail for a fault its error names
+//     (the connection, the server, a lock conflict), never with an error
+//     that names none; and no error carrying a refusal's SQLSTATE (FG001,
+//     FG002) is reported as anything but a refusal. Both are refusals the
+//     library did not recognise, so nobody logged them.
 //   - grant-order, duplicate-fence, lost-grant, phantom-grant: fences are
 //     unique per grant and grow per resource; every acknowledged grant is in
 //     the database after the restarts; every grant in the database was asked
@@ -535,18 +542,26 @@ func grantOf(o *history.Op) (int64, bool) {
 	return 0, false
 }
 
-// realTime: a write invoked after a higher grant was acknowledged must not
-// commit.
-func (c *checker) realTime() {
-	type ack struct {
-		at    int64
-		fence int64
-		op    string
-	}
+// ack is an acknowledged fence on a resource: a grant, an admission, or a
+// write committed under it. From its return on, the floor is at least the
+// fence.
+type ack struct {
+	at    int64
+	fence int64
+	op    string
+}
+
+// acked lists, per resource, the acknowledged fences in order of return,
+// each carrying the highest fence acknowledged up to then.
+func (c *checker) acked() map[string][]ack {
 	acks := map[string][]ack{}
 	for i := range c.in.Ops {
-		if fence, ok := grantOf(&c.in.Ops[i]); ok {
-			o := &c.in.Ops[i]
+		o := &c.in.Ops[i]
+		fence, ok := grantOf(o)
+		if !ok && o.Type == history.Write && o.Outcome == history.OK {
+			fence, ok = o.Fence, true
+		}
+		if ok {
 			acks[o.Resource] = append(acks[o.Resource], ack{o.Return, fence, o.Op})
 		}
 	}
@@ -559,16 +574,65 @@ func (c *checker) realTime() {
 		}
 		acks[res] = as
 	}
+	return acks
+}
+
+// above returns the highest fence acknowledged on res before at, if any is
+// above fence.
+func above(acks map[string][]ack, res string, fence, at int64) (ack, bool) {
+	as := acks[res]
+	i := sort.Search(len(as), func(i int) bool { return as[i].at >= at }) - 1
+	if i >= 0 && as[i].fence > fence {
+		return as[i], true
+	}
+	return ack{}, false
+}
+
+// realTime: a write invoked after a higher fence was acknowledged (granted,
+// admitted, or written under) must not commit.
+func (c *checker) realTime() {
+	acks := c.acked()
 	for _, e := range c.in.Events {
 		o := c.ops[e.OpID]
 		if e.Kind != "write" || o == nil {
 			continue
 		}
-		as := acks[e.Resource]
-		i := sort.Search(len(as), func(i int) bool { return as[i].at >= o.Call }) - 1
-		if i >= 0 && as[i].fence > e.Fence {
-			c.violate("realtime-stale-write", "%s: write %s under fence %d was invoked %v after %s's grant of fence %d was acknowledged, and committed",
-				e.Resource, e.OpID, e.Fence, time.Duration(o.Call-as[i].at), as[i].op, as[i].fence)
+		if a, ok := above(acks, e.Resource, e.Fence, o.Call); ok {
+			c.violate("realtime-stale-write", "%s: write %s under fence %d was invoked %v after %s's fence %d was acknowledged, and committed",
+				e.Resource, e.OpID, e.Fence, time.Duration(o.Call-a.at), a.op, a.fence)
+		}
+	}
+	c.staleFailures(acks)
+}
+
+// refusalCodes are the SQLSTATEs fencegate raises for a refused fence
+// (Postgres's pipelined fence statement): stale, and never issued.
+var refusalCodes = map[string]bool{"FG001": true, "FG002": true}
+
+// staleFailures: a write or admission invoked after a higher fence on its
+// resource was acknowledged met a floor above its fence, and the gate's
+// answer to that is a refusal, logged. It may still fail for a fault (the
+// connection, the server, a lock), but a failure whose error names none
+// is a refusal the library did not recognise: nothing was logged and the
+// writer was not told. And an error carrying a refusal's SQLSTATE is a
+// refusal, whatever the client took it for.
+func (c *checker) staleFailures(acks map[string][]ack) {
+	for i := range c.in.Ops {
+		o := &c.in.Ops[i]
+		if o.Type != history.Write && o.Type != history.Admit {
+			continue
+		}
+		if refusalCodes[o.Code] && o.Outcome != history.Refused {
+			c.violate("misread-refusal", "%s: %s under fence %d on %s failed with SQLSTATE %s, a refusal, but was reported %s: %s",
+				o.Op, o.Type, o.Fence, o.Resource, o.Code, o.Outcome, o.Err)
+			continue
+		}
+		if o.Outcome != history.Fail || o.Cause != history.CauseOther {
+			continue
+		}
+		if a, ok := above(acks, o.Resource, o.Fence, o.Call); ok {
+			c.violate("stale-not-refused", "%s: %s under fence %d on %s, invoked %v after %s's fence %d was acknowledged, failed with an error that names no fault and is no refusal: %s",
+				o.Op, o.Type, o.Fence, o.Resource, time.Duration(o.Call-a.at), a.op, a.fence, o.Err)
 		}
 	}
 }

@@ -6,9 +6,12 @@ package workload
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -333,7 +336,10 @@ func (e *env[TTx]) invoke(a *agent, r history.Record) history.Record {
 func (e *env[TTx]) ret(inv history.Record, r history.Record, err error) {
 	r.Op, r.Phase, r.Time = inv.Op, "ret", history.Now()
 	if err != nil {
-		r.Err = err.Error()
+		r.Err, r.Code = err.Error(), sqlState(err)
+		if r.Outcome == history.Fail {
+			r.Cause = failCause(err)
+		}
 	}
 	if err := e.rec.Write(r); err != nil {
 		panic(fmt.Sprintf("workload: recording %s: %v", r.Op, err))
@@ -726,6 +732,53 @@ func logFailed(err error, stale *gate.StaleFenceError) bool {
 		Unwrap() []error
 	}](err)
 	return stale.Seq == 0 && ok && len(j.Unwrap()) > 1
+}
+
+// sqlState is the SQLSTATE err carries from the server (Postgres,
+// MariaDB), or "".
+func sqlState(err error) string {
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
+		return pgErr.Code
+	}
+	if myErr, ok := errors.AsType[*gomysql.MySQLError](err); ok && myErr.SQLState != [5]byte{} {
+		return string(myErr.SQLState[:])
+	}
+	return ""
+}
+
+// failCause says what a failed operation's error names: the connection or
+// the database being away, a conflict to retry, an error the server
+// answered with, or nothing of the kind (history.CauseOther), which is what
+// a refusal the library did not recognise looks like.
+func failCause(err error) string {
+	err = native(err)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
+		errors.Is(err, driver.ErrBadConn), errors.Is(err, sql.ErrConnDone), errors.Is(err, sql.ErrTxDone),
+		errors.Is(err, pgx.ErrTxClosed), errors.Is(err, gomysql.ErrInvalidConn),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed),
+		sqlstore.IsConnLost(err), sqlstore.IsOutcomeUnknown(err):
+		return history.CauseConn
+	}
+	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
+		return history.CauseConn
+	}
+	if _, ok := errors.AsType[net.Error](err); ok {
+		return history.CauseConn
+	}
+	if errors.Is(err, lease.ErrBusy) || sqlstore.IsRetryable(err) {
+		return history.CauseBusy
+	}
+	if _, ok := errors.AsType[*pgconn.PgError](err); ok {
+		return history.CauseServer
+	}
+	if _, ok := errors.AsType[*gomysql.MySQLError](err); ok {
+		return history.CauseServer
+	}
+	if _, ok := errors.AsType[*sqlite.Error](err); ok {
+		return history.CauseServer
+	}
+	return history.CauseOther
 }
 
 // classifyCommit is Classify for an error from COMMIT itself.
