@@ -256,6 +256,7 @@ type agent struct {
 	name   string // stable across incarnations: "p1/a3"
 	holder string // unique to this incarnation: "p1.2/a3"
 	client *lease.Client
+	clock  holderClock
 	rng    *rand.Rand
 	seq    int
 }
@@ -265,10 +266,11 @@ func (e *env[TTx]) agent(ctx context.Context, idx int) error {
 	a := &agent{
 		name:   fmt.Sprintf("%s/a%d", base, idx),
 		holder: fmt.Sprintf("%s/a%d", e.cfg.Proc, idx),
+		clock:  newHolderClock(),
 		rng:    rand.New(rand.NewPCG(e.cfg.Seed, uint64(idx))),
 	}
 	var err error
-	a.client, err = lease.NewClient(lease.ClientOptions{Holder: a.holder, TTL: e.cfg.TTL, ClockSkew: e.cfg.ClockSkew})
+	a.client, err = lease.NewClient(lease.ClientOptions{Holder: a.holder, TTL: e.cfg.TTL, ClockSkew: e.cfg.ClockSkew, Clock: a.clock})
 	if err != nil {
 		return err
 	}
@@ -308,12 +310,29 @@ func (a *agent) nextOp() string {
 // term alone could end too soon. It is read from the deadline itself, never
 // from l.Remaining(), which stops at 0: a holder stalled past its deadline
 // (a SIGSTOP between the grant and this reading) would seem to believe until
-// the moment it woke. The holder's clock is read before the wall clock, so
-// the result errs late, toward a stricter check.
-func believedUntil(l *lease.Lease) int64 {
-	mono := lease.SystemClock().Now()
-	return history.Now() + int64(l.Deadline().Sub(mono))
+// the moment it woke. The holder's clock and the wall clock are read from
+// one time.Now(): read in two calls, a preemption between them would move
+// the deadline by as long as it lasted.
+func believedUntil(l *lease.Lease, clk holderClock) int64 {
+	now := clk.now()
+	return now.UnixNano() + int64(l.Deadline().Sub(clk.at(now)))
 }
+
+// holderClock is the agents' lease clock: the process's monotonic clock,
+// like lease.SystemClock, but read from a time.Time, so that a single
+// reading gives both the holder's instant and the wall clock.
+type holderClock struct {
+	origin time.Time
+	now    func() time.Time // time.Now
+}
+
+func newHolderClock() holderClock { return holderClock{origin: time.Now(), now: time.Now} }
+
+// Now is the lease.Clock reading.
+func (c holderClock) Now() lease.Instant { return c.at(c.now()) }
+
+// at is the clock's reading at t.
+func (c holderClock) at(t time.Time) lease.Instant { return lease.Instant{}.Add(t.Sub(c.origin)) }
 
 // expiresAt is the coordinator's expiry of g, in the database's clock: on
 // the one machine the histories run on, the same wall clock as history.Now.
@@ -384,7 +403,7 @@ func (e *env[TTx]) acquire(ctx context.Context, a *agent, res string) (*lease.Le
 	r.Outcome, r.Granted, r.TTL = history.OK, out.Grant.Fence, int64(out.Grant.TTL)
 	l, err := a.client.CompleteAcquire(req, out.Grant)
 	if err == nil {
-		r.Until, r.Expires = believedUntil(l), expiresAt(out.Grant)
+		r.Until, r.Expires = believedUntil(l, a.clock), expiresAt(out.Grant)
 	}
 	e.ret(inv, r, err)
 	if e.cfg.Announce {
@@ -467,7 +486,7 @@ func (e *env[TTx]) renew(ctx context.Context, a *agent, l *lease.Lease, late boo
 		r.TTL = int64(out.Grant.TTL)
 		_, err = a.client.CompleteRenewal(req, out.Grant)
 		if err == nil {
-			r.Until, r.Expires = believedUntil(l), expiresAt(out.Grant)
+			r.Until, r.Expires = believedUntil(l, a.clock), expiresAt(out.Grant)
 		}
 	}
 	e.ret(inv, r, err)
@@ -489,7 +508,7 @@ func (e *env[TTx]) holdCycle(ctx context.Context, a *agent, res string) time.Dur
 	err := lease.Hold(ctx, a.client, e.coord, res, func(ctx context.Context, l *lease.Lease) error {
 		started = true
 		tok := l.Token()
-		e.ret(inv, history.Record{Outcome: history.OK, Granted: tok.Fence, TTL: int64(l.Grant().TTL), Until: believedUntil(l), Expires: expiresAt(l.Grant()), Attempts: 1}, nil)
+		e.ret(inv, history.Record{Outcome: history.OK, Granted: tok.Fence, TTL: int64(l.Grant().TTL), Until: believedUntil(l, a.clock), Expires: expiresAt(l.Grant()), Attempts: 1}, nil)
 		for range 1 + a.rng.IntN(4) {
 			if ctx.Err() != nil { // Hold says the lease is lost: advisory, like Expired
 				break
