@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,6 +70,12 @@ type spec struct {
 	// AdvanceFences runs the runbook's remedy (advanceFences) on the
 	// promoted standby before the proxy moves the workers to it.
 	AdvanceFences bool
+	// LagGrants keeps the primary's WAL sender frozen, before the failover,
+	// until at least this many more grants were acknowledged: an
+	// asynchronous standby then lacks them all. Postgres logs a sequence
+	// 32 values ahead, so a lag of fewer grants is covered by the promoted
+	// sequence anyway, remedy or not.
+	LagGrants int
 	// Worker is the fgworker binary to run; empty for the one TestMain
 	// built (a mutant's, in TestMutants).
 	Worker string
@@ -89,6 +96,9 @@ type outcome struct {
 	DecodedOld int
 	StandbyLag time.Duration // how long the primary's WAL sender was stopped before the primary died
 	AdvancedTo int64         // with AdvanceFences: the lowest fence a grant could get after it
+	// LostGrants is how many grants the old primary committed after the
+	// promoted standby's switch point (decoded, never replicated).
+	LostGrants int
 	Proxy      faults.ProxyStats
 	Elapsed    time.Duration
 	// RestartsSkipped is set when the spec asked for Postgres crashes but the
@@ -349,8 +359,14 @@ func runHistory(t *testing.T, sp spec) *outcome {
 				t.Fatal(err)
 			}
 			lag := time.Duration(300+rng.IntN(500)) * time.Millisecond
-			if freezeThenKill(pid, lag) {
-				out.StandbyLag = lag
+			frozenAt := time.Now()
+			if freezeThenKill(pid, func() {
+				wait(lag)
+				if sp.LagGrants > 0 && !fl.awaitGrants(sp.LagGrants, 20*time.Second) {
+					t.Errorf("fewer than %d grants acknowledged in 20 s while the standby lagged", sp.LagGrants)
+				}
+			}) {
+				out.StandbyLag = time.Since(frozenAt)
 			}
 			if err := cluster.Kill(ctx); err != nil {
 				t.Fatal(err)
@@ -365,7 +381,7 @@ func runHistory(t *testing.T, sp spec) *outcome {
 				t.Fatal(err)
 			}
 			if sp.AdvanceFences {
-				if out.AdvancedTo, err = advanceFences(ctx, checkDSN); err != nil {
+				if out.AdvancedTo, err = advanceFences(ctx, cmp.Or(sp.Worker, workerBin), checkDSN); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -404,7 +420,7 @@ func runHistory(t *testing.T, sp spec) *outcome {
 		out.Restarts++
 	}
 
-	in := check.Input{Timeout: time.Minute, TTL: sp.TTL}
+	in := check.Input{Timeout: time.Minute, TTL: sp.TTL, AdvancedTo: out.AdvancedTo}
 	if !sp.Bypass {
 		in.VisualizeTo = filepath.Join(dir, "linearizability.html")
 	}
@@ -416,8 +432,9 @@ func runHistory(t *testing.T, sp spec) *outcome {
 		}
 	}
 	if oldPrimary != nil {
-		before := beforeFailover(t, oldPrimary, oldSlot, cluster, schema)
-		out.DecodedOld = len(before)
+		before, lost := beforeFailover(t, oldPrimary, oldSlot, cluster, schema)
+		out.DecodedOld, in.OldPrimary = len(before), append(slices.Clone(before), lost...)
+		out.LostGrants = check.Grants(lost)
 		in.Commits = append(before, in.Commits...)
 		for i := range in.Commits {
 			in.Commits[i].Pos = i
@@ -648,11 +665,11 @@ func requireOSCrash(t *testing.T, err error) {
 
 // beforeFailover reads what the old primary's slot saw commit, starting the
 // old primary again on its own for it (the proxy no longer leads there),
-// and keeps what reached the new primary: the commits up to its timeline's
-// switch point. A commit after it never reached the new primary; with
-// synchronous replication it was never acknowledged either, with
-// asynchronous replication it may have been, and is lost.
-func beforeFailover(t *testing.T, old *faults.Cluster, slot *observe.Slot, promoted *faults.Cluster, schema string) []observe.Commit {
+// and splits them at the new primary's timeline's switch point: those up to
+// it reached the new primary (kept); those after it never did (lost). With
+// synchronous replication a lost commit was never acknowledged either, with
+// asynchronous replication it may have been.
+func beforeFailover(t *testing.T, old *faults.Cluster, slot *observe.Slot, promoted *faults.Cluster, schema string) (kept, lost []observe.Commit) {
 	t.Helper()
 	ctx := context.Background()
 	if err := old.Start(ctx); err != nil {
@@ -670,7 +687,6 @@ func beforeFailover(t *testing.T, old *faults.Cluster, slot *observe.Slot, promo
 	if err != nil {
 		t.Fatal(err)
 	}
-	kept := commits[:0]
 	for _, c := range commits {
 		lsn, err := observe.ParseLSN(c.LSN)
 		if err != nil {
@@ -678,12 +694,14 @@ func beforeFailover(t *testing.T, old *faults.Cluster, slot *observe.Slot, promo
 		}
 		if lsn <= end {
 			kept = append(kept, c)
+		} else {
+			lost = append(lost, c)
 		}
 	}
-	if n := len(commits) - len(kept); n > 0 {
-		t.Logf("failover: %d transactions committed on the old primary after the switch point %s, never replicated", n, sp)
+	if len(lost) > 0 {
+		t.Logf("failover: %d transactions committed on the old primary after the switch point %s, never replicated", len(lost), sp)
 	}
-	return kept
+	return kept, lost
 }
 
 // fleet runs the worker processes of one history.
@@ -698,6 +716,9 @@ type fleet struct {
 	procs map[int]*worker
 	incs  map[int]int
 	ended []*worker
+
+	grants    atomic.Int64  // acknowledged grants the workers announced
+	grantSeen chan struct{} // a poke on each announcement
 }
 
 type worker struct {
@@ -717,9 +738,17 @@ type commitWatch struct {
 	mu      sync.Mutex
 	onNext  func() // on the next COMMIT
 	onGrant func() // on the next acknowledged grant
+	fleet   *fleet // counts the grants
 }
 
 func (c *commitWatch) Write(p []byte) (int, error) {
+	if n := bytes.Count(p, []byte("granted ")); n > 0 {
+		c.fleet.grants.Add(int64(n))
+		select {
+		case c.fleet.grantSeen <- struct{}{}:
+		default:
+		}
+	}
 	var fns []func()
 	c.mu.Lock()
 	if c.onNext != nil && bytes.Contains(p, []byte("commit ")) {
@@ -742,6 +771,9 @@ func (f *fleet) start(i int) {
 	defer f.mu.Unlock()
 	if f.procs == nil {
 		f.procs, f.incs = map[int]*worker{}, map[int]int{}
+		if f.grantSeen == nil {
+			f.grantSeen = make(chan struct{}, 1)
+		}
 		f.t.Cleanup(f.killAll) // a history that stops half-way leaves no workers behind
 	}
 	f.incs[i]++
@@ -762,7 +794,7 @@ func (f *fleet) start(i int) {
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		f.t.Fatal(err)
 	}
-	w := &worker{name: name, done: make(chan struct{})}
+	w := &worker{name: name, done: make(chan struct{}), commit: commitWatch{fleet: f}}
 	w.cmd = exec.Command(f.bin, "-config", path)
 	w.cmd.Stdout = &w.commit
 	w.cmd.Stderr = &w.stderr
@@ -845,6 +877,22 @@ func (f *fleet) atNextGrant(fn func()) {
 		w.commit.onGrant = nil
 		w.commit.mu.Unlock()
 	}
+}
+
+// awaitGrants waits until the workers announced n more acknowledged grants,
+// or timeout passed, and reports whether they did.
+func (f *fleet) awaitGrants(n int, timeout time.Duration) bool {
+	target := f.grants.Load() + int64(n)
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for f.grants.Load() < target {
+		select {
+		case <-f.grantSeen:
+		case <-timer.C:
+			return false
+		}
+	}
+	return true
 }
 
 // killAll kills every worker still running.

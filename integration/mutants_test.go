@@ -49,7 +49,7 @@ func parseMutant(name, text string) (mutant, error) {
 		case strings.HasPrefix(line, "faults: "):
 			m.faults = strings.Fields(strings.TrimPrefix(line, "faults: "))
 			for _, f := range m.faults {
-				if f != "oscrash" {
+				if f != "oscrash" && f != "failover-advance" {
 					return m, fmt.Errorf("%s: unknown fault %q", name, f)
 				}
 			}
@@ -189,6 +189,10 @@ func TestMutants(t *testing.T) {
 					sp.Worker = bin
 					if slices.Contains(m.faults, "oscrash") {
 						sp.OSCrashes = 3
+					}
+					if slices.Contains(m.faults, "failover-advance") {
+						// TestFailoverAsynchronousAdvanced's history.
+						sp.Duration, sp.Failover, sp.AsyncStandby, sp.AdvanceFences, sp.LagGrants = 20*time.Second, true, true, true, lagGrants
 					}
 					o := runHistory(t, sp)
 					record("mutant/"+m.name+"/"+string(dialect), o)

@@ -210,6 +210,9 @@ func runFailoverWith(t *testing.T, async, advance bool, n uint64) *outcome {
 		sp = soakSpec(pgsql.Dialect, baseSeed(t)+n)
 	}
 	sp.Failover, sp.AsyncStandby, sp.AdvanceFences, sp.Restarts = true, async, advance, 0
+	if async {
+		sp.LagGrants = lagGrants
+	}
 	o := runHistory(t, sp)
 	name := map[bool]string{false: "failover/sync", true: "failover/async"}[async]
 	if advance {

@@ -55,6 +55,13 @@
 //   - linearizability: the coordinator's and gate's operations on each
 //     resource are linearizable against a lease register (see Model).
 //
+// After a failover remedied with Coordinator.AdvanceFences (Input.AdvancedTo),
+// also:
+//
+//   - fence-not-advanced: every fence the old primary granted, decoded
+//     there (Input.OldPrimary), those the promoted standby never received
+//     included, is below the lowest fence after the advance.
+//
 // With an observer (Postgres), also:
 //
 //   - observer-mismatch: the decoded writes are exactly the table's rows.
@@ -99,8 +106,15 @@ type Input struct {
 	// LeaseLog is every version of the lease rows in commit order, from a
 	// trigger (SQLite, whose id order is commit order). With Commits the
 	// versions come from the decoded changes instead.
-	LeaseLog  []observe.Mark
-	ClockSkew time.Duration // the clients' lease.ClientOptions.ClockSkew
+	LeaseLog []observe.Mark
+	// OldPrimary is every commit decoded on the old primary of a failover
+	// history, those its promoted standby never received included.
+	OldPrimary []observe.Commit
+	// AdvancedTo is the lowest fence a grant could carry after the fences
+	// were advanced on the promoted standby (Coordinator.AdvanceFences);
+	// 0 when they were not.
+	AdvancedTo int64
+	ClockSkew  time.Duration // the clients' lease.ClientOptions.ClockSkew
 	// TTL is the term the coordinator granted (every request asked for it);
 	// 0 skips the expiry checks.
 	TTL time.Duration
@@ -232,6 +246,7 @@ func Run(in Input) *Report {
 		}
 	}
 	c.writesMatchClients()
+	c.advanced()
 	c.commitOrder()
 	c.grants()
 	c.realTime()
@@ -469,6 +484,39 @@ func (c *checker) leaseLives(versions []leaseVersion) {
 			renewals[k]--
 		}
 	}
+}
+
+// advanced: after a failover remedied with Coordinator.AdvanceFences, every
+// fence the coordinator granted before it, replicated or lost with the old
+// primary, is below the lowest fence it can grant after it.
+func (c *checker) advanced() {
+	if c.in.AdvancedTo == 0 {
+		return
+	}
+	for _, cm := range c.in.OldPrimary {
+		for _, m := range cm.Marks {
+			if m.Kind == observe.Lease && m.Fence >= c.in.AdvancedTo {
+				c.violate("fence-not-advanced", "%s: fence %d granted to %s on the old primary (commit at %s) is not below %d, the lowest fence after the advance",
+					m.Resource, m.Fence, m.Holder, cm.LSN, c.in.AdvancedTo)
+			}
+		}
+	}
+}
+
+// Grants counts the grants in commits: lease versions with a fence new to
+// their resource there.
+func Grants(commits []observe.Commit) int {
+	n := 0
+	last := map[string]int64{}
+	for _, cm := range commits {
+		for _, m := range cm.Marks {
+			if m.Kind == observe.Lease && last[m.Resource] != m.Fence {
+				n++
+				last[m.Resource] = m.Fence
+			}
+		}
+	}
+	return n
 }
 
 // grants: unique, growing, durable, and asked for.

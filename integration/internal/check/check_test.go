@@ -259,6 +259,12 @@ func TestEachCheckFires(t *testing.T) {
 			o := b.write("a", "r", 1, 330, 331, history.Fail, false)
 			o.Err, o.Code, o.Cause = "ERROR: stale fence (SQLSTATE FG001)", "FG001", history.CauseServer
 		}},
+		{"fence-not-advanced", func(b *builder) {
+			// The old primary granted fence 12, never replicated; the
+			// advance on the promoted standby reached only 10.
+			b.in.AdvancedTo = 10
+			b.in.OldPrimary = []observe.Commit{{LSN: "0/10", Marks: []observe.Mark{{Kind: observe.Lease, Resource: "s", Fence: 12, Holder: "c"}}}}
+		}},
 		{"duplicate-fence", func(b *builder) {
 			o := b.op(history.Acquire, "c", "s", 0, 400, 401, history.OK)
 			o.Granted, o.Request = 2, "other"
@@ -340,6 +346,21 @@ func TestEachCheckFires(t *testing.T) {
 				t.Fatalf("%s did not fire; violations:\n%s", c.check, r.Summary(5))
 			}
 		})
+	}
+}
+
+// Fences the old primary granted below the advanced fence pass; Grants
+// counts a lease's renewals and release as one grant.
+func TestAdvancedAboveTheOldPrimary(t *testing.T) {
+	b := clean()
+	b.in.AdvancedTo = 13
+	l := observe.Mark{Kind: observe.Lease, Resource: "s", Fence: 12, Holder: "c"}
+	b.in.OldPrimary = []observe.Commit{{LSN: "0/10", Marks: []observe.Mark{l}}, {LSN: "0/11", Marks: []observe.Mark{l}}}
+	if r := Run(b.in); r.Failed() {
+		t.Fatalf("violations:\n%s", r.Summary(5))
+	}
+	if n := Grants(b.in.OldPrimary); n != 1 {
+		t.Fatalf("Grants = %d, want 1", n)
 	}
 }
 

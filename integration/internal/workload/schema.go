@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/integration/internal/observe"
+	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/mysql"
 	"github.com/fencegate/fencegate/sqlstore/pgsql"
@@ -279,4 +280,27 @@ func ReadRejections(ctx context.Context, db *sql.DB, dialect sqlstore.Dialect) (
 		}
 		after = page[len(page)-1].Seq
 	}
+}
+
+// AdvanceFences is the runbook's step between promoting an asynchronous
+// standby and letting clients in: lease.Coordinator.AdvanceFences (what
+// `fencegate fence advance` runs) with margin, on the Postgres database at
+// dsn. The workload's outside fence source is moved by as much: it stands
+// in for etcd or Consul, which do not fail over with the database, so it
+// must not go back with it. It returns the lowest fence the next grant can
+// carry.
+func AdvanceFences(ctx context.Context, dsn string, margin int64) (int64, error) {
+	d, err := pgsql.Open(ctx, dsn)
+	if err != nil {
+		return 0, err
+	}
+	defer d.Close()
+	next, err := lease.NewCoordinator(d, nil).AdvanceFences(ctx, margin)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := d.DB().ExecContext(ctx, `SELECT setval('fg_external_fence', nextval('fg_external_fence') + $1)`, margin); err != nil {
+		return 0, fmt.Errorf("advance the outside fence source: %w", err)
+	}
+	return next, nil
 }
