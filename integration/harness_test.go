@@ -550,8 +550,8 @@ func whileDown(f func() error) error {
 }
 
 // readDatabase reopens the database (after the crash: SQLite recovers its
-// WAL here) and reads the events, the rejection log and, on SQLite, the
-// log of lease versions.
+// WAL here) and reads the events, the rejection log and, on SQLite and
+// MariaDB, the log of lease versions.
 func readDatabase(t *testing.T, dialect sqlstore.Dialect, dsn string) ([]workload.Event, []sqlstore.Rejection, []observe.Mark) {
 	t.Helper()
 	ctx := context.Background()
@@ -582,7 +582,7 @@ func readDatabase(t *testing.T, dialect sqlstore.Dialect, dsn string) ([]workloa
 		t.Fatal(err)
 	}
 	var leases []observe.Mark
-	if dialect == sqlite.Dialect {
+	if dialect == sqlite.Dialect || dialect == mysql.Dialect {
 		if leases, err = workload.ReadLeaseLog(ctx, d.DB()); err != nil {
 			t.Fatal(err)
 		}

@@ -26,6 +26,7 @@ type mutant struct {
 	skip     string             // why it is not run here
 	faults   []string           // faults beyond the short history's own: "oscrash"
 	ci       []sqlstore.Dialect // the dialects CI runs it on (FENCEGATE_MUTANTS=ci); none: not in CI
+	duration time.Duration      // its history's length; 0 for the short history's 15 s
 	edits    []edit
 }
 
@@ -57,6 +58,12 @@ func parseMutant(name, text string) (mutant, error) {
 			for _, d := range strings.Fields(strings.TrimPrefix(line, "ci: ")) {
 				m.ci = append(m.ci, sqlstore.Dialect(d))
 			}
+		case strings.HasPrefix(line, "duration: "):
+			d, err := time.ParseDuration(strings.TrimPrefix(line, "duration: "))
+			if err != nil || d <= 0 {
+				return m, fmt.Errorf("%s: duration %q: want a positive duration", name, strings.TrimPrefix(line, "duration: "))
+			}
+			m.duration = d
 		case strings.HasPrefix(line, "skip: "):
 			m.skip = strings.TrimPrefix(line, "skip: ")
 		case strings.HasPrefix(line, "--- "):
@@ -187,6 +194,9 @@ func TestMutants(t *testing.T) {
 						sp.Cuts, sp.CommitCuts = 1, 1
 					}
 					sp.Worker = bin
+					if m.duration > 0 {
+						sp.Duration = m.duration
+					}
 					if slices.Contains(m.faults, "oscrash") {
 						sp.OSCrashes = 3
 					}

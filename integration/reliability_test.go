@@ -123,6 +123,9 @@ func runHistories(t *testing.T, dialect sqlstore.Dialect) {
 			if r.Committed == 0 || r.Grants == 0 {
 				t.Errorf("nothing committed (%d writes, %d grants): the workload did not run", r.Committed, r.Grants)
 			}
+			if r.Leases == 0 && !o.ObserverSkipped {
+				t.Errorf("no lease version was judged in database time: the lease log (or the observer) saw nothing")
+			}
 			if r.Count(history.Write, history.Refused) == 0 {
 				t.Errorf("no write was refused: the stalls did not produce a single stale holder")
 			}

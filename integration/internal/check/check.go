@@ -67,7 +67,7 @@
 //   - observer-mismatch: the decoded writes are exactly the table's rows.
 //
 // With every version of the lease rows in commit order (decoded on
-// Postgres, Input.LeaseLog on SQLite), also:
+// Postgres, Input.LeaseLog on SQLite and MariaDB), also:
 //
 //   - granted-while-live: a lease is granted over a previous holder's only
 //     once that lease has expired or been released, in database time.
@@ -104,7 +104,8 @@ type Input struct {
 	// (SQLite).
 	Commits []observe.Commit
 	// LeaseLog is every version of the lease rows in commit order, from a
-	// trigger (SQLite, whose id order is commit order). With Commits the
+	// trigger (SQLite, whose id order is commit order; MariaDB, whose ids
+	// come from a counter row locked until commit). With Commits the
 	// versions come from the decoded changes instead.
 	LeaseLog []observe.Mark
 	// OldPrimary is every commit decoded on the old primary of a failover
@@ -144,6 +145,7 @@ type Report struct {
 	Grants    int                                // raise rows (committed grants)
 	Rejected  int                                // rejection log records
 	Observed  int                                // transactions logical decoding observed; 0 without an observer
+	Leases    int                                // lease versions judged in database time (decoded, or the lease log)
 
 	RefusedUnlogged int // refusals the gate reported as not logged (the log write failed)
 	UnknownPresent  int // writes with unknown outcome that did commit
@@ -369,6 +371,7 @@ func (c *checker) commitOrder() {
 		order, leases = c.observed()
 	}
 	if c.in.Commits != nil || c.in.LeaseLog != nil {
+		c.r.Leases = len(leases)
 		c.leaseLives(leases)
 	}
 	lastWrite := map[string]mark{}
