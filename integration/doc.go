@@ -29,8 +29,8 @@
 // the file is then reopened.
 // TestOSCrash (root only) puts the database on an ext4 filesystem of its own
 // on a loop device and shuts it down without flushing (EXT4_IOC_SHUTDOWN)
-// right after a grant is acknowledged, as an OS crash or a power cut would:
-// only what was fsynced survives.
+// right after a grant, a write, a renewal and a refusal are acknowledged,
+// as an OS crash or a power cut would: only what was fsynced survives.
 //
 // # What is checked
 //

@@ -90,7 +90,11 @@ type outcome struct {
 	Pauses     int
 	Restarts   int
 	OSCrashes  int
-	Failovers  int
+	// OSCrashesOnAck are the OS crashes that came right after the
+	// acknowledgement they waited for (the others came after two seconds
+	// without one).
+	OSCrashesOnAck int
+	Failovers      int
 	// DecodedOld is how many of the decoded transactions committed on the
 	// old primary before a failover (the rest on the promoted standby).
 	DecodedOld int
@@ -310,10 +314,11 @@ func runHistory(t *testing.T, sp spec) *outcome {
 			}
 			out.Restarts++
 		case "oscrash":
-			// Right after a grant is acknowledged: if its commit was not
-			// flushed, the crash takes it.
+			// Right after an acknowledgement (a grant, a write, a renewal,
+			// a refusal, in turn): if its commit was not flushed, the crash
+			// takes it.
 			var crashErr error
-			fl.atNextGrant(func() {
+			acked := fl.atNextAck(osCrashAfter[out.OSCrashes%len(osCrashAfter)], func() {
 				if cluster != nil {
 					crashErr = cluster.Disk().Crash()
 				} else {
@@ -322,6 +327,9 @@ func runHistory(t *testing.T, sp spec) *outcome {
 			})
 			if crashErr != nil {
 				t.Fatal(crashErr)
+			}
+			if acked {
+				out.OSCrashesOnAck++
 			}
 			if cluster != nil {
 				if err := cluster.OSCrash(ctx); err != nil {
@@ -460,6 +468,11 @@ func runHistory(t *testing.T, sp spec) *outcome {
 	out.Picture = keepPicture(out.Report, os.TempDir())
 	return out
 }
+
+// osCrashAfter are the acknowledgements the OS crashes follow, in turn:
+// each is a commit that must have been flushed before it was acknowledged
+// (the grant, the write, the renewal, the refusal's log record).
+var osCrashAfter = []string{"granted", "wrote", "renewed", "refused"}
 
 // keepPicture copies porcupine's picture of the history (1 to 1.5 MB of
 // HTML, in the test's own temporary directory, which is removed) into dir,
@@ -735,10 +748,10 @@ type worker struct {
 // before sending it ("commit …") and each acknowledged grant ("granted …"),
 // and runs a hook on the next announcement of each.
 type commitWatch struct {
-	mu      sync.Mutex
-	onNext  func() // on the next COMMIT
-	onGrant func() // on the next acknowledged grant
-	fleet   *fleet // counts the grants
+	mu     sync.Mutex
+	onNext func()            // on the next COMMIT
+	onAck  map[string]func() // on the next acknowledgement of a kind: "granted", "wrote", "renewed", "refused"
+	fleet  *fleet            // counts the grants
 }
 
 func (c *commitWatch) Write(p []byte) (int, error) {
@@ -754,8 +767,11 @@ func (c *commitWatch) Write(p []byte) (int, error) {
 	if c.onNext != nil && bytes.Contains(p, []byte("commit ")) {
 		fns, c.onNext = append(fns, c.onNext), nil
 	}
-	if c.onGrant != nil && bytes.Contains(p, []byte("granted ")) {
-		fns, c.onGrant = append(fns, c.onGrant), nil
+	for what, fn := range c.onAck {
+		if bytes.Contains(p, []byte(what+" ")) {
+			fns = append(fns, fn)
+			delete(c.onAck, what)
+		}
 	}
 	c.mu.Unlock()
 	for _, fn := range fns {
@@ -849,10 +865,11 @@ func (f *fleet) killAtCommit(i int) bool {
 	return f.kill(i)
 }
 
-// atNextGrant runs fn once, as soon as any running worker announces an
-// acknowledged grant, or after two seconds without one, and returns after
-// it ran.
-func (f *fleet) atNextGrant(fn func()) {
+// atNextAck runs fn once, as soon as any running worker announces an
+// acknowledgement of the kind what ("granted", "wrote", "renewed",
+// "refused"; see workload.Config.Announce), or after two seconds without
+// one, and returns after it ran, reporting whether the acknowledgement came.
+func (f *fleet) atNextAck(what string, fn func()) bool {
 	var once sync.Once
 	done := make(chan struct{})
 	hook := func() { once.Do(func() { fn(); close(done) }) }
@@ -860,23 +877,29 @@ func (f *fleet) atNextGrant(fn func()) {
 	var armed []*worker
 	for _, w := range f.procs {
 		w.commit.mu.Lock()
-		w.commit.onGrant = hook
+		if w.commit.onAck == nil {
+			w.commit.onAck = map[string]func(){}
+		}
+		w.commit.onAck[what] = hook
 		w.commit.mu.Unlock()
 		armed = append(armed, w)
 	}
 	f.mu.Unlock()
 	timer := time.NewTimer(2 * time.Second)
 	defer timer.Stop()
+	acked := true
 	select {
 	case <-done:
 	case <-timer.C:
+		acked = false
 		hook()
 	}
 	for _, w := range armed {
 		w.commit.mu.Lock()
-		w.commit.onGrant = nil
+		delete(w.commit.onAck, what)
 		w.commit.mu.Unlock()
 	}
+	return acked
 }
 
 // awaitGrants waits until the workers announced n more acknowledged grants,

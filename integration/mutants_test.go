@@ -198,7 +198,7 @@ func TestMutants(t *testing.T) {
 						sp.Duration = m.duration
 					}
 					if slices.Contains(m.faults, "oscrash") {
-						sp.OSCrashes = 3
+						sp.OSCrashes = len(osCrashAfter) // one after each kind of acknowledgement
 					}
 					if slices.Contains(m.faults, "failover-advance") {
 						// TestFailoverAsynchronousAdvanced's history.

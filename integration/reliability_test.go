@@ -246,7 +246,7 @@ func TestOSCrash(t *testing.T) {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
 			sp := ciSpec(dialect, baseSeed(t))
-			sp.Duration, sp.Kills, sp.Pauses, sp.Restarts, sp.OSCrashes = 15*time.Second, 1, 1, 0, 2
+			sp.Duration, sp.Kills, sp.Pauses, sp.Restarts, sp.OSCrashes = 15*time.Second, 1, 1, 0, len(osCrashAfter)
 			if dialect == pgsql.Dialect {
 				sp.Cuts, sp.CommitCuts = 1, 1
 			}

@@ -92,8 +92,10 @@ type Config struct {
 
 	// Announce makes the worker print "commit <op id>" on stdout just before
 	// it sends a write's COMMIT, so that the harness can kill it mid-commit,
-	// and "granted <op id>" once an acquisition is acknowledged, so that it
-	// can crash the OS right after an acknowledgement.
+	// and, so that it can crash the OS right after an acknowledgement,
+	// "granted <op id>" once an acquisition is acknowledged, "wrote" once a
+	// write is, "renewed" once a renewal is, and "refused" once a refusal
+	// is (logged or not).
 	Announce bool `json:"announce"`
 }
 
@@ -406,9 +408,7 @@ func (e *env[TTx]) acquire(ctx context.Context, a *agent, res string) (*lease.Le
 		r.Until, r.Expires = believedUntil(l, a.clock), expiresAt(out.Grant)
 	}
 	e.ret(inv, r, err)
-	if e.cfg.Announce {
-		fmt.Fprintf(os.Stdout, "granted %s\n", inv.Op)
-	}
+	e.announce("granted", inv.Op)
 	if err != nil {
 		return nil, 0, fmt.Errorf("complete acquire of %s: %w", res, err)
 	}
@@ -490,6 +490,9 @@ func (e *env[TTx]) renew(ctx context.Context, a *agent, l *lease.Lease, late boo
 		}
 	}
 	e.ret(inv, r, err)
+	if err == nil && out.OK {
+		e.announce("renewed", inv.Op)
+	}
 	return err == nil && out.OK
 }
 
@@ -600,9 +603,7 @@ func (e *env[TTx]) write(ctx context.Context, a *agent, g *gate.Gate[TTx], tok g
 		// together at the pipeline's Sync, or not at all. No stall fits
 		// inside it.
 		committing = true
-		if e.cfg.Announce {
-			fmt.Fprintf(os.Stdout, "commit %s\n", inv.Op)
-		}
+		e.announce("commit", inv.Op)
 		err = e.batch(octx, g, tok, e.insert, tok.Resource, tok.Fence, tok.Holder, a.name, inv.Op)
 	default:
 		var tx TTx
@@ -620,9 +621,7 @@ func (e *env[TTx]) write(ctx context.Context, a *agent, g *gate.Gate[TTx], tok g
 			}
 			if err == nil {
 				committing = true
-				if e.cfg.Announce {
-					fmt.Fprintf(os.Stdout, "commit %s\n", inv.Op)
-				}
+				e.announce("commit", inv.Op)
 				err = e.driver.Commit(octx, tx)
 			}
 			if err != nil {
@@ -645,7 +644,21 @@ func (e *env[TTx]) write(ctx context.Context, a *agent, g *gate.Gate[TTx], tok g
 		r.Outcome = classifyCommit(err)
 	}
 	e.ret(inv, r, err)
+	switch r.Outcome {
+	case history.OK:
+		e.announce("wrote", inv.Op)
+	case history.Refused:
+		e.announce("refused", inv.Op)
+	}
 	return r.Outcome
+}
+
+// announce prints "<what> <op id>" on stdout when the harness asked for
+// announcements (Config.Announce).
+func (e *env[TTx]) announce(what, op string) {
+	if e.cfg.Announce {
+		fmt.Fprintf(os.Stdout, "%s %s\n", what, op)
+	}
 }
 
 // externalCycle takes res from the outside fence source: it draws the next
