@@ -53,6 +53,7 @@ type spec struct {
 	Pauses     int // SIGSTOPs of a worker for 1.2 to 3 ttls, then SIGCONT
 	Cuts       int // cuts of every proxied connection at a random moment (Postgres)
 	CommitCuts int // times the proxy is armed to cut two connections right after their COMMIT (Postgres)
+	Delays     int // times the proxy holds every client message for 0.3 to 1 ttl, for 2 to 4 ttls
 	Restarts   int // Postgres crashes mid-run (throwaway cluster only)
 	// OSCrashes are crashes of the OS mid-run: the database's filesystem
 	// (ext4 on a loop device, the history's own) is shut down without
@@ -235,6 +236,7 @@ func runHistory(t *testing.T, sp spec) *outcome {
 		StallMin:      1.2,
 		StallMax:      3,
 		HoldProb:      0.25,
+		WaitProb:      0.2, // of the cycles that are not external
 		LateRenewProb: 0.1,
 		BatchProb:     0.25,
 		Bypass:        sp.Bypass,
@@ -272,6 +274,7 @@ func runHistory(t *testing.T, sp spec) *outcome {
 	if proxy != nil {
 		addFaults("cut", sp.Cuts)
 		addFaults("commit-cut", sp.CommitCuts)
+		addFaults("delay", sp.Delays)
 	}
 	if cluster != nil || mdb != nil {
 		addFaults("restart", sp.Restarts)
@@ -308,6 +311,9 @@ func runHistory(t *testing.T, sp spec) *outcome {
 			proxy.CutAll()
 		case "commit-cut":
 			proxy.ArmCommitCuts(2)
+		case "delay":
+			by := time.Duration((0.3 + 0.7*rng.Float64()) * float64(sp.TTL))
+			proxy.DelayFor(by, time.Duration((2+2*rng.Float64())*float64(sp.TTL)))
 		case "restart":
 			if err := restart(ctx, cluster, mdb); err != nil {
 				t.Fatalf("the server did not come back: %v", err)

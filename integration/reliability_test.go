@@ -43,14 +43,14 @@ func ciSpec(dialect sqlstore.Dialect, seed uint64) spec {
 	}
 	switch dialect {
 	case pgsql.Dialect:
-		sp.Cuts, sp.CommitCuts, sp.Restarts, sp.FinalCrash = 3, 3, 1, true
+		sp.Cuts, sp.CommitCuts, sp.Delays, sp.Restarts, sp.FinalCrash = 3, 3, 2, 1, true
 	case sqlite.Dialect:
 		sp.Duration, sp.FinalCrash = 25*time.Second, true
 	case mysql.Dialect:
 		// One short history in CI (see runHistories): the package must not
 		// grow by more than ~40 s.
 		sp.Duration, sp.Kills, sp.Pauses = 20*time.Second, 3, 2
-		sp.Cuts, sp.CommitCuts, sp.Restarts, sp.FinalCrash = 2, 2, 1, true
+		sp.Cuts, sp.CommitCuts, sp.Delays, sp.Restarts, sp.FinalCrash = 2, 2, 2, 1, true
 	}
 	return sp
 }
@@ -65,7 +65,7 @@ func soakSpec(dialect sqlstore.Dialect, seed uint64) spec {
 	sp.Duration = 90 * time.Second
 	sp.Kills, sp.Pauses = 10, 10
 	if dialect == pgsql.Dialect || dialect == mysql.Dialect {
-		sp.Cuts, sp.CommitCuts, sp.Restarts = 10, 10, 3
+		sp.Cuts, sp.CommitCuts, sp.Delays, sp.Restarts = 10, 10, 6, 3
 	}
 	return sp
 }
@@ -131,6 +131,9 @@ func runHistories(t *testing.T, dialect sqlstore.Dialect) {
 			}
 			if dialect != mysql.Dialect && r.Count(history.Admit, history.OK) == 0 || r.Late[history.Expired] == 0 {
 				t.Errorf("the workload skipped a path: %d admissions, late renewals %v", r.Count(history.Admit, history.OK), r.Late)
+			}
+			if r.Waited[history.OK] == 0 {
+				t.Errorf("no acquisition that waited its turn was granted: %v", r.Waited)
 			}
 			if dialect == pgsql.Dialect && (r.Via["batch"] == 0 || r.Via["begin"] == 0) {
 				t.Errorf("writes through pgxv5.CommitBatch: %d, pgxv5.BeginFenced: %d; want some of each", r.Via["batch"], r.Via["begin"])

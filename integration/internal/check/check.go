@@ -141,6 +141,7 @@ type Report struct {
 	Outcomes  map[string]map[history.Outcome]int // by type, then outcome
 	Via       map[string]int                     // writes by path: commit, do, batch, begin, bypass
 	Late      map[history.Outcome]int            // renewals sent after the holder's own deadline, by outcome
+	Waited    map[history.Outcome]int            // acquisitions that waited their turn in the queue, by outcome
 	Committed int                                // write rows in the table
 	Grants    int                                // raise rows (committed grants)
 	Rejected  int                                // rejection log records
@@ -212,7 +213,7 @@ type checker struct {
 func Run(in Input) *Report {
 	c := &checker{
 		in:     in,
-		r:      &Report{Outcomes: map[string]map[history.Outcome]int{}, Via: map[string]int{}, Late: map[history.Outcome]int{}, Errors: map[string]int{}},
+		r:      &Report{Outcomes: map[string]map[history.Outcome]int{}, Via: map[string]int{}, Late: map[history.Outcome]int{}, Waited: map[history.Outcome]int{}, Errors: map[string]int{}},
 		ops:    map[string]*history.Op{},
 		writes: map[string]workload.Event{},
 		raises: map[string][]workload.Event{},
@@ -229,6 +230,9 @@ func Run(in Input) *Report {
 		}
 		if o.Late {
 			c.r.Late[o.Outcome]++
+		}
+		if o.Wait {
+			c.r.Waited[o.Outcome]++
 		}
 		if o.Err != "" {
 			c.r.Errors[fmt.Sprintf("%s/%s: %s", o.Type, o.Outcome, maskError(o.Err))]++

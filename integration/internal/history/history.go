@@ -64,6 +64,7 @@ type Record struct {
 	Hold     bool   `json:"hold,omitempty"`  // acquire, write, release inside lease.Hold (renewals unseen)
 	Via      string `json:"via,omitempty"`   // write: "commit" (gate.Commit), "do" (gate.Do), "batch" (pgxv5.CommitBatch), "begin" (pgxv5.BeginFenced) or "bypass"
 	Late     bool   `json:"late,omitempty"`  // renew: sent after the holder's own deadline had passed
+	Wait     bool   `json:"wait,omitempty"`  // acquire: waited its turn in the queue (AcquireWait, lease.Wait)
 
 	// Return fields.
 	Outcome   Outcome `json:"out,omitempty"`

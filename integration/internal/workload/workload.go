@@ -90,6 +90,11 @@ type Config struct {
 	// instead of the explicit protocol.
 	HoldProb float64 `json:"holdProb"`
 
+	// WaitProb is the chance that a cycle waits its turn in the queue:
+	// Coordinator.AcquireWait for the explicit protocol, lease.Wait for a
+	// cycle through lease.Hold.
+	WaitProb float64 `json:"waitProb"`
+
 	// Announce makes the worker print "commit <op id>" on stdout just before
 	// it sends a write's COMMIT, so that the harness can kill it mid-commit,
 	// and, so that it can crash the OS right after an acknowledgement,
@@ -255,24 +260,32 @@ func run[TTx any](ctx context.Context, cfg Config, rec *history.Recorder, d sqls
 
 // agent is one agent's life in this process.
 type agent struct {
-	name   string // stable across incarnations: "p1/a3"
-	holder string // unique to this incarnation: "p1.2/a3"
+	// name is the agent's, and its leases' holder: stable across
+	// incarnations ("p1/a3"), so that a new incarnation meets its
+	// predecessor's leases, and a bug that mistakes one generation of a
+	// holder for another can show.
+	name   string
+	ops    string // the prefix of its op ids, unique to this incarnation: "p1.2/a3"
 	client *lease.Client
 	clock  holderClock
 	rng    *rand.Rand
 	seq    int
+	// stale is the token of a lease the agent walked away from, released
+	// late, during a later cycle: by then it expired, or was superseded,
+	// or the same holder holds the resource again under a newer fence.
+	stale *gate.Token
 }
 
 func (e *env[TTx]) agent(ctx context.Context, idx int) error {
 	base, _, _ := strings.Cut(e.cfg.Proc, ".")
 	a := &agent{
-		name:   fmt.Sprintf("%s/a%d", base, idx),
-		holder: fmt.Sprintf("%s/a%d", e.cfg.Proc, idx),
-		clock:  newHolderClock(),
-		rng:    rand.New(rand.NewPCG(e.cfg.Seed, uint64(idx))),
+		name:  fmt.Sprintf("%s/a%d", base, idx),
+		ops:   fmt.Sprintf("%s/a%d", e.cfg.Proc, idx),
+		clock: newHolderClock(),
+		rng:   rand.New(rand.NewPCG(e.cfg.Seed, uint64(idx))),
 	}
 	var err error
-	a.client, err = lease.NewClient(lease.ClientOptions{Holder: a.holder, TTL: e.cfg.TTL, ClockSkew: e.cfg.ClockSkew, Clock: a.clock})
+	a.client, err = lease.NewClient(lease.ClientOptions{Holder: a.name, TTL: e.cfg.TTL, ClockSkew: e.cfg.ClockSkew, Clock: a.clock})
 	if err != nil {
 		return err
 	}
@@ -286,7 +299,11 @@ func (e *env[TTx]) agent(ctx context.Context, idx int) error {
 			sleep(ctx, e.holdCycle(ctx, a, res))
 			continue
 		}
-		l, wait, err := e.acquire(ctx, a, res)
+		acquire := e.acquire
+		if a.rng.Float64() < e.cfg.WaitProb {
+			acquire = e.acquireWait
+		}
+		l, wait, err := acquire(ctx, a, res)
 		if err != nil {
 			return err
 		}
@@ -303,7 +320,7 @@ func (e *env[TTx]) agent(ctx context.Context, idx int) error {
 
 func (a *agent) nextOp() string {
 	a.seq++
-	return fmt.Sprintf("%s#%d", a.holder, a.seq)
+	return fmt.Sprintf("%s#%d", a.ops, a.seq)
 }
 
 // believedUntil is l's deadline on the wall clock: how long the holder
@@ -347,7 +364,7 @@ func expiresAt(g lease.Grant) int64 {
 
 func (e *env[TTx]) invoke(a *agent, r history.Record) history.Record {
 	r.Op, r.Phase, r.Time = a.nextOp(), "inv", history.Now()
-	r.Proc, r.Agent, r.Holder = e.cfg.Proc, a.name, a.holder
+	r.Proc, r.Agent, r.Holder = e.cfg.Proc, a.name, a.name
 	if err := e.rec.Write(r); err != nil {
 		panic(fmt.Sprintf("workload: recording %s: %v", r.Op, err)) // a history with holes would lie
 	}
@@ -415,9 +432,30 @@ func (e *env[TTx]) acquire(ctx context.Context, a *agent, res string) (*lease.Le
 	return l, 0, nil
 }
 
+// acquireWait is acquire through Coordinator.AcquireWait: it waits its turn
+// in the queue, for up to four terms. AcquireWait makes its own requests, so
+// the history holds one acquisition from the call to the answer; any error
+// leaves its outcome unknown (an attempt may have been granted as the wait
+// ended).
+func (e *env[TTx]) acquireWait(ctx context.Context, a *agent, res string) (*lease.Lease, time.Duration, error) {
+	inv := e.invoke(a, history.Record{Type: history.Acquire, Resource: res, Request: fmt.Sprintf("%s/wait#%d", a.ops, a.seq+1), Wait: true})
+	wctx, cancel := context.WithTimeout(ctx, 4*e.cfg.TTL)
+	l, err := e.coord.AcquireWait(wctx, a.client, res)
+	cancel()
+	if err != nil {
+		e.ret(inv, history.Record{Outcome: history.Unknown, Attempts: 1}, err)
+		return nil, time.Duration(5+a.rng.IntN(50)) * time.Millisecond, nil
+	}
+	g := l.Grant()
+	e.ret(inv, history.Record{Outcome: history.OK, Granted: g.Fence, TTL: int64(g.TTL), Until: believedUntil(l, a.clock), Expires: expiresAt(g), Attempts: 1}, nil)
+	e.announce("granted", inv.Op)
+	return l, 0, nil
+}
+
 // hold writes under l one to four times, renewing when half the term is
 // gone, then releases it or (one time in four) walks away and lets it
-// expire.
+// expire. It releases the lease it last walked away from late, after its
+// first write.
 func (e *env[TTx]) hold(ctx context.Context, a *agent, l *lease.Lease) error {
 	writes := 1 + a.rng.IntN(4)
 	for range writes {
@@ -430,7 +468,12 @@ func (e *env[TTx]) hold(ctx context.Context, a *agent, l *lease.Lease) error {
 			f := e.cfg.StallMin + a.rng.Float64()*(e.cfg.StallMax-e.cfg.StallMin)
 			sleep(ctx, time.Duration(f*float64(e.cfg.TTL))) // wedged: a GC pause, a slow model call
 		}
-		if out := e.write(ctx, a, e.gate, l.Token()); out == history.Refused {
+		out := e.write(ctx, a, e.gate, l.Token())
+		if a.stale != nil {
+			e.release(ctx, a, *a.stale)
+			a.stale = nil
+		}
+		if out == history.Refused {
 			break
 		}
 		if l.Remaining() < e.cfg.TTL/2 && !l.Expired() {
@@ -450,12 +493,24 @@ func (e *env[TTx]) hold(ctx context.Context, a *agent, l *lease.Lease) error {
 		e.renew(ctx, a, l, true)
 	}
 	if a.rng.IntN(4) == 0 {
+		tok := l.Token()
+		a.stale = &tok
 		return nil // walk away: the lease expires at the coordinator
 	}
 	token, err := a.client.Release(l)
 	if err != nil {
 		return err
 	}
+	// A release whose answer was lost is sent again; one in ten is sent
+	// twice anyway (the second must free nothing).
+	if out := e.release(ctx, a, token); out == history.Unknown || a.rng.IntN(10) == 0 {
+		e.release(ctx, a, token)
+	}
+	return nil
+}
+
+// release is one Coordinator.Release of token.
+func (e *env[TTx]) release(ctx context.Context, a *agent, token gate.Token) history.Outcome {
 	inv := e.invoke(a, history.Record{Type: history.Release, Resource: token.Resource, Fence: token.Fence})
 	octx, cancel := context.WithTimeout(ctx, e.cfg.OpTimeout)
 	released, err := e.coord.Release(octx, token)
@@ -465,14 +520,26 @@ func (e *env[TTx]) hold(ctx context.Context, a *agent, l *lease.Lease) error {
 		r.Outcome = history.Noop
 	}
 	e.ret(inv, r, err)
-	return nil
+	return r.Outcome
 }
 
+// renew renews l; a renewal whose answer was lost is sent again, the same
+// request (its deadline still dated from the first sending).
 func (e *env[TTx]) renew(ctx context.Context, a *agent, l *lease.Lease, late bool) bool {
 	req, err := a.client.BeginRenewal(l)
 	if err != nil {
 		return false
 	}
+	for range 2 {
+		ok, out := e.renewOnce(ctx, a, l, req, late)
+		if out != history.Unknown {
+			return ok
+		}
+	}
+	return false
+}
+
+func (e *env[TTx]) renewOnce(ctx context.Context, a *agent, l *lease.Lease, req *lease.RenewRequest, late bool) (bool, history.Outcome) {
 	inv := e.invoke(a, history.Record{Type: history.Renew, Resource: req.Resource, Fence: req.Fence, Late: late})
 	octx, cancel := context.WithTimeout(ctx, e.cfg.OpTimeout)
 	out, err := e.coord.Renew(octx, req)
@@ -493,7 +560,7 @@ func (e *env[TTx]) renew(ctx context.Context, a *agent, l *lease.Lease, late boo
 	if err == nil && out.OK {
 		e.announce("renewed", inv.Op)
 	}
-	return err == nil && out.OK
+	return err == nil && out.OK, r.Outcome
 }
 
 // holdCycle runs one cycle through lease.Hold. Hold's own acquisition,
@@ -504,10 +571,15 @@ func (e *env[TTx]) renew(ctx context.Context, a *agent, l *lease.Lease, late boo
 // ends. It returns how long to wait before the next cycle.
 func (e *env[TTx]) holdCycle(ctx context.Context, a *agent, res string) time.Duration {
 	// Hold makes its own request ids; this one only names the operation.
-	reqID := fmt.Sprintf("%s/hold#%d", a.holder, a.seq+1)
-	inv := e.invoke(a, history.Record{Type: history.Acquire, Resource: res, Request: reqID, Hold: true})
+	reqID := fmt.Sprintf("%s/hold#%d", a.ops, a.seq+1)
+	waited := a.rng.Float64() < e.cfg.WaitProb
+	inv := e.invoke(a, history.Record{Type: history.Acquire, Resource: res, Request: reqID, Hold: true, Wait: waited})
 	var rel history.Record
 	started := false
+	var opts []lease.HoldOption
+	if waited {
+		opts = append(opts, lease.Wait(4*e.cfg.TTL)) // its turn in the queue, for up to four terms
+	}
 	err := lease.Hold(ctx, a.client, e.coord, res, func(ctx context.Context, l *lease.Lease) error {
 		started = true
 		tok := l.Token()
@@ -532,7 +604,7 @@ func (e *env[TTx]) holdCycle(ctx context.Context, a *agent, res string) time.Dur
 		}
 		rel = e.invoke(a, history.Record{Type: history.Release, Resource: res, Fence: tok.Fence, Hold: true})
 		return nil
-	})
+	}, opts...)
 	if started {
 		// Hold released the lease, or found it gone (a no-op): either way
 		// the release's effect is not observable here.
@@ -542,6 +614,8 @@ func (e *env[TTx]) holdCycle(ctx context.Context, a *agent, res string) time.Dur
 	r := history.Record{Attempts: 1}
 	var held *lease.HeldError
 	switch {
+	case waited && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)):
+		r.Outcome = history.Unknown // the wait ended: an attempt may have been granted as it did
 	case errors.As(err, &held):
 		r.Outcome, r.HeldBy, r.HeldFence = history.Denied, held.HeldBy, held.Fence
 		e.ret(inv, r, nil)
@@ -675,7 +749,7 @@ func (e *env[TTx]) externalCycle(ctx context.Context, a *agent, res string) time
 	if err != nil {
 		return backoff // no fence drawn: nothing happened
 	}
-	tok := gate.Token{Resource: res, Holder: a.holder, Fence: fence}
+	tok := gate.Token{Resource: res, Holder: a.name, Fence: fence}
 	inv := e.invoke(a, history.Record{Type: history.Admit, Resource: res, Fence: fence})
 	actx, cancel := context.WithTimeout(ctx, e.cfg.OpTimeout)
 	err = e.ext.Admit(actx, tok)
