@@ -80,6 +80,13 @@ type spec struct {
 	// Worker is the fgworker binary to run; empty for the one TestMain
 	// built (a mutant's, in TestMutants).
 	Worker string
+	// WorkerAlt, when set, is the binary the odd-numbered workers run
+	// instead (in TestMutants: the mutant with the fast acquisition path
+	// off).
+	WorkerAlt string
+	// BeginStalls, when set, is the chance of a stall inside a write's
+	// transaction for the writes begun with pgxv5.BeginFenced (Postgres).
+	BeginStalls float64
 }
 
 // outcome is what one history did and what the checker said.
@@ -247,10 +254,11 @@ func runHistory(t *testing.T, sp spec) *outcome {
 		// wait for it, or give up after LockTimeout. On SQLite it would hold
 		// the whole file, so it is for Postgres only.
 		base.TxStallProb = 0.03
+		base.BeginStallProb = sp.BeginStalls
 	} else {
 		base.MaxConns = 3
 	}
-	fl := &fleet{t: t, dir: dir, base: base, seed: sp.Seed, bin: cmp.Or(sp.Worker, workerBin)}
+	fl := &fleet{t: t, dir: dir, base: base, seed: sp.Seed, bin: cmp.Or(sp.Worker, workerBin), alt: sp.WorkerAlt}
 	for i := range sp.Procs {
 		fl.start(i)
 	}
@@ -730,6 +738,7 @@ type fleet struct {
 	base workload.Config
 	seed uint64
 	bin  string // the fgworker binary
+	alt  string // the odd-numbered workers' binary, when set
 
 	mu    sync.Mutex
 	procs map[int]*worker
@@ -817,7 +826,11 @@ func (f *fleet) start(i int) {
 		f.t.Fatal(err)
 	}
 	w := &worker{name: name, done: make(chan struct{}), commit: commitWatch{fleet: f}}
-	w.cmd = exec.Command(f.bin, "-config", path)
+	bin := f.bin
+	if i%2 == 1 && f.alt != "" {
+		bin = f.alt
+	}
+	w.cmd = exec.Command(bin, "-config", path)
 	w.cmd.Stdout = &w.commit
 	w.cmd.Stderr = &w.stderr
 	if err := w.cmd.Start(); err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/pgsql"
 )
 
 // EnvMutants turns on TestMutants.
@@ -105,6 +106,17 @@ func parseMutant(name, text string) (mutant, error) {
 	return m, nil
 }
 
+// fastPathOff turns Postgres's fast acquisition path off (fencegate_grant,
+// tried first outside a transaction): every acquisition runs the full
+// fencegate_acquire, whose grant branch the fast path otherwise reaches only
+// in a rare race. TestMutants runs half of a Postgres mutant's workers with
+// it.
+var fastPathOff = edit{
+	file: "sqlstore/internal/sqlexec/queries.go",
+	old:  "\tc.leaseAcquireFirst = q.LeaseAcquireAutocommit\n",
+	new:  "\tc.leaseAcquireFirst = \"\"\n",
+}
+
 // buildMutant writes the mutated copies of m's files to dir and builds
 // fgworker with them as an overlay. An edit whose old text is not in its
 // file exactly once is an error: the mutant no longer applies. With dir
@@ -189,11 +201,24 @@ func TestMutants(t *testing.T) {
 			for _, dialect := range dialects {
 				t.Run(string(dialect), func(t *testing.T) {
 					sp := ciSpec(dialect, baseSeed(t))
-					sp.Duration, sp.Kills, sp.Pauses, sp.Restarts = 15*time.Second, 1, 1, 0
+					// One server crash mid-run (and one before the check):
+					// what only a restart shows, a sequence that was not
+					// logged, say, must show.
+					sp.Duration, sp.Kills, sp.Pauses, sp.Restarts = 15*time.Second, 1, 1, 1
 					if sp.Cuts > 0 {
 						sp.Cuts, sp.CommitCuts = 1, 1
 					}
 					sp.Worker = bin
+					if dialect == pgsql.Dialect {
+						slow := m
+						slow.edits = append(slices.Clone(m.edits), fastPathOff)
+						alt, err := buildMutant(slow, t.TempDir())
+						if err != nil {
+							t.Fatal(err)
+						}
+						sp.WorkerAlt = alt
+						sp.BeginStalls = 0.25 // a fence that holds no row from BEGIN shows only in a stall
+					}
 					if m.duration > 0 {
 						sp.Duration = m.duration
 					}
@@ -220,6 +245,9 @@ func TestMutants(t *testing.T) {
 // TestMutantsApply runs in every suite run, without the opt-in: every
 // mutant file parses and its edits still apply.
 func TestMutantsApply(t *testing.T) {
+	if _, err := buildMutant(mutant{name: "fast path off", edits: []edit{fastPathOff}}, ""); err != nil {
+		t.Error(err)
+	}
 	for _, m := range loadMutants(t) {
 		if _, err := buildMutant(m, ""); err != nil {
 			t.Error(err)

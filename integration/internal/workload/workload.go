@@ -67,6 +67,10 @@ type Config struct {
 	// the write's transaction, after gate.Commit, holding the floor row:
 	// half of them before the INSERT, half between the INSERT and COMMIT.
 	TxStallProb float64 `json:"txStallProb"`
+	// BeginStallProb, when set, is TxStallProb for the writes begun with
+	// pgxv5.BeginFenced, whose fence must hold the floor row from BEGIN to
+	// COMMIT: only a stall inside the transaction shows it does not.
+	BeginStallProb float64 `json:"beginStallProb"`
 
 	// Bypass is the control: writes skip gate.Commit, guarded only by the
 	// holder's own (advisory, unsafe) check that its lease has not expired.
@@ -654,7 +658,11 @@ func (e *env[TTx]) write(ctx context.Context, a *agent, g *gate.Gate[TTx], tok g
 	// A stall inside the transaction comes before the INSERT or between it
 	// and the COMMIT: the row (and its id) is then taken long before the
 	// commit lands, which only the observed commit order can judge.
-	txStall, stallAfter := a.rng.Float64() < e.cfg.TxStallProb, a.rng.IntN(2) == 0
+	stallProb := e.cfg.TxStallProb
+	if via == "begin" && e.cfg.BeginStallProb > 0 {
+		stallProb = e.cfg.BeginStallProb
+	}
+	txStall, stallAfter := a.rng.Float64() < stallProb, a.rng.IntN(2) == 0
 	stall := time.Duration((0.5 + 1.5*a.rng.Float64()) * float64(e.cfg.TTL))
 	insert := func(ctx context.Context, tx TTx) error {
 		if txStall && !stallAfter {
