@@ -27,6 +27,9 @@
 //     a fence above N had been acknowledged to some client, granted,
 //     admitted or written under (real time, from the wall clock every
 //     process on the machine shares).
+//   - released-superseded: a release of fence N invoked after a grant above
+//     N on its resource was acknowledged frees nothing (the lease row is on
+//     the newer fence).
 //   - stale-not-refused, misread-refusal: such a stale write (or admission)
 //     that failed is a refusal: it may fail for a fault its error names
 //     (the connection, the server, a lock conflict), never with an error
@@ -658,6 +661,39 @@ func (c *checker) realTime() {
 		}
 	}
 	c.staleFailures(acks)
+	c.staleReleases()
+}
+
+// staleReleases: a release of fence N invoked after a grant above N on its
+// resource was acknowledged finds the lease row on that newer fence, and
+// must free nothing.
+func (c *checker) staleReleases() {
+	grants := map[string][]ack{}
+	for i := range c.in.Ops {
+		o := &c.in.Ops[i]
+		if fence, ok := grantOf(o); ok && o.Type == history.Acquire {
+			grants[o.Resource] = append(grants[o.Resource], ack{o.Return, fence, o.Op})
+		}
+	}
+	for res, as := range grants {
+		sort.Slice(as, func(i, j int) bool { return as[i].at < as[j].at })
+		for i := 1; i < len(as); i++ {
+			if as[i].fence < as[i-1].fence {
+				as[i].fence, as[i].op = as[i-1].fence, as[i-1].op
+			}
+		}
+		grants[res] = as
+	}
+	for i := range c.in.Ops {
+		o := &c.in.Ops[i]
+		if o.Type != history.Release || o.Outcome != history.OK {
+			continue
+		}
+		if a, ok := above(grants, o.Resource, o.Fence, o.Call); ok {
+			c.violate("released-superseded", "%s: %s's release of fence %d on %s, invoked %v after %s's grant of fence %d was acknowledged, freed a lease",
+				o.Op, o.Holder, o.Fence, o.Resource, time.Duration(o.Call-a.at), a.op, a.fence)
+		}
+	}
 }
 
 // refusalCodes are the SQLSTATEs fencegate raises for a refused fence

@@ -255,6 +255,11 @@ func TestEachCheckFires(t *testing.T) {
 			o := b.admit("a", "r", 1, 330, 331, history.Fail, false)
 			o.Err, o.Cause = "fencegate: admit: not admitted", history.CauseOther
 		}},
+		{"released-superseded", func(b *builder) {
+			// a's late release of fence 1, after b's grant of 2 was
+			// acknowledged, reported as freeing a lease.
+			b.op(history.Release, "a", "r", 1, 330, 331, history.OK)
+		}},
 		{"misread-refusal", func(b *builder) {
 			o := b.write("a", "r", 1, 330, 331, history.Fail, false)
 			o.Err, o.Code, o.Cause = "ERROR: stale fence (SQLSTATE FG001)", "FG001", history.CauseServer

@@ -303,6 +303,9 @@ func (e *env[TTx]) agent(ctx context.Context, idx int) error {
 			sleep(ctx, e.holdCycle(ctx, a, res))
 			continue
 		}
+		if a.stale != nil && a.rng.IntN(2) == 0 {
+			res = a.stale.Resource // back for the resource it walked away from: its late release meets its own newer lease
+		}
 		acquire := e.acquire
 		if a.rng.Float64() < e.cfg.WaitProb {
 			acquire = e.acquireWait
