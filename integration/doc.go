@@ -14,10 +14,16 @@
 // sent and after it returns (ok, denied, expired, refused, failed, or, with
 // no return, unknown).
 //
+// One cycle in five waits its turn in the queue (AcquireWait, or Hold with
+// Wait); lost answers to renewals and releases are retried, and a lease
+// walked away from is released late. Holder names are the agents', stable
+// across restarts.
+//
 // During the run the harness kills workers with SIGKILL and starts them
 // again, cuts every connection through a TCP proxy it sits between the
 // workers and Postgres (and cuts connections right after a COMMIT went
-// through, so the commit lands and its answer is lost), and crashes Postgres
+// through, so the commit lands and its answer is lost, and delays what the
+// clients send, so renewals and releases land late), and crashes Postgres
 // (pg_ctl restart -m immediate on a throwaway cluster it made with initdb).
 // MariaDB histories run on a throwaway mariadbd (made with
 // mariadb-install-db), crashed with SIGKILL and started again on its data
@@ -30,7 +36,8 @@
 // TestOSCrash (root only, and opt-in with FENCEGATE_MACHINE_FAULTS=1, which
 // .ci/run sets: it attaches a loop device, runs mkfs.ext4 and mounts it)
 // puts the database on an ext4 filesystem of its own and shuts it down
-// without flushing (EXT4_IOC_SHUTDOWN) right after a grant is acknowledged,
+// without flushing (EXT4_IOC_SHUTDOWN) right after a grant, a write, a
+// renewal and a refusal are acknowledged,
 // as an OS crash or a power cut would: only what was fsynced survives.
 //
 // # What is checked

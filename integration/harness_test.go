@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -52,6 +53,7 @@ type spec struct {
 	Pauses     int // SIGSTOPs of a worker for 1.2 to 3 ttls, then SIGCONT
 	Cuts       int // cuts of every proxied connection at a random moment (Postgres)
 	CommitCuts int // times the proxy is armed to cut two connections right after their COMMIT (Postgres)
+	Delays     int // times the proxy holds every client message for 0.3 to 1 ttl, for 2 to 4 ttls
 	Restarts   int // Postgres crashes mid-run (throwaway cluster only)
 	// OSCrashes are crashes of the OS mid-run: the database's filesystem
 	// (ext4 on a loop device, the history's own) is shut down without
@@ -69,9 +71,22 @@ type spec struct {
 	// AdvanceFences runs the runbook's remedy (advanceFences) on the
 	// promoted standby before the proxy moves the workers to it.
 	AdvanceFences bool
+	// LagGrants keeps the primary's WAL sender frozen, before the failover,
+	// until at least this many more grants were acknowledged: an
+	// asynchronous standby then lacks them all. Postgres logs a sequence
+	// 32 values ahead, so a lag of fewer grants is covered by the promoted
+	// sequence anyway, remedy or not.
+	LagGrants int
 	// Worker is the fgworker binary to run; empty for the one TestMain
 	// built (a mutant's, in TestMutants).
 	Worker string
+	// WorkerAlt, when set, is the binary the odd-numbered workers run
+	// instead (in TestMutants: the mutant with the fast acquisition path
+	// off).
+	WorkerAlt string
+	// BeginStalls, when set, is the chance of a stall inside a write's
+	// transaction for the writes begun with pgxv5.BeginFenced (Postgres).
+	BeginStalls float64
 }
 
 // outcome is what one history did and what the checker said.
@@ -83,12 +98,19 @@ type outcome struct {
 	Pauses     int
 	Restarts   int
 	OSCrashes  int
-	Failovers  int
+	// OSCrashesOnAck are the OS crashes that came right after the
+	// acknowledgement they waited for (the others came after two seconds
+	// without one).
+	OSCrashesOnAck int
+	Failovers      int
 	// DecodedOld is how many of the decoded transactions committed on the
 	// old primary before a failover (the rest on the promoted standby).
 	DecodedOld int
 	StandbyLag time.Duration // how long the primary's WAL sender was stopped before the primary died
 	AdvancedTo int64         // with AdvanceFences: the lowest fence a grant could get after it
+	// LostGrants is how many grants the old primary committed after the
+	// promoted standby's switch point (decoded, never replicated).
+	LostGrants int
 	Proxy      faults.ProxyStats
 	Elapsed    time.Duration
 	// RestartsSkipped is set when the spec asked for Postgres crashes but the
@@ -221,6 +243,7 @@ func runHistory(t *testing.T, sp spec) *outcome {
 		StallMin:      1.2,
 		StallMax:      3,
 		HoldProb:      0.25,
+		WaitProb:      0.2, // of the cycles that are not external
 		LateRenewProb: 0.1,
 		BatchProb:     0.25,
 		Bypass:        sp.Bypass,
@@ -231,10 +254,11 @@ func runHistory(t *testing.T, sp spec) *outcome {
 		// wait for it, or give up after LockTimeout. On SQLite it would hold
 		// the whole file, so it is for Postgres only.
 		base.TxStallProb = 0.03
+		base.BeginStallProb = sp.BeginStalls
 	} else {
 		base.MaxConns = 3
 	}
-	fl := &fleet{t: t, dir: dir, base: base, seed: sp.Seed, bin: cmp.Or(sp.Worker, workerBin)}
+	fl := &fleet{t: t, dir: dir, base: base, seed: sp.Seed, bin: cmp.Or(sp.Worker, workerBin), alt: sp.WorkerAlt}
 	for i := range sp.Procs {
 		fl.start(i)
 	}
@@ -258,6 +282,7 @@ func runHistory(t *testing.T, sp spec) *outcome {
 	if proxy != nil {
 		addFaults("cut", sp.Cuts)
 		addFaults("commit-cut", sp.CommitCuts)
+		addFaults("delay", sp.Delays)
 	}
 	if cluster != nil || mdb != nil {
 		addFaults("restart", sp.Restarts)
@@ -294,16 +319,20 @@ func runHistory(t *testing.T, sp spec) *outcome {
 			proxy.CutAll()
 		case "commit-cut":
 			proxy.ArmCommitCuts(2)
+		case "delay":
+			by := time.Duration((0.3 + 0.7*rng.Float64()) * float64(sp.TTL))
+			proxy.DelayFor(by, time.Duration((2+2*rng.Float64())*float64(sp.TTL)))
 		case "restart":
 			if err := restart(ctx, cluster, mdb); err != nil {
 				t.Fatalf("the server did not come back: %v", err)
 			}
 			out.Restarts++
 		case "oscrash":
-			// Right after a grant is acknowledged: if its commit was not
-			// flushed, the crash takes it.
+			// Right after an acknowledgement (a grant, a write, a renewal,
+			// a refusal, in turn): if its commit was not flushed, the crash
+			// takes it.
 			var crashErr error
-			fl.atNextGrant(func() {
+			acked := fl.atNextAck(osCrashAfter[out.OSCrashes%len(osCrashAfter)], func() {
 				if cluster != nil {
 					crashErr = cluster.Disk().Crash()
 				} else {
@@ -312,6 +341,9 @@ func runHistory(t *testing.T, sp spec) *outcome {
 			})
 			if crashErr != nil {
 				t.Fatal(crashErr)
+			}
+			if acked {
+				out.OSCrashesOnAck++
 			}
 			if cluster != nil {
 				if err := cluster.OSCrash(ctx); err != nil {
@@ -349,8 +381,14 @@ func runHistory(t *testing.T, sp spec) *outcome {
 				t.Fatal(err)
 			}
 			lag := time.Duration(300+rng.IntN(500)) * time.Millisecond
-			if freezeThenKill(pid, lag) {
-				out.StandbyLag = lag
+			frozenAt := time.Now()
+			if freezeThenKill(pid, func() {
+				wait(lag)
+				if sp.LagGrants > 0 && !fl.awaitGrants(sp.LagGrants, 20*time.Second) {
+					t.Errorf("fewer than %d grants acknowledged in 20 s while the standby lagged", sp.LagGrants)
+				}
+			}) {
+				out.StandbyLag = time.Since(frozenAt)
 			}
 			if err := cluster.Kill(ctx); err != nil {
 				t.Fatal(err)
@@ -365,7 +403,7 @@ func runHistory(t *testing.T, sp spec) *outcome {
 				t.Fatal(err)
 			}
 			if sp.AdvanceFences {
-				if out.AdvancedTo, err = advanceFences(ctx, checkDSN); err != nil {
+				if out.AdvancedTo, err = advanceFences(ctx, cmp.Or(sp.Worker, workerBin), checkDSN); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -404,7 +442,7 @@ func runHistory(t *testing.T, sp spec) *outcome {
 		out.Restarts++
 	}
 
-	in := check.Input{Timeout: time.Minute, TTL: sp.TTL}
+	in := check.Input{Timeout: time.Minute, TTL: sp.TTL, AdvancedTo: out.AdvancedTo}
 	if !sp.Bypass {
 		in.VisualizeTo = filepath.Join(dir, "linearizability.html")
 	}
@@ -416,8 +454,9 @@ func runHistory(t *testing.T, sp spec) *outcome {
 		}
 	}
 	if oldPrimary != nil {
-		before := beforeFailover(t, oldPrimary, oldSlot, cluster, schema)
-		out.DecodedOld = len(before)
+		before, lost := beforeFailover(t, oldPrimary, oldSlot, cluster, schema)
+		out.DecodedOld, in.OldPrimary = len(before), append(slices.Clone(before), lost...)
+		out.LostGrants = check.Grants(lost)
 		in.Commits = append(before, in.Commits...)
 		for i := range in.Commits {
 			in.Commits[i].Pos = i
@@ -443,6 +482,11 @@ func runHistory(t *testing.T, sp spec) *outcome {
 	out.Picture = keepPicture(out.Report, os.TempDir())
 	return out
 }
+
+// osCrashAfter are the acknowledgements the OS crashes follow, in turn:
+// each is a commit that must have been flushed before it was acknowledged
+// (the grant, the write, the renewal, the refusal's log record).
+var osCrashAfter = []string{"granted", "wrote", "renewed", "refused"}
 
 // keepPicture copies porcupine's picture of the history (1 to 1.5 MB of
 // HTML, in the test's own temporary directory, which is removed) into dir,
@@ -533,8 +577,8 @@ func whileDown(f func() error) error {
 }
 
 // readDatabase reopens the database (after the crash: SQLite recovers its
-// WAL here) and reads the events, the rejection log and, on SQLite, the
-// log of lease versions.
+// WAL here) and reads the events, the rejection log and, on SQLite and
+// MariaDB, the log of lease versions.
 func readDatabase(t *testing.T, dialect sqlstore.Dialect, dsn string) ([]workload.Event, []sqlstore.Rejection, []observe.Mark) {
 	t.Helper()
 	ctx := context.Background()
@@ -565,7 +609,7 @@ func readDatabase(t *testing.T, dialect sqlstore.Dialect, dsn string) ([]workloa
 		t.Fatal(err)
 	}
 	var leases []observe.Mark
-	if dialect == sqlite.Dialect {
+	if dialect == sqlite.Dialect || dialect == mysql.Dialect {
 		if leases, err = workload.ReadLeaseLog(ctx, d.DB()); err != nil {
 			t.Fatal(err)
 		}
@@ -660,11 +704,11 @@ func setupFailed(t *testing.T, what string, err error) {
 
 // beforeFailover reads what the old primary's slot saw commit, starting the
 // old primary again on its own for it (the proxy no longer leads there),
-// and keeps what reached the new primary: the commits up to its timeline's
-// switch point. A commit after it never reached the new primary; with
-// synchronous replication it was never acknowledged either, with
-// asynchronous replication it may have been, and is lost.
-func beforeFailover(t *testing.T, old *faults.Cluster, slot *observe.Slot, promoted *faults.Cluster, schema string) []observe.Commit {
+// and splits them at the new primary's timeline's switch point: those up to
+// it reached the new primary (kept); those after it never did (lost). With
+// synchronous replication a lost commit was never acknowledged either, with
+// asynchronous replication it may have been.
+func beforeFailover(t *testing.T, old *faults.Cluster, slot *observe.Slot, promoted *faults.Cluster, schema string) (kept, lost []observe.Commit) {
 	t.Helper()
 	ctx := context.Background()
 	if err := old.Start(ctx); err != nil {
@@ -682,7 +726,6 @@ func beforeFailover(t *testing.T, old *faults.Cluster, slot *observe.Slot, promo
 	if err != nil {
 		t.Fatal(err)
 	}
-	kept := commits[:0]
 	for _, c := range commits {
 		lsn, err := observe.ParseLSN(c.LSN)
 		if err != nil {
@@ -690,12 +733,14 @@ func beforeFailover(t *testing.T, old *faults.Cluster, slot *observe.Slot, promo
 		}
 		if lsn <= end {
 			kept = append(kept, c)
+		} else {
+			lost = append(lost, c)
 		}
 	}
-	if n := len(commits) - len(kept); n > 0 {
-		t.Logf("failover: %d transactions committed on the old primary after the switch point %s, never replicated", n, sp)
+	if len(lost) > 0 {
+		t.Logf("failover: %d transactions committed on the old primary after the switch point %s, never replicated", len(lost), sp)
 	}
-	return kept
+	return kept, lost
 }
 
 // fleet runs the worker processes of one history.
@@ -705,11 +750,15 @@ type fleet struct {
 	base workload.Config
 	seed uint64
 	bin  string // the fgworker binary
+	alt  string // the odd-numbered workers' binary, when set
 
 	mu    sync.Mutex
 	procs map[int]*worker
 	incs  map[int]int
 	ended []*worker
+
+	grants    atomic.Int64  // acknowledged grants the workers announced
+	grantSeen chan struct{} // a poke on each announcement
 }
 
 type worker struct {
@@ -726,19 +775,30 @@ type worker struct {
 // before sending it ("commit …") and each acknowledged grant ("granted …"),
 // and runs a hook on the next announcement of each.
 type commitWatch struct {
-	mu      sync.Mutex
-	onNext  func() // on the next COMMIT
-	onGrant func() // on the next acknowledged grant
+	mu     sync.Mutex
+	onNext func()            // on the next COMMIT
+	onAck  map[string]func() // on the next acknowledgement of a kind: "granted", "wrote", "renewed", "refused"
+	fleet  *fleet            // counts the grants
 }
 
 func (c *commitWatch) Write(p []byte) (int, error) {
+	if n := bytes.Count(p, []byte("granted ")); n > 0 {
+		c.fleet.grants.Add(int64(n))
+		select {
+		case c.fleet.grantSeen <- struct{}{}:
+		default:
+		}
+	}
 	var fns []func()
 	c.mu.Lock()
 	if c.onNext != nil && bytes.Contains(p, []byte("commit ")) {
 		fns, c.onNext = append(fns, c.onNext), nil
 	}
-	if c.onGrant != nil && bytes.Contains(p, []byte("granted ")) {
-		fns, c.onGrant = append(fns, c.onGrant), nil
+	for what, fn := range c.onAck {
+		if bytes.Contains(p, []byte(what+" ")) {
+			fns = append(fns, fn)
+			delete(c.onAck, what)
+		}
 	}
 	c.mu.Unlock()
 	for _, fn := range fns {
@@ -754,6 +814,9 @@ func (f *fleet) start(i int) {
 	defer f.mu.Unlock()
 	if f.procs == nil {
 		f.procs, f.incs = map[int]*worker{}, map[int]int{}
+		if f.grantSeen == nil {
+			f.grantSeen = make(chan struct{}, 1)
+		}
 		f.t.Cleanup(f.killAll) // a history that stops half-way leaves no workers behind
 	}
 	f.incs[i]++
@@ -774,8 +837,12 @@ func (f *fleet) start(i int) {
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		f.t.Fatal(err)
 	}
-	w := &worker{name: name, done: make(chan struct{})}
-	w.cmd = exec.Command(f.bin, "-config", path)
+	w := &worker{name: name, done: make(chan struct{}), commit: commitWatch{fleet: f}}
+	bin := f.bin
+	if i%2 == 1 && f.alt != "" {
+		bin = f.alt
+	}
+	w.cmd = exec.Command(bin, "-config", path)
 	w.cmd.Stdout = &w.commit
 	w.cmd.Stderr = &w.stderr
 	if err := w.cmd.Start(); err != nil {
@@ -829,10 +896,11 @@ func (f *fleet) killAtCommit(i int) bool {
 	return f.kill(i)
 }
 
-// atNextGrant runs fn once, as soon as any running worker announces an
-// acknowledged grant, or after two seconds without one, and returns after
-// it ran.
-func (f *fleet) atNextGrant(fn func()) {
+// atNextAck runs fn once, as soon as any running worker announces an
+// acknowledgement of the kind what ("granted", "wrote", "renewed",
+// "refused"; see workload.Config.Announce), or after two seconds without
+// one, and returns after it ran, reporting whether the acknowledgement came.
+func (f *fleet) atNextAck(what string, fn func()) bool {
 	var once sync.Once
 	done := make(chan struct{})
 	hook := func() { once.Do(func() { fn(); close(done) }) }
@@ -840,23 +908,45 @@ func (f *fleet) atNextGrant(fn func()) {
 	var armed []*worker
 	for _, w := range f.procs {
 		w.commit.mu.Lock()
-		w.commit.onGrant = hook
+		if w.commit.onAck == nil {
+			w.commit.onAck = map[string]func(){}
+		}
+		w.commit.onAck[what] = hook
 		w.commit.mu.Unlock()
 		armed = append(armed, w)
 	}
 	f.mu.Unlock()
 	timer := time.NewTimer(2 * time.Second)
 	defer timer.Stop()
+	acked := true
 	select {
 	case <-done:
 	case <-timer.C:
+		acked = false
 		hook()
 	}
 	for _, w := range armed {
 		w.commit.mu.Lock()
-		w.commit.onGrant = nil
+		delete(w.commit.onAck, what)
 		w.commit.mu.Unlock()
 	}
+	return acked
+}
+
+// awaitGrants waits until the workers announced n more acknowledged grants,
+// or timeout passed, and reports whether they did.
+func (f *fleet) awaitGrants(n int, timeout time.Duration) bool {
+	target := f.grants.Load() + int64(n)
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for f.grants.Load() < target {
+		select {
+		case <-f.grantSeen:
+		case <-timer.C:
+			return false
+		}
+	}
+	return true
 }
 
 // killAll kills every worker still running.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/pgsql"
 )
 
 // EnvMutants turns on TestMutants.
@@ -26,6 +27,7 @@ type mutant struct {
 	skip     string             // why it is not run here
 	faults   []string           // faults beyond the short history's own: "oscrash"
 	ci       []sqlstore.Dialect // the dialects CI runs it on (FENCEGATE_MUTANTS=ci); none: not in CI
+	duration time.Duration      // its history's length; 0 for the short history's 15 s
 	edits    []edit
 }
 
@@ -49,7 +51,7 @@ func parseMutant(name, text string) (mutant, error) {
 		case strings.HasPrefix(line, "faults: "):
 			m.faults = strings.Fields(strings.TrimPrefix(line, "faults: "))
 			for _, f := range m.faults {
-				if f != "oscrash" {
+				if f != "oscrash" && f != "failover-advance" {
 					return m, fmt.Errorf("%s: unknown fault %q", name, f)
 				}
 			}
@@ -57,6 +59,12 @@ func parseMutant(name, text string) (mutant, error) {
 			for _, d := range strings.Fields(strings.TrimPrefix(line, "ci: ")) {
 				m.ci = append(m.ci, sqlstore.Dialect(d))
 			}
+		case strings.HasPrefix(line, "duration: "):
+			d, err := time.ParseDuration(strings.TrimPrefix(line, "duration: "))
+			if err != nil || d <= 0 {
+				return m, fmt.Errorf("%s: duration %q: want a positive duration", name, strings.TrimPrefix(line, "duration: "))
+			}
+			m.duration = d
 		case strings.HasPrefix(line, "skip: "):
 			m.skip = strings.TrimPrefix(line, "skip: ")
 		case strings.HasPrefix(line, "--- "):
@@ -96,6 +104,17 @@ func parseMutant(name, text string) (mutant, error) {
 		}
 	}
 	return m, nil
+}
+
+// fastPathOff turns Postgres's fast acquisition path off (fencegate_grant,
+// tried first outside a transaction): every acquisition runs the full
+// fencegate_acquire, whose grant branch the fast path otherwise reaches only
+// in a rare race. TestMutants runs half of a Postgres mutant's workers with
+// it.
+var fastPathOff = edit{
+	file: "sqlstore/internal/sqlexec/queries.go",
+	old:  "\tc.leaseAcquireFirst = q.LeaseAcquireAutocommit\n",
+	new:  "\tc.leaseAcquireFirst = \"\"\n",
 }
 
 // buildMutant writes the mutated copies of m's files to dir and builds
@@ -182,13 +201,36 @@ func TestMutants(t *testing.T) {
 			for _, dialect := range dialects {
 				t.Run(string(dialect), func(t *testing.T) {
 					sp := ciSpec(dialect, baseSeed(t))
-					sp.Duration, sp.Kills, sp.Pauses, sp.Restarts = 15*time.Second, 1, 1, 0
+					// One server crash mid-run (and one before the check):
+					// what only a restart shows, a sequence that was not
+					// logged, say, must show.
+					sp.Duration, sp.Kills, sp.Pauses, sp.Restarts = 15*time.Second, 1, 1, 1
 					if sp.Cuts > 0 {
 						sp.Cuts, sp.CommitCuts = 1, 1
 					}
 					sp.Worker = bin
+					if dialect == pgsql.Dialect {
+						slow := m
+						slow.edits = append(slices.Clone(m.edits), fastPathOff)
+						alt, err := buildMutant(slow, t.TempDir())
+						if err != nil {
+							t.Fatal(err)
+						}
+						sp.WorkerAlt = alt
+						sp.BeginStalls = 0.25 // a fence that holds no row from BEGIN shows only in a stall
+					}
+					if m.duration > 0 {
+						sp.Duration = m.duration
+					}
 					if slices.Contains(m.faults, "oscrash") {
-						sp.OSCrashes = 3
+						sp.OSCrashes = len(osCrashAfter) // one after each kind of acknowledgement
+					}
+					if slices.Contains(m.faults, "failover-advance") {
+						// TestFailoverAsynchronousAdvanced's history: the
+						// failover is its crash (a restart before it would
+						// leave no WAL sender to freeze).
+						sp.Duration, sp.Failover, sp.AsyncStandby, sp.AdvanceFences, sp.LagGrants = 20*time.Second, true, true, true, lagGrants
+						sp.Restarts = 0
 					}
 					o := runHistory(t, sp)
 					record("mutant/"+m.name+"/"+string(dialect), o)
@@ -206,6 +248,9 @@ func TestMutants(t *testing.T) {
 // TestMutantsApply runs in every suite run, without the opt-in: every
 // mutant file parses and its edits still apply.
 func TestMutantsApply(t *testing.T) {
+	if _, err := buildMutant(mutant{name: "fast path off", edits: []edit{fastPathOff}}, ""); err != nil {
+		t.Error(err)
+	}
 	for _, m := range loadMutants(t) {
 		if _, err := buildMutant(m, ""); err != nil {
 			t.Error(err)

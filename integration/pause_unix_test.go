@@ -26,13 +26,13 @@ func (f *fleet) pause(i int, d time.Duration) bool {
 	return true
 }
 
-// freezeThenKill stops process pid (SIGSTOP), waits d, and kills it
+// freezeThenKill stops process pid (SIGSTOP), runs frozen, and kills it
 // (SIGKILL): whatever it was about to do, it never does.
-func freezeThenKill(pid int, d time.Duration) bool {
+func freezeThenKill(pid int, frozen func()) bool {
 	p, err := os.FindProcess(pid)
 	if err != nil || p.Signal(syscall.SIGSTOP) != nil {
 		return false
 	}
-	wait(d)
+	frozen()
 	return p.Signal(syscall.SIGKILL) == nil
 }

@@ -43,14 +43,14 @@ func ciSpec(dialect sqlstore.Dialect, seed uint64) spec {
 	}
 	switch dialect {
 	case pgsql.Dialect:
-		sp.Cuts, sp.CommitCuts, sp.Restarts, sp.FinalCrash = 3, 3, 1, true
+		sp.Cuts, sp.CommitCuts, sp.Delays, sp.Restarts, sp.FinalCrash = 3, 3, 2, 1, true
 	case sqlite.Dialect:
 		sp.Duration, sp.FinalCrash = 25*time.Second, true
 	case mysql.Dialect:
 		// One short history in CI (see runHistories): the package must not
 		// grow by more than ~40 s.
 		sp.Duration, sp.Kills, sp.Pauses = 20*time.Second, 3, 2
-		sp.Cuts, sp.CommitCuts, sp.Restarts, sp.FinalCrash = 2, 2, 1, true
+		sp.Cuts, sp.CommitCuts, sp.Delays, sp.Restarts, sp.FinalCrash = 2, 2, 2, 1, true
 	}
 	return sp
 }
@@ -65,7 +65,7 @@ func soakSpec(dialect sqlstore.Dialect, seed uint64) spec {
 	sp.Duration = 90 * time.Second
 	sp.Kills, sp.Pauses = 10, 10
 	if dialect == pgsql.Dialect || dialect == mysql.Dialect {
-		sp.Cuts, sp.CommitCuts, sp.Restarts = 10, 10, 3
+		sp.Cuts, sp.CommitCuts, sp.Delays, sp.Restarts = 10, 10, 6, 3
 	}
 	return sp
 }
@@ -123,11 +123,17 @@ func runHistories(t *testing.T, dialect sqlstore.Dialect) {
 			if r.Committed == 0 || r.Grants == 0 {
 				t.Errorf("nothing committed (%d writes, %d grants): the workload did not run", r.Committed, r.Grants)
 			}
+			if r.Leases == 0 && !o.ObserverSkipped {
+				t.Errorf("no lease version was judged in database time: the lease log (or the observer) saw nothing")
+			}
 			if r.Count(history.Write, history.Refused) == 0 {
 				t.Errorf("no write was refused: the stalls did not produce a single stale holder")
 			}
 			if dialect != mysql.Dialect && r.Count(history.Admit, history.OK) == 0 || r.Late[history.Expired] == 0 {
 				t.Errorf("the workload skipped a path: %d admissions, late renewals %v", r.Count(history.Admit, history.OK), r.Late)
+			}
+			if r.Waited[history.OK] == 0 {
+				t.Errorf("no acquisition that waited its turn was granted: %v", r.Waited)
 			}
 			if dialect == pgsql.Dialect && (r.Via["batch"] == 0 || r.Via["begin"] == 0) {
 				t.Errorf("writes through pgxv5.CommitBatch: %d, pgxv5.BeginFenced: %d; want some of each", r.Via["batch"], r.Via["begin"])
@@ -210,6 +216,9 @@ func runFailoverWith(t *testing.T, async, advance bool, n uint64) *outcome {
 		sp = soakSpec(pgsql.Dialect, baseSeed(t)+n)
 	}
 	sp.Failover, sp.AsyncStandby, sp.AdvanceFences, sp.Restarts = true, async, advance, 0
+	if async {
+		sp.LagGrants = lagGrants
+	}
 	o := runHistory(t, sp)
 	name := map[bool]string{false: "failover/sync", true: "failover/async"}[async]
 	if advance {
@@ -242,7 +251,7 @@ func TestOSCrash(t *testing.T) {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
 			sp := ciSpec(dialect, baseSeed(t))
-			sp.Duration, sp.Kills, sp.Pauses, sp.Restarts, sp.OSCrashes = 15*time.Second, 1, 1, 0, 2
+			sp.Duration, sp.Kills, sp.Pauses, sp.Restarts, sp.OSCrashes = 15*time.Second, 1, 1, 0, len(osCrashAfter)
 			if dialect == pgsql.Dialect {
 				sp.Cuts, sp.CommitCuts = 1, 1
 			}

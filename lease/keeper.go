@@ -60,6 +60,9 @@ const (
 
 // add starts keeping e.l, renewed at e.coord; e.lose cancels e.ctx.
 func (k *keeper) add(e *kept) {
+	// The process clock first: read after the lease's remaining time, a
+	// stall between the two readings would make the renewal late.
+	now := time.Now()
 	l := e.l
 	ttl := l.Grant().TTL
 	e.ttl = ttl
@@ -67,7 +70,7 @@ func (k *keeper) add(e *kept) {
 	if jitter := min(int64(ttl/firstJitter), int64(wait)); jitter > 0 {
 		wait -= time.Duration(rand.Int64N(jitter))
 	}
-	e.renewAt = time.Now().Add(wait)
+	e.renewAt = now.Add(wait)
 
 	k.mu.Lock()
 	defer k.mu.Unlock()

@@ -12,6 +12,12 @@
 // and only its own build can install them.
 //
 //	FGWORKER_DSN=... fgworker -migrate
+//
+// With -advance N it runs the runbook's fence advance with margin N there
+// (workload.AdvanceFences) and prints the lowest fence the next grant can
+// carry: a mutant of lease.Coordinator.AdvanceFences is built into it.
+//
+//	FGWORKER_DSN=... fgworker -advance 1000
 package main
 
 import (
@@ -28,7 +34,16 @@ import (
 func main() {
 	path := flag.String("config", "", "workload.Config as JSON")
 	migrate := flag.Bool("migrate", false, "run the migrations on $FGWORKER_DSN and exit")
+	advance := flag.Int64("advance", -1, "advance the fences on $FGWORKER_DSN by this margin, print the next fence, and exit")
 	flag.Parse()
+	if *advance >= 0 {
+		next, err := workload.AdvanceFences(context.Background(), os.Getenv("FGWORKER_DSN"), *advance)
+		if err != nil {
+			fail(err)
+		}
+		fmt.Println(next)
+		return
+	}
 	if *migrate {
 		if err := runMigrations(context.Background(), os.Getenv("FGWORKER_DSN")); err != nil {
 			fail(err)

@@ -24,8 +24,18 @@
 //   - ungranted-fence: every committed write's fence was granted to its
 //     writer for that resource.
 //   - realtime-stale-write: no write under N committed if it was invoked after
-//     a grant above N had been acknowledged to some client (real time, from
-//     the wall clock every process on the machine shares).
+//     a fence above N had been acknowledged to some client, granted,
+//     admitted or written under (real time, from the wall clock every
+//     process on the machine shares).
+//   - released-superseded: a release of fence N invoked after a grant above
+//     N on its resource was acknowledged frees nothing (the lease row is on
+//     the newer fence).
+//   - stale-not-refused, misread-refusal: such a stale write (or admission)
+//     that failed is a refusal: it may fail for a fault its error names
+//     (the connection, the server, a lock conflict), never with an error
+//     that names none; and no error carrying a refusal's SQLSTATE (FG001,
+//     FG002) is reported as anything but a refusal. Both are refusals the
+//     library did not recognise, so nobody logged them.
 //   - grant-order, duplicate-fence, lost-grant, phantom-grant: fences are
 //     unique per grant and grow per resource; every acknowledged grant is in
 //     the database after the restarts; every grant in the database was asked
@@ -48,12 +58,19 @@
 //   - linearizability: the coordinator's and gate's operations on each
 //     resource are linearizable against a lease register (see Model).
 //
+// After a failover remedied with Coordinator.AdvanceFences (Input.AdvancedTo),
+// also:
+//
+//   - fence-not-advanced: every fence the old primary granted, decoded
+//     there (Input.OldPrimary), those the promoted standby never received
+//     included, is below the lowest fence after the advance.
+//
 // With an observer (Postgres), also:
 //
 //   - observer-mismatch: the decoded writes are exactly the table's rows.
 //
 // With every version of the lease rows in commit order (decoded on
-// Postgres, Input.LeaseLog on SQLite), also:
+// Postgres, Input.LeaseLog on SQLite and MariaDB), also:
 //
 //   - granted-while-live: a lease is granted over a previous holder's only
 //     once that lease has expired or been released, in database time.
@@ -90,10 +107,18 @@ type Input struct {
 	// (SQLite).
 	Commits []observe.Commit
 	// LeaseLog is every version of the lease rows in commit order, from a
-	// trigger (SQLite, whose id order is commit order). With Commits the
+	// trigger (SQLite, whose id order is commit order; MariaDB, whose ids
+	// come from a counter row locked until commit). With Commits the
 	// versions come from the decoded changes instead.
-	LeaseLog  []observe.Mark
-	ClockSkew time.Duration // the clients' lease.ClientOptions.ClockSkew
+	LeaseLog []observe.Mark
+	// OldPrimary is every commit decoded on the old primary of a failover
+	// history, those its promoted standby never received included.
+	OldPrimary []observe.Commit
+	// AdvancedTo is the lowest fence a grant could carry after the fences
+	// were advanced on the promoted standby (Coordinator.AdvanceFences);
+	// 0 when they were not.
+	AdvancedTo int64
+	ClockSkew  time.Duration // the clients' lease.ClientOptions.ClockSkew
 	// TTL is the term the coordinator granted (every request asked for it);
 	// 0 skips the expiry checks.
 	TTL time.Duration
@@ -119,10 +144,12 @@ type Report struct {
 	Outcomes  map[string]map[history.Outcome]int // by type, then outcome
 	Via       map[string]int                     // writes by path: commit, do, batch, begin, bypass
 	Late      map[history.Outcome]int            // renewals sent after the holder's own deadline, by outcome
+	Waited    map[history.Outcome]int            // acquisitions that waited their turn in the queue, by outcome
 	Committed int                                // write rows in the table
 	Grants    int                                // raise rows (committed grants)
 	Rejected  int                                // rejection log records
 	Observed  int                                // transactions logical decoding observed; 0 without an observer
+	Leases    int                                // lease versions judged in database time (decoded, or the lease log)
 
 	RefusedUnlogged int // refusals the gate reported as not logged (the log write failed)
 	UnknownPresent  int // writes with unknown outcome that did commit
@@ -189,7 +216,7 @@ type checker struct {
 func Run(in Input) *Report {
 	c := &checker{
 		in:     in,
-		r:      &Report{Outcomes: map[string]map[history.Outcome]int{}, Via: map[string]int{}, Late: map[history.Outcome]int{}, Errors: map[string]int{}},
+		r:      &Report{Outcomes: map[string]map[history.Outcome]int{}, Via: map[string]int{}, Late: map[history.Outcome]int{}, Waited: map[history.Outcome]int{}, Errors: map[string]int{}},
 		ops:    map[string]*history.Op{},
 		writes: map[string]workload.Event{},
 		raises: map[string][]workload.Event{},
@@ -206,6 +233,9 @@ func Run(in Input) *Report {
 		}
 		if o.Late {
 			c.r.Late[o.Outcome]++
+		}
+		if o.Wait {
+			c.r.Waited[o.Outcome]++
 		}
 		if o.Err != "" {
 			c.r.Errors[fmt.Sprintf("%s/%s: %s", o.Type, o.Outcome, maskError(o.Err))]++
@@ -225,6 +255,7 @@ func Run(in Input) *Report {
 		}
 	}
 	c.writesMatchClients()
+	c.advanced()
 	c.commitOrder()
 	c.grants()
 	c.realTime()
@@ -347,6 +378,7 @@ func (c *checker) commitOrder() {
 		order, leases = c.observed()
 	}
 	if c.in.Commits != nil || c.in.LeaseLog != nil {
+		c.r.Leases = len(leases)
 		c.leaseLives(leases)
 	}
 	lastWrite := map[string]mark{}
@@ -464,6 +496,39 @@ func (c *checker) leaseLives(versions []leaseVersion) {
 	}
 }
 
+// advanced: after a failover remedied with Coordinator.AdvanceFences, every
+// fence the coordinator granted before it, replicated or lost with the old
+// primary, is below the lowest fence it can grant after it.
+func (c *checker) advanced() {
+	if c.in.AdvancedTo == 0 {
+		return
+	}
+	for _, cm := range c.in.OldPrimary {
+		for _, m := range cm.Marks {
+			if m.Kind == observe.Lease && m.Fence >= c.in.AdvancedTo {
+				c.violate("fence-not-advanced", "%s: fence %d granted to %s on the old primary (commit at %s) is not below %d, the lowest fence after the advance",
+					m.Resource, m.Fence, m.Holder, cm.LSN, c.in.AdvancedTo)
+			}
+		}
+	}
+}
+
+// Grants counts the grants in commits: lease versions with a fence new to
+// their resource there.
+func Grants(commits []observe.Commit) int {
+	n := 0
+	last := map[string]int64{}
+	for _, cm := range commits {
+		for _, m := range cm.Marks {
+			if m.Kind == observe.Lease && last[m.Resource] != m.Fence {
+				n++
+				last[m.Resource] = m.Fence
+			}
+		}
+	}
+	return n
+}
+
 // grants: unique, growing, durable, and asked for.
 func (c *checker) grants() {
 	byFence := map[int64]workload.Event{}
@@ -535,18 +600,26 @@ func grantOf(o *history.Op) (int64, bool) {
 	return 0, false
 }
 
-// realTime: a write invoked after a higher grant was acknowledged must not
-// commit.
-func (c *checker) realTime() {
-	type ack struct {
-		at    int64
-		fence int64
-		op    string
-	}
+// ack is an acknowledged fence on a resource: a grant, an admission, or a
+// write committed under it. From its return on, the floor is at least the
+// fence.
+type ack struct {
+	at    int64
+	fence int64
+	op    string
+}
+
+// acked lists, per resource, the acknowledged fences in order of return,
+// each carrying the highest fence acknowledged up to then.
+func (c *checker) acked() map[string][]ack {
 	acks := map[string][]ack{}
 	for i := range c.in.Ops {
-		if fence, ok := grantOf(&c.in.Ops[i]); ok {
-			o := &c.in.Ops[i]
+		o := &c.in.Ops[i]
+		fence, ok := grantOf(o)
+		if !ok && o.Type == history.Write && o.Outcome == history.OK {
+			fence, ok = o.Fence, true
+		}
+		if ok {
 			acks[o.Resource] = append(acks[o.Resource], ack{o.Return, fence, o.Op})
 		}
 	}
@@ -559,16 +632,98 @@ func (c *checker) realTime() {
 		}
 		acks[res] = as
 	}
+	return acks
+}
+
+// above returns the highest fence acknowledged on res before at, if any is
+// above fence.
+func above(acks map[string][]ack, res string, fence, at int64) (ack, bool) {
+	as := acks[res]
+	i := sort.Search(len(as), func(i int) bool { return as[i].at >= at }) - 1
+	if i >= 0 && as[i].fence > fence {
+		return as[i], true
+	}
+	return ack{}, false
+}
+
+// realTime: a write invoked after a higher fence was acknowledged (granted,
+// admitted, or written under) must not commit.
+func (c *checker) realTime() {
+	acks := c.acked()
 	for _, e := range c.in.Events {
 		o := c.ops[e.OpID]
 		if e.Kind != "write" || o == nil {
 			continue
 		}
-		as := acks[e.Resource]
-		i := sort.Search(len(as), func(i int) bool { return as[i].at >= o.Call }) - 1
-		if i >= 0 && as[i].fence > e.Fence {
-			c.violate("realtime-stale-write", "%s: write %s under fence %d was invoked %v after %s's grant of fence %d was acknowledged, and committed",
-				e.Resource, e.OpID, e.Fence, time.Duration(o.Call-as[i].at), as[i].op, as[i].fence)
+		if a, ok := above(acks, e.Resource, e.Fence, o.Call); ok {
+			c.violate("realtime-stale-write", "%s: write %s under fence %d was invoked %v after %s's fence %d was acknowledged, and committed",
+				e.Resource, e.OpID, e.Fence, time.Duration(o.Call-a.at), a.op, a.fence)
+		}
+	}
+	c.staleFailures(acks)
+	c.staleReleases()
+}
+
+// staleReleases: a release of fence N invoked after a grant above N on its
+// resource was acknowledged finds the lease row on that newer fence, and
+// must free nothing.
+func (c *checker) staleReleases() {
+	grants := map[string][]ack{}
+	for i := range c.in.Ops {
+		o := &c.in.Ops[i]
+		if fence, ok := grantOf(o); ok && o.Type == history.Acquire {
+			grants[o.Resource] = append(grants[o.Resource], ack{o.Return, fence, o.Op})
+		}
+	}
+	for res, as := range grants {
+		sort.Slice(as, func(i, j int) bool { return as[i].at < as[j].at })
+		for i := 1; i < len(as); i++ {
+			if as[i].fence < as[i-1].fence {
+				as[i].fence, as[i].op = as[i-1].fence, as[i-1].op
+			}
+		}
+		grants[res] = as
+	}
+	for i := range c.in.Ops {
+		o := &c.in.Ops[i]
+		if o.Type != history.Release || o.Outcome != history.OK {
+			continue
+		}
+		if a, ok := above(grants, o.Resource, o.Fence, o.Call); ok {
+			c.violate("released-superseded", "%s: %s's release of fence %d on %s, invoked %v after %s's grant of fence %d was acknowledged, freed a lease",
+				o.Op, o.Holder, o.Fence, o.Resource, time.Duration(o.Call-a.at), a.op, a.fence)
+		}
+	}
+}
+
+// refusalCodes are the SQLSTATEs fencegate raises for a refused fence
+// (Postgres's pipelined fence statement): stale, and never issued.
+var refusalCodes = map[string]bool{"FG001": true, "FG002": true}
+
+// staleFailures: a write or admission invoked after a higher fence on its
+// resource was acknowledged met a floor above its fence, and the gate's
+// answer to that is a refusal, logged. It may still fail for a fault (the
+// connection, the server, a lock), but a failure whose error names none
+// is a refusal the library did not recognise: nothing was logged and the
+// writer was not told. And an error carrying a refusal's SQLSTATE is a
+// refusal, whatever the client took it for.
+func (c *checker) staleFailures(acks map[string][]ack) {
+	for i := range c.in.Ops {
+		o := &c.in.Ops[i]
+		if o.Type != history.Write && o.Type != history.Admit {
+			continue
+		}
+		if refusalCodes[o.Code] && o.Outcome != history.Refused {
+			c.violate("misread-refusal", "%s: %s under fence %d on %s failed with SQLSTATE %s, a refusal, but was reported %s: %s",
+				o.Op, o.Type, o.Fence, o.Resource, o.Code, o.Outcome, o.Err)
+			continue
+		}
+		if o.Outcome != history.Fail || o.Cause != history.CauseOther {
+			continue
+		}
+		if a, ok := above(acks, o.Resource, o.Fence, o.Call); ok {
+			c.violate("stale-not-refused", "%s: %s under fence %d on %s, invoked %v after %s's fence %d was acknowledged, failed with an error that names no fault and is no refusal: %s",
+				o.Op, o.Type, o.Fence, o.Resource, time.Duration(o.Call-a.at), a.op, a.fence, o.Err)
 		}
 	}
 }

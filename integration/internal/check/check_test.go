@@ -236,6 +236,40 @@ func TestEachCheckFires(t *testing.T) {
 			b.write("c", "s", 5, 710, 711, history.OK, true)
 			b.raise("d", "s", 6)
 		}},
+		{"realtime-stale-write", func(b *builder) {
+			// d's grant went unanswered, but its write under fence 6 was
+			// acknowledged before c's write under 5 was invoked.
+			b.grant("c", "s", 5, 400, 401)
+			b.op(history.Acquire, "d", "s", 0, 700, 0, history.Unknown)
+			b.raise("d", "s", 6)
+			b.write("d", "s", 6, 702, 703, history.OK, true)
+			b.write("c", "s", 5, 710, 711, history.OK, true)
+		}},
+		{"stale-not-refused", func(b *builder) {
+			// a's write under 1, after b's grant of 2 was acknowledged,
+			// failed with an error that names no fault: a refusal misread.
+			o := b.write("a", "r", 1, 330, 331, history.Fail, false)
+			o.Err, o.Cause = "fencegate: commit: not admitted", history.CauseOther
+		}},
+		{"stale-not-refused", func(b *builder) {
+			o := b.admit("a", "r", 1, 330, 331, history.Fail, false)
+			o.Err, o.Cause = "fencegate: admit: not admitted", history.CauseOther
+		}},
+		{"released-superseded", func(b *builder) {
+			// a's late release of fence 1, after b's grant of 2 was
+			// acknowledged, reported as freeing a lease.
+			b.op(history.Release, "a", "r", 1, 330, 331, history.OK)
+		}},
+		{"misread-refusal", func(b *builder) {
+			o := b.write("a", "r", 1, 330, 331, history.Fail, false)
+			o.Err, o.Code, o.Cause = "ERROR: stale fence (SQLSTATE FG001)", "FG001", history.CauseServer
+		}},
+		{"fence-not-advanced", func(b *builder) {
+			// The old primary granted fence 12, never replicated; the
+			// advance on the promoted standby reached only 10.
+			b.in.AdvancedTo = 10
+			b.in.OldPrimary = []observe.Commit{{LSN: "0/10", Marks: []observe.Mark{{Kind: observe.Lease, Resource: "s", Fence: 12, Holder: "c"}}}}
+		}},
 		{"duplicate-fence", func(b *builder) {
 			o := b.op(history.Acquire, "c", "s", 0, 400, 401, history.OK)
 			o.Granted, o.Request = 2, "other"
@@ -317,6 +351,38 @@ func TestEachCheckFires(t *testing.T) {
 				t.Fatalf("%s did not fire; violations:\n%s", c.check, r.Summary(5))
 			}
 		})
+	}
+}
+
+// Fences the old primary granted below the advanced fence pass; Grants
+// counts a lease's renewals and release as one grant.
+func TestAdvancedAboveTheOldPrimary(t *testing.T) {
+	b := clean()
+	b.in.AdvancedTo = 13
+	l := observe.Mark{Kind: observe.Lease, Resource: "s", Fence: 12, Holder: "c"}
+	b.in.OldPrimary = []observe.Commit{{LSN: "0/10", Marks: []observe.Mark{l}}, {LSN: "0/11", Marks: []observe.Mark{l}}}
+	if r := Run(b.in); r.Failed() {
+		t.Fatalf("violations:\n%s", r.Summary(5))
+	}
+	if n := Grants(b.in.OldPrimary); n != 1 {
+		t.Fatalf("Grants = %d, want 1", n)
+	}
+}
+
+// A stale write may fail for a fault its error names, and a write that
+// was not stale may fail for any reason: neither is a misread refusal.
+func TestStaleFailureForAFaultPasses(t *testing.T) {
+	b := clean()
+	for _, cause := range []string{history.CauseConn, history.CauseBusy, history.CauseServer} {
+		o := b.write("a", "r", 1, 330, 331, history.Fail, false)
+		o.Err, o.Cause = "a fault", cause
+	}
+	o := b.write("b", "r", 2, 332, 333, history.Fail, false) // the current fence
+	o.Err, o.Cause = "?", history.CauseOther
+	o = b.write("a", "r", 1, 250, 251, history.Fail, false) // before b's grant returned
+	o.Err, o.Cause = "?", history.CauseOther
+	if r := Run(b.in); r.Failed() {
+		t.Fatalf("violations:\n%s", r.Summary(5))
 	}
 }
 

@@ -38,6 +38,10 @@ type Proxy struct {
 	connsCut   atomic.Int64   // connections closed by CutAll
 	commitCuts atomic.Int64   // connections cut after an armed statement
 	accepted   atomic.Int64
+
+	delayBy    atomic.Int64 // how long each client message is held (nanoseconds) ...
+	delayUntil atomic.Int64 // ... until then (Unix nanoseconds)
+	delays     atomic.Int64 // DelayFor calls
 }
 
 // ProxyStats counts what a Proxy did.
@@ -46,6 +50,7 @@ type ProxyStats struct {
 	CutAll     int64 // times every live connection was cut
 	ConnsCut   int64 // connections those cuts closed
 	CommitCuts int64 // connections cut right after forwarding an armed statement (a COMMIT)
+	Delays     int64 // times traffic was delayed (DelayFor)
 }
 
 // NewProxy listens on a free loopback port and forwards to upstream
@@ -80,7 +85,28 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
 // Stats returns the counters.
 func (p *Proxy) Stats() ProxyStats {
-	return ProxyStats{Accepted: p.accepted.Load(), CutAll: p.cutAll.Load(), ConnsCut: p.connsCut.Load(), CommitCuts: p.commitCuts.Load()}
+	return ProxyStats{Accepted: p.accepted.Load(), CutAll: p.cutAll.Load(), ConnsCut: p.connsCut.Load(), CommitCuts: p.commitCuts.Load(), Delays: p.delays.Load()}
+}
+
+// DelayFor holds every message a client sends (a statement, a COMMIT) for
+// by before forwarding it, for the next d: the server sees each request
+// late, as behind a congested link, while the client dated its deadlines
+// from when it sent them. A renewal then lands after its lease expired, a
+// release after its lease was taken over.
+func (p *Proxy) DelayFor(by, d time.Duration) {
+	p.delayBy.Store(int64(by))
+	p.delayUntil.Store(time.Now().Add(d).UnixNano())
+	p.delays.Add(1)
+}
+
+// forward writes a client's message to the server, first holding it while
+// a DelayFor lasts.
+func (p *Proxy) forward(l *link, msg []byte) error {
+	if time.Now().UnixNano() < p.delayUntil.Load() {
+		time.Sleep(time.Duration(p.delayBy.Load())) // the fault: a slow link
+	}
+	_, err := l.server.Write(msg)
+	return err
 }
 
 // CutAll closes both sides of every live connection and returns how many it
@@ -225,7 +251,7 @@ func (p *Proxy) pumpClient(l *link) (cutAfterCommit bool) {
 		if _, err := io.ReadFull(r, msg[len(hdr):]); err != nil {
 			return false
 		}
-		if _, err := l.server.Write(msg); err != nil {
+		if err := p.forward(l, msg); err != nil {
 			return false
 		}
 		if startup {
@@ -265,7 +291,7 @@ func (p *Proxy) pumpMySQLClient(l *link) (cutAfterCommit bool) {
 		if _, err := io.ReadFull(r, msg[4:]); err != nil {
 			return false
 		}
-		if _, err := l.server.Write(msg); err != nil {
+		if err := p.forward(l, msg); err != nil {
 			return false
 		}
 		// The handshake response is sequence 1; a command starts at 0.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/url"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -111,5 +112,33 @@ func TestCutAll(t *testing.T) {
 	defer again.Close(ctx)
 	if err := again.Ping(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A delay holds each statement before the server sees it: the server's
+// clock at the statement is at least the delay after the client sent it,
+// and once the delay is over statements go straight through.
+func TestDelayHoldsStatementsBeforeTheServer(t *testing.T) {
+	ctx := context.Background()
+	_, through, p := proxied(t)
+	var serverAt time.Time
+	p.DelayFor(300*time.Millisecond, time.Hour)
+	sent := time.Now()
+	if err := through.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&serverAt); err != nil {
+		t.Fatal(err)
+	}
+	if late := serverAt.Sub(sent); late < 300*time.Millisecond {
+		t.Fatalf("the server read the statement %v after it was sent, want at least the 300ms delay", late)
+	}
+	p.DelayFor(time.Hour, 0) // over at once
+	sent = time.Now()
+	if err := through.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&serverAt); err != nil {
+		t.Fatal(err)
+	}
+	if late := serverAt.Sub(sent); late >= time.Hour {
+		t.Fatalf("an ended delay still held the statement %v", late)
+	}
+	if s := p.Stats(); s.Delays != 2 {
+		t.Fatalf("Stats().Delays = %d, want 2", s.Delays)
 	}
 }

@@ -64,6 +64,7 @@ type Record struct {
 	Hold     bool   `json:"hold,omitempty"`  // acquire, write, release inside lease.Hold (renewals unseen)
 	Via      string `json:"via,omitempty"`   // write: "commit" (gate.Commit), "do" (gate.Do), "batch" (pgxv5.CommitBatch), "begin" (pgxv5.BeginFenced) or "bypass"
 	Late     bool   `json:"late,omitempty"`  // renew: sent after the holder's own deadline had passed
+	Wait     bool   `json:"wait,omitempty"`  // acquire: waited its turn in the queue (AcquireWait, lease.Wait)
 
 	// Return fields.
 	Outcome   Outcome `json:"out,omitempty"`
@@ -78,7 +79,20 @@ type Record struct {
 	LogFailed bool    `json:"log_failed,omitempty"` // write refused, but the refusal could not be logged
 	Attempts  int     `json:"attempts,omitempty"`   // acquire: attempts with the same request id
 	Err       string  `json:"err,omitempty"`
+	Code      string  `json:"code,omitempty"`  // the SQLSTATE the error carried, when the server sent one
+	Cause     string  `json:"cause,omitempty"` // fail: what the agent took the failure for (see the Cause constants)
 }
+
+// Causes of a failed operation, as the agent read its error. CauseOther is
+// an error that names neither the database nor the connection: from a
+// healthy database the only failure of a stale write is its refusal, so a
+// stale write that failed that way was a refusal nobody recognised.
+const (
+	CauseConn   = "conn"   // unreachable, lost, timed out, cancelled
+	CauseBusy   = "busy"   // a lock or serialization conflict to retry
+	CauseServer = "server" // the server (or SQLite) answered with an error of its own
+	CauseOther  = "other"
+)
 
 // Recorder appends records to a file. It is safe for concurrent use.
 type Recorder struct {
@@ -227,4 +241,6 @@ func mergeReturn(o *Op, r Record) {
 	o.LogFailed = r.LogFailed
 	o.Attempts = r.Attempts
 	o.Err = r.Err
+	o.Code = r.Code
+	o.Cause = r.Cause
 }

@@ -54,3 +54,29 @@ func TestLogFailed(t *testing.T) {
 		t.Error("a logged refusal was taken for a failed log write")
 	}
 }
+
+// A failure's cause separates the faults a stale write may meet from an
+// error that names none: a refusal the library did not recognise.
+func TestFailCause(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"timeout", fmt.Errorf("commit: %w", context.DeadlineExceeded), history.CauseConn},
+		{"conn closed", fmt.Errorf("commit: %w", pgconn.ErrConnClosed), history.CauseConn},
+		{"crash shutdown", &pgconn.PgError{Code: "57P02"}, history.CauseConn},
+		{"serialization failure", &pgconn.PgError{Code: "40001"}, history.CauseBusy},
+		{"busy", lease.ErrBusy, history.CauseBusy},
+		{"unique violation", &pgconn.PgError{Code: "23505"}, history.CauseServer},
+		{"a refusal's SQLSTATE", fmt.Errorf("fencegate: begin fenced: %w", &pgconn.PgError{Code: "FG001"}), history.CauseServer},
+		{"no fault named", errors.New("fencegate: commit: not admitted"), history.CauseOther},
+	} {
+		if got := failCause(c.err); got != c.want {
+			t.Errorf("%s: failCause = %q, want %q", c.name, got, c.want)
+		}
+	}
+	if got := sqlState(fmt.Errorf("x: %w", &pgconn.PgError{Code: "FG001"})); got != "FG001" {
+		t.Errorf("sqlState = %q, want FG001", got)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/integration/internal/observe"
+	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/mysql"
 	"github.com/fencegate/fencegate/sqlstore/pgsql"
@@ -25,7 +26,7 @@ import (
 // only if that lock, the thing under test, works: the checker takes commit
 // order from logical decoding there instead (package observe).
 //
-// fg_lease_log (SQLite) holds every version of a fencegate_lease row,
+// fg_lease_log (SQLite, MariaDB) holds every version of a fencegate_lease row,
 // written by a trigger, in commit order: the leases' lives in database time.
 // On Postgres the decoded changes carry the same.
 //
@@ -67,8 +68,9 @@ var postgresSchema = []string{
 // is held from the draw to the commit, so a transaction that draws later
 // commits later, and id order is commit order for every resource at once,
 // whether or not the floor row's lock works. There is no logical decoding to
-// check it against, and fencegate_lease has no log: the lease checks that
-// need one do not run.
+// check it against. fg_lease_log holds every version of a fencegate_lease
+// row, written by triggers, its id drawn from the same counter: in commit
+// order, as on SQLite, the leases' lives in database time.
 var mysqlSchema = []string{
 	`CREATE TABLE fg_order (id TINYINT PRIMARY KEY, v BIGINT NOT NULL) ENGINE = InnoDB`,
 	`INSERT INTO fg_order VALUES (1, 0)`,
@@ -102,6 +104,31 @@ var mysqlSchema = []string{
 	    INSERT INTO fg_events (kind, resource, fence, holder)
 	    SELECT 'raise', NEW.resource, NEW.fence, NEW.holder FROM DUAL WHERE NEW.fence <> OLD.fence`,
 	`CREATE TABLE fg_external_fence (id BIGINT AUTO_INCREMENT PRIMARY KEY) ENGINE = InnoDB`,
+	// Times in microseconds since the epoch, as on SQLite: the lease's
+	// DATETIME(6) columns hold UTC, whatever the session's time_zone.
+	`CREATE TABLE fg_lease_log (
+	    id         BIGINT         NOT NULL DEFAULT 0 PRIMARY KEY,
+	    resource   VARBINARY(256) NOT NULL,
+	    holder     VARBINARY(256) NOT NULL,
+	    fence      BIGINT         NOT NULL,
+	    granted_at BIGINT         NOT NULL,
+	    expires_at BIGINT         NOT NULL,
+	    released   BOOLEAN        NOT NULL
+	) ENGINE = InnoDB`,
+	`CREATE TRIGGER fg_lease_log_id BEFORE INSERT ON fg_lease_log FOR EACH ROW BEGIN
+	    UPDATE fg_order SET v = v + 1 WHERE id = 1;
+	    SET NEW.id = (SELECT v FROM fg_order WHERE id = 1);
+	END`,
+	`CREATE TRIGGER fg_lease_log_insert AFTER INSERT ON fencegate_lease FOR EACH ROW
+	    INSERT INTO fg_lease_log (resource, holder, fence, granted_at, expires_at, released)
+	    VALUES (NEW.resource, NEW.holder, NEW.fence,
+	        TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', NEW.granted_at),
+	        TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', NEW.expires_at), NEW.released)`,
+	`CREATE TRIGGER fg_lease_log_update AFTER UPDATE ON fencegate_lease FOR EACH ROW
+	    INSERT INTO fg_lease_log (resource, holder, fence, granted_at, expires_at, released)
+	    VALUES (NEW.resource, NEW.holder, NEW.fence,
+	        TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', NEW.granted_at),
+	        TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', NEW.expires_at), NEW.released)`,
 }
 
 var sqliteSchema = []string{
@@ -279,4 +306,27 @@ func ReadRejections(ctx context.Context, db *sql.DB, dialect sqlstore.Dialect) (
 		}
 		after = page[len(page)-1].Seq
 	}
+}
+
+// AdvanceFences is the runbook's step between promoting an asynchronous
+// standby and letting clients in: lease.Coordinator.AdvanceFences (what
+// `fencegate fence advance` runs) with margin, on the Postgres database at
+// dsn. The workload's outside fence source is moved by as much: it stands
+// in for etcd or Consul, which do not fail over with the database, so it
+// must not go back with it. It returns the lowest fence the next grant can
+// carry.
+func AdvanceFences(ctx context.Context, dsn string, margin int64) (int64, error) {
+	d, err := pgsql.Open(ctx, dsn)
+	if err != nil {
+		return 0, err
+	}
+	defer d.Close()
+	next, err := lease.NewCoordinator(d, nil).AdvanceFences(ctx, margin)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := d.DB().ExecContext(ctx, `SELECT setval('fg_external_fence', nextval('fg_external_fence') + $1)`, margin); err != nil {
+		return 0, fmt.Errorf("advance the outside fence source: %w", err)
+	}
+	return next, nil
 }

@@ -6,9 +6,12 @@ package workload
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -64,6 +67,10 @@ type Config struct {
 	// the write's transaction, after gate.Commit, holding the floor row:
 	// half of them before the INSERT, half between the INSERT and COMMIT.
 	TxStallProb float64 `json:"txStallProb"`
+	// BeginStallProb, when set, is TxStallProb for the writes begun with
+	// pgxv5.BeginFenced, whose fence must hold the floor row from BEGIN to
+	// COMMIT: only a stall inside the transaction shows it does not.
+	BeginStallProb float64 `json:"beginStallProb"`
 
 	// Bypass is the control: writes skip gate.Commit, guarded only by the
 	// holder's own (advisory, unsafe) check that its lease has not expired.
@@ -87,10 +94,17 @@ type Config struct {
 	// instead of the explicit protocol.
 	HoldProb float64 `json:"holdProb"`
 
+	// WaitProb is the chance that a cycle waits its turn in the queue:
+	// Coordinator.AcquireWait for the explicit protocol, lease.Wait for a
+	// cycle through lease.Hold.
+	WaitProb float64 `json:"waitProb"`
+
 	// Announce makes the worker print "commit <op id>" on stdout just before
 	// it sends a write's COMMIT, so that the harness can kill it mid-commit,
-	// and "granted <op id>" once an acquisition is acknowledged, so that it
-	// can crash the OS right after an acknowledgement.
+	// and, so that it can crash the OS right after an acknowledgement,
+	// "granted <op id>" once an acquisition is acknowledged, "wrote" once a
+	// write is, "renewed" once a renewal is, and "refused" once a refusal
+	// is (logged or not).
 	Announce bool `json:"announce"`
 }
 
@@ -250,22 +264,32 @@ func run[TTx any](ctx context.Context, cfg Config, rec *history.Recorder, d sqls
 
 // agent is one agent's life in this process.
 type agent struct {
-	name   string // stable across incarnations: "p1/a3"
-	holder string // unique to this incarnation: "p1.2/a3"
+	// name is the agent's, and its leases' holder: stable across
+	// incarnations ("p1/a3"), so that a new incarnation meets its
+	// predecessor's leases, and a bug that mistakes one generation of a
+	// holder for another can show.
+	name   string
+	ops    string // the prefix of its op ids, unique to this incarnation: "p1.2/a3"
 	client *lease.Client
+	clock  holderClock
 	rng    *rand.Rand
 	seq    int
+	// stale is the token of a lease the agent walked away from, released
+	// late, during a later cycle: by then it expired, or was superseded,
+	// or the same holder holds the resource again under a newer fence.
+	stale *gate.Token
 }
 
 func (e *env[TTx]) agent(ctx context.Context, idx int) error {
 	base, _, _ := strings.Cut(e.cfg.Proc, ".")
 	a := &agent{
-		name:   fmt.Sprintf("%s/a%d", base, idx),
-		holder: fmt.Sprintf("%s/a%d", e.cfg.Proc, idx),
-		rng:    rand.New(rand.NewPCG(e.cfg.Seed, uint64(idx))),
+		name:  fmt.Sprintf("%s/a%d", base, idx),
+		ops:   fmt.Sprintf("%s/a%d", e.cfg.Proc, idx),
+		clock: newHolderClock(),
+		rng:   rand.New(rand.NewPCG(e.cfg.Seed, uint64(idx))),
 	}
 	var err error
-	a.client, err = lease.NewClient(lease.ClientOptions{Holder: a.holder, TTL: e.cfg.TTL, ClockSkew: e.cfg.ClockSkew})
+	a.client, err = lease.NewClient(lease.ClientOptions{Holder: a.name, TTL: e.cfg.TTL, ClockSkew: e.cfg.ClockSkew, Clock: a.clock})
 	if err != nil {
 		return err
 	}
@@ -279,7 +303,14 @@ func (e *env[TTx]) agent(ctx context.Context, idx int) error {
 			sleep(ctx, e.holdCycle(ctx, a, res))
 			continue
 		}
-		l, wait, err := e.acquire(ctx, a, res)
+		if a.stale != nil && a.rng.IntN(2) == 0 {
+			res = a.stale.Resource // back for the resource it walked away from: its late release meets its own newer lease
+		}
+		acquire := e.acquire
+		if a.rng.Float64() < e.cfg.WaitProb {
+			acquire = e.acquireWait
+		}
+		l, wait, err := acquire(ctx, a, res)
 		if err != nil {
 			return err
 		}
@@ -296,7 +327,7 @@ func (e *env[TTx]) agent(ctx context.Context, idx int) error {
 
 func (a *agent) nextOp() string {
 	a.seq++
-	return fmt.Sprintf("%s#%d", a.holder, a.seq)
+	return fmt.Sprintf("%s#%d", a.ops, a.seq)
 }
 
 // believedUntil is l's deadline on the wall clock: how long the holder
@@ -305,12 +336,29 @@ func (a *agent) nextOp() string {
 // term alone could end too soon. It is read from the deadline itself, never
 // from l.Remaining(), which stops at 0: a holder stalled past its deadline
 // (a SIGSTOP between the grant and this reading) would seem to believe until
-// the moment it woke. The holder's clock is read before the wall clock, so
-// the result errs late, toward a stricter check.
-func believedUntil(l *lease.Lease) int64 {
-	mono := lease.SystemClock().Now()
-	return history.Now() + int64(l.Deadline().Sub(mono))
+// the moment it woke. The holder's clock and the wall clock are read from
+// one time.Now(): read in two calls, a preemption between them would move
+// the deadline by as long as it lasted.
+func believedUntil(l *lease.Lease, clk holderClock) int64 {
+	now := clk.now()
+	return now.UnixNano() + int64(l.Deadline().Sub(clk.at(now)))
 }
+
+// holderClock is the agents' lease clock: the process's monotonic clock,
+// like lease.SystemClock, but read from a time.Time, so that a single
+// reading gives both the holder's instant and the wall clock.
+type holderClock struct {
+	origin time.Time
+	now    func() time.Time // time.Now
+}
+
+func newHolderClock() holderClock { return holderClock{origin: time.Now(), now: time.Now} }
+
+// Now is the lease.Clock reading.
+func (c holderClock) Now() lease.Instant { return c.at(c.now()) }
+
+// at is the clock's reading at t.
+func (c holderClock) at(t time.Time) lease.Instant { return lease.Instant{}.Add(t.Sub(c.origin)) }
 
 // expiresAt is the coordinator's expiry of g, in the database's clock: on
 // the one machine the histories run on, the same wall clock as history.Now.
@@ -323,7 +371,7 @@ func expiresAt(g lease.Grant) int64 {
 
 func (e *env[TTx]) invoke(a *agent, r history.Record) history.Record {
 	r.Op, r.Phase, r.Time = a.nextOp(), "inv", history.Now()
-	r.Proc, r.Agent, r.Holder = e.cfg.Proc, a.name, a.holder
+	r.Proc, r.Agent, r.Holder = e.cfg.Proc, a.name, a.name
 	if err := e.rec.Write(r); err != nil {
 		panic(fmt.Sprintf("workload: recording %s: %v", r.Op, err)) // a history with holes would lie
 	}
@@ -333,7 +381,10 @@ func (e *env[TTx]) invoke(a *agent, r history.Record) history.Record {
 func (e *env[TTx]) ret(inv history.Record, r history.Record, err error) {
 	r.Op, r.Phase, r.Time = inv.Op, "ret", history.Now()
 	if err != nil {
-		r.Err = err.Error()
+		r.Err, r.Code = err.Error(), sqlState(err)
+		if r.Outcome == history.Fail {
+			r.Cause = failCause(err)
+		}
 	}
 	if err := e.rec.Write(r); err != nil {
 		panic(fmt.Sprintf("workload: recording %s: %v", r.Op, err))
@@ -378,21 +429,40 @@ func (e *env[TTx]) acquire(ctx context.Context, a *agent, res string) (*lease.Le
 	r.Outcome, r.Granted, r.TTL = history.OK, out.Grant.Fence, int64(out.Grant.TTL)
 	l, err := a.client.CompleteAcquire(req, out.Grant)
 	if err == nil {
-		r.Until, r.Expires = believedUntil(l), expiresAt(out.Grant)
+		r.Until, r.Expires = believedUntil(l, a.clock), expiresAt(out.Grant)
 	}
 	e.ret(inv, r, err)
-	if e.cfg.Announce {
-		fmt.Fprintf(os.Stdout, "granted %s\n", inv.Op)
-	}
+	e.announce("granted", inv.Op)
 	if err != nil {
 		return nil, 0, fmt.Errorf("complete acquire of %s: %w", res, err)
 	}
 	return l, 0, nil
 }
 
+// acquireWait is acquire through Coordinator.AcquireWait: it waits its turn
+// in the queue, for up to four terms. AcquireWait makes its own requests, so
+// the history holds one acquisition from the call to the answer; any error
+// leaves its outcome unknown (an attempt may have been granted as the wait
+// ended).
+func (e *env[TTx]) acquireWait(ctx context.Context, a *agent, res string) (*lease.Lease, time.Duration, error) {
+	inv := e.invoke(a, history.Record{Type: history.Acquire, Resource: res, Request: fmt.Sprintf("%s/wait#%d", a.ops, a.seq+1), Wait: true})
+	wctx, cancel := context.WithTimeout(ctx, 4*e.cfg.TTL)
+	l, err := e.coord.AcquireWait(wctx, a.client, res)
+	cancel()
+	if err != nil {
+		e.ret(inv, history.Record{Outcome: history.Unknown, Attempts: 1}, err)
+		return nil, time.Duration(5+a.rng.IntN(50)) * time.Millisecond, nil
+	}
+	g := l.Grant()
+	e.ret(inv, history.Record{Outcome: history.OK, Granted: g.Fence, TTL: int64(g.TTL), Until: believedUntil(l, a.clock), Expires: expiresAt(g), Attempts: 1}, nil)
+	e.announce("granted", inv.Op)
+	return l, 0, nil
+}
+
 // hold writes under l one to four times, renewing when half the term is
 // gone, then releases it or (one time in four) walks away and lets it
-// expire.
+// expire. It releases the lease it last walked away from late, after its
+// first write.
 func (e *env[TTx]) hold(ctx context.Context, a *agent, l *lease.Lease) error {
 	writes := 1 + a.rng.IntN(4)
 	for range writes {
@@ -405,7 +475,12 @@ func (e *env[TTx]) hold(ctx context.Context, a *agent, l *lease.Lease) error {
 			f := e.cfg.StallMin + a.rng.Float64()*(e.cfg.StallMax-e.cfg.StallMin)
 			sleep(ctx, time.Duration(f*float64(e.cfg.TTL))) // wedged: a GC pause, a slow model call
 		}
-		if out := e.write(ctx, a, e.gate, l.Token()); out == history.Refused {
+		out := e.write(ctx, a, e.gate, l.Token())
+		if a.stale != nil {
+			e.release(ctx, a, *a.stale)
+			a.stale = nil
+		}
+		if out == history.Refused {
 			break
 		}
 		if l.Remaining() < e.cfg.TTL/2 && !l.Expired() {
@@ -425,12 +500,24 @@ func (e *env[TTx]) hold(ctx context.Context, a *agent, l *lease.Lease) error {
 		e.renew(ctx, a, l, true)
 	}
 	if a.rng.IntN(4) == 0 {
+		tok := l.Token()
+		a.stale = &tok
 		return nil // walk away: the lease expires at the coordinator
 	}
 	token, err := a.client.Release(l)
 	if err != nil {
 		return err
 	}
+	// A release whose answer was lost is sent again; one in ten is sent
+	// twice anyway (the second must free nothing).
+	if out := e.release(ctx, a, token); out == history.Unknown || a.rng.IntN(10) == 0 {
+		e.release(ctx, a, token)
+	}
+	return nil
+}
+
+// release is one Coordinator.Release of token.
+func (e *env[TTx]) release(ctx context.Context, a *agent, token gate.Token) history.Outcome {
 	inv := e.invoke(a, history.Record{Type: history.Release, Resource: token.Resource, Fence: token.Fence})
 	octx, cancel := context.WithTimeout(ctx, e.cfg.OpTimeout)
 	released, err := e.coord.Release(octx, token)
@@ -440,14 +527,26 @@ func (e *env[TTx]) hold(ctx context.Context, a *agent, l *lease.Lease) error {
 		r.Outcome = history.Noop
 	}
 	e.ret(inv, r, err)
-	return nil
+	return r.Outcome
 }
 
+// renew renews l; a renewal whose answer was lost is sent again, the same
+// request (its deadline still dated from the first sending).
 func (e *env[TTx]) renew(ctx context.Context, a *agent, l *lease.Lease, late bool) bool {
 	req, err := a.client.BeginRenewal(l)
 	if err != nil {
 		return false
 	}
+	for range 2 {
+		ok, out := e.renewOnce(ctx, a, l, req, late)
+		if out != history.Unknown {
+			return ok
+		}
+	}
+	return false
+}
+
+func (e *env[TTx]) renewOnce(ctx context.Context, a *agent, l *lease.Lease, req *lease.RenewRequest, late bool) (bool, history.Outcome) {
 	inv := e.invoke(a, history.Record{Type: history.Renew, Resource: req.Resource, Fence: req.Fence, Late: late})
 	octx, cancel := context.WithTimeout(ctx, e.cfg.OpTimeout)
 	out, err := e.coord.Renew(octx, req)
@@ -461,11 +560,14 @@ func (e *env[TTx]) renew(ctx context.Context, a *agent, l *lease.Lease, late boo
 		r.TTL = int64(out.Grant.TTL)
 		_, err = a.client.CompleteRenewal(req, out.Grant)
 		if err == nil {
-			r.Until, r.Expires = believedUntil(l), expiresAt(out.Grant)
+			r.Until, r.Expires = believedUntil(l, a.clock), expiresAt(out.Grant)
 		}
 	}
 	e.ret(inv, r, err)
-	return err == nil && out.OK
+	if err == nil && out.OK {
+		e.announce("renewed", inv.Op)
+	}
+	return err == nil && out.OK, r.Outcome
 }
 
 // holdCycle runs one cycle through lease.Hold. Hold's own acquisition,
@@ -476,14 +578,19 @@ func (e *env[TTx]) renew(ctx context.Context, a *agent, l *lease.Lease, late boo
 // ends. It returns how long to wait before the next cycle.
 func (e *env[TTx]) holdCycle(ctx context.Context, a *agent, res string) time.Duration {
 	// Hold makes its own request ids; this one only names the operation.
-	reqID := fmt.Sprintf("%s/hold#%d", a.holder, a.seq+1)
-	inv := e.invoke(a, history.Record{Type: history.Acquire, Resource: res, Request: reqID, Hold: true})
+	reqID := fmt.Sprintf("%s/hold#%d", a.ops, a.seq+1)
+	waited := a.rng.Float64() < e.cfg.WaitProb
+	inv := e.invoke(a, history.Record{Type: history.Acquire, Resource: res, Request: reqID, Hold: true, Wait: waited})
 	var rel history.Record
 	started := false
+	var opts []lease.HoldOption
+	if waited {
+		opts = append(opts, lease.Wait(4*e.cfg.TTL)) // its turn in the queue, for up to four terms
+	}
 	err := lease.Hold(ctx, a.client, e.coord, res, func(ctx context.Context, l *lease.Lease) error {
 		started = true
 		tok := l.Token()
-		e.ret(inv, history.Record{Outcome: history.OK, Granted: tok.Fence, TTL: int64(l.Grant().TTL), Until: believedUntil(l), Expires: expiresAt(l.Grant()), Attempts: 1}, nil)
+		e.ret(inv, history.Record{Outcome: history.OK, Granted: tok.Fence, TTL: int64(l.Grant().TTL), Until: believedUntil(l, a.clock), Expires: expiresAt(l.Grant()), Attempts: 1}, nil)
 		for range 1 + a.rng.IntN(4) {
 			if ctx.Err() != nil { // Hold says the lease is lost: advisory, like Expired
 				break
@@ -504,7 +611,7 @@ func (e *env[TTx]) holdCycle(ctx context.Context, a *agent, res string) time.Dur
 		}
 		rel = e.invoke(a, history.Record{Type: history.Release, Resource: res, Fence: tok.Fence, Hold: true})
 		return nil
-	})
+	}, opts...)
 	if started {
 		// Hold released the lease, or found it gone (a no-op): either way
 		// the release's effect is not observable here.
@@ -514,6 +621,8 @@ func (e *env[TTx]) holdCycle(ctx context.Context, a *agent, res string) time.Dur
 	r := history.Record{Attempts: 1}
 	var held *lease.HeldError
 	switch {
+	case waited && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)):
+		r.Outcome = history.Unknown // the wait ended: an attempt may have been granted as it did
 	case errors.As(err, &held):
 		r.Outcome, r.HeldBy, r.HeldFence = history.Denied, held.HeldBy, held.Fence
 		e.ret(inv, r, nil)
@@ -552,7 +661,11 @@ func (e *env[TTx]) write(ctx context.Context, a *agent, g *gate.Gate[TTx], tok g
 	// A stall inside the transaction comes before the INSERT or between it
 	// and the COMMIT: the row (and its id) is then taken long before the
 	// commit lands, which only the observed commit order can judge.
-	txStall, stallAfter := a.rng.Float64() < e.cfg.TxStallProb, a.rng.IntN(2) == 0
+	stallProb := e.cfg.TxStallProb
+	if via == "begin" && e.cfg.BeginStallProb > 0 {
+		stallProb = e.cfg.BeginStallProb
+	}
+	txStall, stallAfter := a.rng.Float64() < stallProb, a.rng.IntN(2) == 0
 	stall := time.Duration((0.5 + 1.5*a.rng.Float64()) * float64(e.cfg.TTL))
 	insert := func(ctx context.Context, tx TTx) error {
 		if txStall && !stallAfter {
@@ -575,9 +688,7 @@ func (e *env[TTx]) write(ctx context.Context, a *agent, g *gate.Gate[TTx], tok g
 		// together at the pipeline's Sync, or not at all. No stall fits
 		// inside it.
 		committing = true
-		if e.cfg.Announce {
-			fmt.Fprintf(os.Stdout, "commit %s\n", inv.Op)
-		}
+		e.announce("commit", inv.Op)
 		err = e.batch(octx, g, tok, e.insert, tok.Resource, tok.Fence, tok.Holder, a.name, inv.Op)
 	default:
 		var tx TTx
@@ -595,9 +706,7 @@ func (e *env[TTx]) write(ctx context.Context, a *agent, g *gate.Gate[TTx], tok g
 			}
 			if err == nil {
 				committing = true
-				if e.cfg.Announce {
-					fmt.Fprintf(os.Stdout, "commit %s\n", inv.Op)
-				}
+				e.announce("commit", inv.Op)
 				err = e.driver.Commit(octx, tx)
 			}
 			if err != nil {
@@ -620,7 +729,21 @@ func (e *env[TTx]) write(ctx context.Context, a *agent, g *gate.Gate[TTx], tok g
 		r.Outcome = classifyCommit(err)
 	}
 	e.ret(inv, r, err)
+	switch r.Outcome {
+	case history.OK:
+		e.announce("wrote", inv.Op)
+	case history.Refused:
+		e.announce("refused", inv.Op)
+	}
 	return r.Outcome
+}
+
+// announce prints "<what> <op id>" on stdout when the harness asked for
+// announcements (Config.Announce).
+func (e *env[TTx]) announce(what, op string) {
+	if e.cfg.Announce {
+		fmt.Fprintf(os.Stdout, "%s %s\n", what, op)
+	}
 }
 
 // externalCycle takes res from the outside fence source: it draws the next
@@ -637,7 +760,7 @@ func (e *env[TTx]) externalCycle(ctx context.Context, a *agent, res string) time
 	if err != nil {
 		return backoff // no fence drawn: nothing happened
 	}
-	tok := gate.Token{Resource: res, Holder: a.holder, Fence: fence}
+	tok := gate.Token{Resource: res, Holder: a.name, Fence: fence}
 	inv := e.invoke(a, history.Record{Type: history.Admit, Resource: res, Fence: fence})
 	actx, cancel := context.WithTimeout(ctx, e.cfg.OpTimeout)
 	err = e.ext.Admit(actx, tok)
@@ -726,6 +849,53 @@ func logFailed(err error, stale *gate.StaleFenceError) bool {
 		Unwrap() []error
 	}](err)
 	return stale.Seq == 0 && ok && len(j.Unwrap()) > 1
+}
+
+// sqlState is the SQLSTATE err carries from the server (Postgres,
+// MariaDB), or "".
+func sqlState(err error) string {
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
+		return pgErr.Code
+	}
+	if myErr, ok := errors.AsType[*gomysql.MySQLError](err); ok && myErr.SQLState != [5]byte{} {
+		return string(myErr.SQLState[:])
+	}
+	return ""
+}
+
+// failCause says what a failed operation's error names: the connection or
+// the database being away, a conflict to retry, an error the server
+// answered with, or nothing of the kind (history.CauseOther), which is what
+// a refusal the library did not recognise looks like.
+func failCause(err error) string {
+	err = native(err)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
+		errors.Is(err, driver.ErrBadConn), errors.Is(err, sql.ErrConnDone), errors.Is(err, sql.ErrTxDone),
+		errors.Is(err, pgx.ErrTxClosed), errors.Is(err, gomysql.ErrInvalidConn),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed),
+		sqlstore.IsConnLost(err), sqlstore.IsOutcomeUnknown(err):
+		return history.CauseConn
+	}
+	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
+		return history.CauseConn
+	}
+	if _, ok := errors.AsType[net.Error](err); ok {
+		return history.CauseConn
+	}
+	if errors.Is(err, lease.ErrBusy) || sqlstore.IsRetryable(err) {
+		return history.CauseBusy
+	}
+	if _, ok := errors.AsType[*pgconn.PgError](err); ok {
+		return history.CauseServer
+	}
+	if _, ok := errors.AsType[*gomysql.MySQLError](err); ok {
+		return history.CauseServer
+	}
+	if _, ok := errors.AsType[*sqlite.Error](err); ok {
+		return history.CauseServer
+	}
+	return history.CauseOther
 }
 
 // classifyCommit is Classify for an error from COMMIT itself.
