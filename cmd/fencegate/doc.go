@@ -41,7 +41,8 @@
 // ahead, inspect it, or drop fencegate's tables.
 //
 // "fencegate status" warns when Postgres runs with synchronous_commit off or
-// its standbys replicate asynchronously; after promoting such a standby, run
+// its standbys replicate asynchronously, and when SQLite runs with
+// synchronous=NORMAL; after promoting such a standby, run
 // "fencegate fence advance --margin N" before letting clients in (see
 // lease.Coordinator.AdvanceFences).
 //

@@ -25,10 +25,11 @@ the database's clock) and the gate's floor, then the most recent refusals
 from the rejection log, newest first. --json prints the same as one JSON
 object: {"locks": [...], "refusals": [...], "warnings": [...]}.
 
-On Postgres it first warns of settings under which the database can lose a
-grant it acknowledged, and so issue its fence again: synchronous_commit off,
-and standbys that replicate asynchronously (after promoting one, run
-'fencegate fence advance'). --json lists them as "warnings".
+It first warns of settings under which the database can lose a grant it
+acknowledged, and so issue its fence again: on Postgres synchronous_commit
+off and standbys that replicate asynchronously (after promoting one, run
+'fencegate fence advance'), on SQLite synchronous=NORMAL. --json lists them
+as "warnings".
 
 Lease states: held (live), expired, released, and none (a floor without a
 lease: fences from another coordinator). Like 'check', this is a snapshot:
@@ -73,7 +74,7 @@ type statusReport struct {
 	Refusals []refusalReport `json:"refusals"`
 	// Warnings name settings under which the database can lose a grant it
 	// acknowledged (Postgres: synchronous_commit off, asynchronous
-	// standbys); empty when there are none.
+	// standbys; SQLite: synchronous=NORMAL); empty when there are none.
 	Warnings []string `json:"warnings"`
 }
 
