@@ -85,6 +85,7 @@ func commands() []*command {
 		claimCommand(), checkCommand(), renewCommand(), releaseCommand(),
 		runCommand(), gateCommand(), statusCommand(), fenceCommand(), migrateCommand(), demoCommand(), versionCommand(),
 		mcpCommand(),
+		electCommand(), leaderCommand(),
 	}
 }
 
