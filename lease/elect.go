@@ -108,7 +108,10 @@ type Term struct {
 }
 
 // NewElector returns a participant of the election opts.Name for client's
-// holder over coord. Errors: gate.ErrInvalidInput for a nil coord or client,
+// holder over coord. Give each participant a Client of its own: two
+// Electors of one holder on one election are one participant to the
+// database (the second's Campaign is refused with ErrHeld while the first
+// leads). Errors: gate.ErrInvalidInput for a nil coord or client,
 // or an invalid Name; nothing is written.
 func NewElector(coord *Coordinator, client *Client, opts ElectorOptions) (*Elector, error) {
 	if coord == nil {
