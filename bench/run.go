@@ -63,9 +63,10 @@ func RunAll(ctx context.Context, cfg Config, outDir, only string, quick bool) er
 		{"queue", func() error { return QueuedAcquirers(ctx, cfg, r) }},
 		{"fairness", func() error { return Fairness(ctx, cfg, pg, r) }},
 		{"otel", func() error { return Telemetry(ctx, cfg, r) }},
+		{"elect", func() error { return Elect(ctx, cfg, pg, r) }},
 	}
 	for _, s := range steps {
-		if !want(s.id) {
+		if !want(s.id) || (s.id == "elect" && only == "") { // elect runs only when named
 			continue
 		}
 		if err := s.run(); err != nil {

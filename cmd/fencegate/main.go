@@ -87,6 +87,7 @@ func commands() []*command {
 		claimCommand(), checkCommand(), renewCommand(), releaseCommand(),
 		runCommand(), gateCommand(), statusCommand(), fenceCommand(), migrateCommand(), demoCommand(), versionCommand(),
 		mcpCommand(),
+		electCommand(), leaderCommand(),
 	}
 }
 

@@ -1,0 +1,321 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/sqlstore"
+)
+
+// MaxPermits is the most permits a Semaphore has: each permit is a lease
+// resource of its own, and a waiter at the head of the line tries them in
+// turn.
+const MaxPermits = 1024
+
+// Semaphore is N permits on a name, each permit a fenced lease of its own:
+// the resource "name#i" for slot i in 0..N-1, with its own fence and its
+// own floor at the gate. See the package documentation's section on
+// semaphores.
+//
+// A Semaphore is safe for concurrent use. It must come from NewSemaphore.
+type Semaphore struct {
+	coord  *Coordinator
+	client *Client
+	name   string
+	n      int
+	line   string        // the resource whose queue orders waiters: "name#line"
+	wake   chan struct{} // a permit released through this Semaphore
+	local  chan struct{} // one Acquire of this Semaphore in line at a time: the line's lease is its Client's
+}
+
+// Permit is one permit of a Semaphore: the lease on its slot.
+type Permit struct {
+	s    *Semaphore
+	slot int
+	l    *Lease
+}
+
+// NewSemaphore returns client's side of the semaphore name with n permits,
+// over coord. Every participant must use the same n: n is not stored in the
+// database (see the package documentation on lowering it). Errors:
+// gate.ErrInvalidInput for a nil coord or client, an empty or invalid name,
+// or n outside 1..MaxPermits; nothing is written.
+func NewSemaphore(coord *Coordinator, client *Client, name string, n int) (*Semaphore, error) {
+	if coord == nil {
+		return nil, invalid("coordinator", "is nil")
+	}
+	if client == nil {
+		return nil, invalid("client", "is nil")
+	}
+	if name == "" {
+		return nil, invalid("semaphore name", "must not be empty")
+	}
+	if n <= 0 || n > MaxPermits {
+		return nil, invalid("permits", "must be 1 to %d, got %d", MaxPermits, n)
+	}
+	s := &Semaphore{coord: coord, client: client, name: name, n: n, line: name + "#line", wake: make(chan struct{}, 1), local: make(chan struct{}, 1)}
+	for _, r := range []string{name, s.line, s.slot(MaxPermits - 1)} {
+		if err := gate.ValidateResource(r); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Name returns the semaphore's name.
+func (s *Semaphore) Name() string { return s.name }
+
+// Permits returns N.
+func (s *Semaphore) Permits() int { return s.n }
+
+// slot names slot i's resource.
+func (s *Semaphore) slot(i int) string { return s.name + "#" + strconv.Itoa(i) }
+
+// Slot returns the slot a token of this semaphore's permits names. Errors:
+// gate.ErrInvalidInput for a token of another resource (another
+// semaphore's permit, a plain lease) or a slot at or above MaxPermits.
+func (s *Semaphore) Slot(token gate.Token) (int, error) {
+	rest, ok := strings.CutPrefix(token.Resource, s.name+"#")
+	i, err := strconv.Atoi(rest)
+	if !ok || err != nil || i < 0 || i >= MaxPermits || strconv.Itoa(i) != rest {
+		return 0, invalid("token", "resource %q is not a permit of semaphore %q", token.Resource, s.name)
+	}
+	return i, nil
+}
+
+// Acquire waits for a permit until one is granted or ctx ends. Waiters
+// line up in the database's queue of the resource "name#line"
+// (Coordinator.AcquireWait, so in the order they joined, across processes);
+// the one at the head holds that line's lease while it tries the slots,
+// and takes the first free one, so permits are granted in the order of the
+// line. The head looks again when a permit is released through this
+// Semaphore, on Postgres at any release of a slot (LISTEN/NOTIFY), when the
+// first held permit is due to expire, and otherwise every third of the
+// Coordinator's WaiterTTL. Acquisitions through one Semaphore line up in
+// it first (the line's lease is its Client's), so use one Semaphore per
+// Client and name.
+//
+// The permit's lease is not renewed: renew it as any lease (Keep,
+// Coordinator.Renew), or use Hold.
+//
+// Errors: as AcquireWait's; ctx's error joined with a *HeldError when ctx
+// ends.
+func (s *Semaphore) Acquire(ctx context.Context) (*Permit, error) {
+	select {
+	case s.local <- struct{}{}:
+		defer func() { <-s.local }()
+	case <-ctx.Done():
+		return nil, errors.Join(context.Cause(ctx), &HeldError{Resource: s.name, Queued: true})
+	}
+	return s.acquire(ctx)
+}
+
+func (s *Semaphore) acquire(ctx context.Context) (*Permit, error) {
+	turn, err := s.coord.AcquireWait(ctx, s.client, s.line)
+	if err != nil {
+		return nil, err
+	}
+	head, err := Keep(ctx, s.client, s.coord, turn)
+	if err != nil {
+		return nil, err
+	}
+	// The line's lease, if its release fails, expires by itself: the next
+	// waiter waits for it then, and nothing else is at stake.
+	defer func() { _ = head.Release(ctx) }()
+	hctx := head.Context()
+	lctx, stop := context.WithCancel(hctx)
+	defer stop()
+	wake := make(chan struct{}, 1)
+	if n, ok := s.coord.store.(sqlstore.Notifier); ok {
+		go listenFor(lctx, n, func(res string) bool { return strings.HasPrefix(res, s.name+"#") && res != s.line }, wake)
+	}
+	for {
+		p, held, err := s.try(hctx)
+		next := s.coord.waiterTTL / 3
+		if held != nil && held.RetryAfter > 0 {
+			next = min(next, held.RetryAfter+s.coord.store.ClockPrecision())
+		}
+		switch {
+		case p != nil:
+			return p, nil
+		case hctx.Err() != nil && ctx.Err() == nil:
+			// Head of the line lost (a stall past its term): join again.
+			return s.acquire(ctx)
+		case ctx.Err() != nil:
+			return nil, errors.Join(context.Cause(ctx), held)
+		case err != nil && !errors.Is(err, ErrBusy):
+			return nil, err
+		case err != nil:
+			next = busyWait
+		}
+		t := time.NewTimer(next)
+		select {
+		case <-hctx.Done():
+		case <-wake:
+		case <-s.wake:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// TryAcquire takes a free permit at once, or returns a *HeldError (ErrHeld):
+// for the slot that frees first when every permit is held, for the
+// semaphore's name (Queued) when others wait in line or the permits of a
+// larger N are still live. It does not jump the line, though one that
+// joins the line as it tries may come second. Errors otherwise: the
+// Coordinator's.
+func (s *Semaphore) TryAcquire(ctx context.Context) (*Permit, error) {
+	st, err := s.coord.Status(ctx, s.line)
+	if err != nil {
+		return nil, err
+	}
+	if st.Held {
+		return nil, &HeldError{Resource: s.name, HeldBy: st.Holder, Queued: true}
+	}
+	p, held, err := s.try(ctx)
+	if p != nil || err != nil {
+		return p, err
+	}
+	return nil, held
+}
+
+// try tries the slots in order and returns the first granted, or the
+// refusal of the held slot that frees first (nil if every slot is this
+// holder's). A slot is tried only after every lower one was held, so the
+// slots ever leased run from 0 without a gap.
+func (s *Semaphore) try(ctx context.Context) (*Permit, *HeldError, error) {
+	var held *HeldError
+	for i := 0; i < s.n; i++ {
+		l, out, err := s.coord.tryAcquire(ctx, s.client, s.slot(i), 0)
+		if err != nil {
+			return nil, held, err
+		}
+		if l == nil {
+			if !out.AlreadyHeld && (held == nil || out.RetryAfter < held.RetryAfter) {
+				held = heldError(s.slot(i), out)
+			}
+			continue
+		}
+		over, err := s.over(ctx)
+		if err == nil && !over {
+			return &Permit{s: s, slot: i, l: l}, nil, nil
+		}
+		// Over N (permits of a larger N still live), or unknown: the
+		// permit is never handed out.
+		if err == nil {
+			held = &HeldError{Resource: s.name, Queued: true}
+		}
+		return nil, held, errors.Join(err, release(ctx, s.client, s.coord, l))
+	}
+	if held == nil {
+		held = &HeldError{Resource: s.name, HeldBy: s.client.Holder(), AlreadyHeld: true}
+	}
+	return nil, held, nil
+}
+
+// over reports whether more than N permits are live: only possible while
+// permits granted under a larger N (slots N and up) are. Slots ever leased
+// run from 0 without a gap, so the scan above N stops at the first slot
+// never leased: one read, unless N was lowered.
+func (s *Semaphore) over(ctx context.Context) (bool, error) {
+	above := 0
+	for i := s.n; i < MaxPermits; i++ {
+		st, err := s.coord.Status(ctx, s.slot(i))
+		if err != nil {
+			return false, err
+		}
+		if st.Fence == 0 {
+			break
+		}
+		if st.Held {
+			above++
+		}
+	}
+	if above == 0 {
+		return false, nil
+	}
+	live := above
+	for i := range s.n {
+		st, err := s.coord.Status(ctx, s.slot(i))
+		if err != nil {
+			return false, err
+		}
+		if st.Held {
+			live++
+		}
+	}
+	return live > s.n, nil
+}
+
+// Release releases the permit the token names, as Coordinator.Release
+// does, and wakes this Semaphore's head of the line. Errors:
+// gate.ErrInvalidInput for a token that is not a permit of this semaphore
+// (nothing is released), and Release's.
+func (s *Semaphore) Release(ctx context.Context, token gate.Token) (bool, error) {
+	if _, err := s.Slot(token); err != nil {
+		return false, err
+	}
+	ok, err := s.coord.Release(ctx, token)
+	if ok {
+		poke(s.wake)
+	}
+	return ok, err
+}
+
+// Hold acquires a permit (waiting in line, as Acquire), runs fn while the
+// permit is kept alive (Keep), and releases it when fn returns: Hold for a
+// permit, with the same context and error rules.
+func (s *Semaphore) Hold(ctx context.Context, fn func(ctx context.Context, p *Permit) error) error {
+	p, err := s.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	kept, err := Keep(ctx, s.client, s.coord, p.l)
+	if err != nil {
+		return err
+	}
+	defer kept.stop()
+	fnErr := fn(kept.Context(), p)
+	kept.stop()
+	if lost := kept.lost(); lost != nil && fnErr != nil {
+		if errors.Is(fnErr, context.Canceled) || errors.Is(fnErr, ErrLeaseLost) {
+			fnErr = lost
+		} else {
+			fnErr = errors.Join(lost, fnErr)
+		}
+	}
+	err = kept.Release(ctx)
+	poke(s.wake)
+	return errors.Join(fnErr, err)
+}
+
+// Slot returns the permit's slot, 0..N-1.
+func (p *Permit) Slot() int { return p.slot }
+
+// Lease returns the permit's lease: renew it, Keep it, or release it as any
+// lease.
+func (p *Permit) Lease() *Lease { return p.l }
+
+// Token returns the permit's proof for gate.Commit: it fences writes on the
+// permit's slot ("name#i"), not on the semaphore as a whole.
+func (p *Permit) Token() gate.Token { return p.l.Token() }
+
+// Release releases the permit, bounded by ClientOptions.ReleaseTimeout
+// even when ctx is cancelled. Releasing twice is harmless (the second is a
+// no-op, as a stale release is).
+func (p *Permit) Release(ctx context.Context) error {
+	err := release(ctx, p.s.client, p.s.coord, p.l)
+	poke(p.s.wake)
+	return err
+}
+
+// String names the permit, for logs.
+func (p *Permit) String() string {
+	return fmt.Sprintf("%s permit %d of %d (fence %d)", p.s.name, p.slot, p.s.n, p.Token().Fence)
+}
