@@ -7,6 +7,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
 )
 
 // startEtcd runs a one-member etcd in the test's process, on loopback ports
@@ -34,7 +35,7 @@ func startEtcd(t *testing.T) *clientv3.Client {
 	case <-time.After(60 * time.Second):
 		t.Fatal("etcd did not become ready in 60s")
 	}
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Clients[0].Addr().String()}, DialTimeout: 10 * time.Second})
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Clients[0].Addr().String()}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatalf("etcd client: %v", err)
 	}
