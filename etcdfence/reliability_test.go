@@ -19,13 +19,16 @@ import (
 )
 
 // The figures of docs/RELIABILITY.md ("etcd's lock"): 6 workers increment
-// one SQLite row under an etcd lock with a 1 s session; every 7th iteration
-// of a worker stalls after its read, its keep-alive stopped, until its lease
-// has expired and a successor has been granted (or 3 s pass), then writes.
-// Unfenced, increments are lost; with the mutex's revision on Commit alone,
-// some can be; with the adapter (admitted at acquisition) none are, and
-// every refusal is a row of the rejection log. FENCEGATE_ETCD_ITERATIONS
-// sets the iterations per worker (default 8).
+// one SQLite row under an etcd lock with a 1 s session, each read followed
+// by 5 ms of work before the write. Every 7th iteration of a worker stalls
+// after its read, its keep-alive stopped, until its lease has expired (the
+// key is gone) and a successor has read the counter (or 3 s pass), then
+// writes. Unfenced, increments are lost; with the mutex's revision on
+// Commit alone, they are lost too (the successor's fence has not reached
+// the database when the stalled write lands); with the adapter, which
+// admits at acquisition, none are, and every refusal is a row of the
+// rejection log. FENCEGATE_ETCD_ITERATIONS sets the iterations per worker
+// (default 8).
 func TestReliabilityEtcdLock(t *testing.T) {
 	iterations := 8
 	if s := os.Getenv("FENCEGATE_ETCD_ITERATIONS"); s != "" {
@@ -58,6 +61,9 @@ func TestReliabilityEtcdLock(t *testing.T) {
 	}
 }
 
+// workTime is each iteration's work between its read and its write.
+const workTime = 5 * time.Millisecond
+
 type counterRun struct{ acked, final, refused, logged, stalls int64 }
 
 func runCounter(t *testing.T, c *clientv3.Client, mode string, iterations int) counterRun {
@@ -70,12 +76,13 @@ func runCounter(t *testing.T, c *clientv3.Client, mode string, iterations int) c
 	resource := "counter-" + mode
 	var mu sync.Mutex
 	var r counterRun
+	reads := newReadLog()
 	var wg sync.WaitGroup
 	for w := range 6 {
 		wg.Go(func() {
 			holder := fmt.Sprintf("worker-%d", w)
 			for i := range iterations {
-				acked, refused, stalled, err := iterate(ctx, c, g, db, mode, resource, holder, i%7 == w%7)
+				acked, refused, stalled, err := iterate(ctx, c, g, db, reads, mode, resource, holder, i%7 == w%7)
 				if err != nil {
 					t.Errorf("%s iteration %d: %v", holder, i, err)
 					return
@@ -100,7 +107,7 @@ func runCounter(t *testing.T, c *clientv3.Client, mode string, iterations int) c
 
 // iterate locks, reads, stalls if told to, and writes the counter plus one,
 // on a session of its own (a stall ends it).
-func iterate(ctx context.Context, c *clientv3.Client, g *gate.Gate[*sql.Tx], db *sql.DB, mode, resource, holder string, stall bool) (acked, refused, stalled int64, err error) {
+func iterate(ctx context.Context, c *clientv3.Client, g *gate.Gate[*sql.Tx], db *sql.DB, reads *readLog, mode, resource, holder string, stall bool) (acked, refused, stalled int64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	s, err := concurrency.NewSession(c, concurrency.WithTTL(1))
@@ -143,10 +150,16 @@ func iterate(ctx context.Context, c *clientv3.Client, g *gate.Gate[*sql.Tx], db 
 	if err := db.QueryRowContext(ctx, `SELECT n FROM counter`).Scan(&n); err != nil {
 		return 0, 0, 0, err
 	}
+	reads.add(createRev)
+	// The work the write depends on takes a moment: the window in which
+	// a stalled predecessor's write can land between this read and this
+	// write, which Commit alone does not close.
+	time.Sleep(workTime)
 	if stall {
 		stalled = 1
 		s.Orphan() // the keep-alive stops, as in a frozen process
-		waitForSuccessor(ctx, c, resource, key, createRev)
+		waitForExpiry(ctx, c, resource, key, createRev)
+		reads.waitAbove(ctx, createRev)
 	}
 
 	tx, err := db.BeginTx(ctx, nil)
@@ -170,21 +183,59 @@ func iterate(ctx context.Context, c *clientv3.Client, g *gate.Gate[*sql.Tx], db 
 	return 1, 0, stalled, nil
 }
 
-// waitForSuccessor blocks until the lock's key is deleted (its lease
-// expired) and another key is put under the lock's prefix, or 3 s pass:
-// the stall of a holder that wakes once it has been superseded.
-func waitForSuccessor(ctx context.Context, c *clientv3.Client, resource, key string, fromRev int64) {
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+// waitForExpiry blocks until the lock's key is deleted, its lease expired
+// (or 10 s pass): the stall of a frozen holder.
+func waitForExpiry(ctx context.Context, c *clientv3.Client, resource, key string, fromRev int64) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	deleted := false
 	for resp := range c.Watch(ctx, "/fencegate/lock/"+resource+"/", clientv3.WithPrefix(), clientv3.WithRev(fromRev+1)) {
 		for _, ev := range resp.Events {
-			switch {
-			case ev.Type == clientv3.EventTypeDelete && string(ev.Kv.Key) == key:
-				deleted = true
-			case deleted && ev.Type == clientv3.EventTypePut && string(ev.Kv.Key) != key:
+			if ev.Type == clientv3.EventTypeDelete && string(ev.Kv.Key) == key {
 				return
 			}
+		}
+	}
+}
+
+// readLog records the revisions of the grants whose holder has read the
+// counter, so that a stalled holder wakes just after a successor read: the
+// interleaving that loses an increment, driven by the workers' own
+// progress rather than by timing.
+type readLog struct {
+	mu      sync.Mutex
+	max     int64
+	changed chan struct{}
+}
+
+func newReadLog() *readLog { return &readLog{changed: make(chan struct{})} }
+
+func (l *readLog) add(rev int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if rev > l.max {
+		l.max = rev
+		close(l.changed)
+		l.changed = make(chan struct{})
+	}
+}
+
+// waitAbove blocks until a grant after rev has read, or 3 s pass (no
+// worker wanted the lock any more).
+func (l *readLog) waitAbove(ctx context.Context, rev int64) {
+	timeout := time.After(3 * time.Second)
+	for {
+		l.mu.Lock()
+		max, changed := l.max, l.changed
+		l.mu.Unlock()
+		if max > rev {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			return
+		case <-ctx.Done():
+			return
 		}
 	}
 }
