@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/fencegate/fencegate/gate"
@@ -134,5 +135,68 @@ func TestOutsideFenceReadThenWrite(t *testing.T) {
 				t.Fatalf("acknowledged %d, counter %d, A's late write: %v", got, final, errA2)
 			}
 		})
+	})
+}
+
+func TestAllRejectionsPagesEveryRecordOnce(t *testing.T) {
+	forEachSQLDriver(t, func(t *testing.T, h *harness[*sql.Tx]) {
+		ctx := context.Background()
+		for _, res := range []string{"r1", "r2"} {
+			if err := h.g.Admit(ctx, gate.Token{Resource: res, Holder: "new", Fence: 100}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range 7 { // 7 refusals of r1, interleaved with 3 of r2
+			if err := h.g.Admit(ctx, gate.Token{Resource: "r1", Holder: "old", Fence: int64(i + 1)}); !errors.Is(err, gate.ErrStaleFence) {
+				t.Fatal(err)
+			}
+			if i%2 == 0 && i < 6 {
+				if err := h.g.Admit(ctx, gate.Token{Resource: "r2", Holder: "old", Fence: 1}); !errors.Is(err, gate.ErrStaleFence) {
+					t.Fatal(err)
+				}
+			}
+		}
+		collect := func(q gate.RejectionQuery) (fences []int64, seqs []int64) {
+			for r, err := range h.g.AllRejections(ctx, q) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				fences, seqs = append(fences, r.Fence), append(seqs, r.Seq)
+			}
+			return fences, seqs
+		}
+		for _, limit := range []int{0, 1, 3, 7, 8} { // pages that end short, exactly full, and one
+			fences, seqs := collect(gate.RejectionQuery{Resource: "r1", Limit: limit, Newest: true})
+			if fmt.Sprint(fences) != "[1 2 3 4 5 6 7]" {
+				t.Fatalf("limit %d: r1's refused fences %v, want [1 2 3 4 5 6 7]", limit, fences)
+			}
+			for i := 1; i < len(seqs); i++ {
+				if seqs[i] <= seqs[i-1] {
+					t.Fatalf("limit %d: seqs out of order: %v", limit, seqs)
+				}
+			}
+		}
+		if all, _ := collect(gate.RejectionQuery{Limit: 2}); len(all) != 10 {
+			t.Fatalf("all resources: %d records, want 10", len(all))
+		}
+		_, seqs := collect(gate.RejectionQuery{Resource: "r1"})
+		if rest, _ := collect(gate.RejectionQuery{Resource: "r1", AfterSeq: seqs[4], Limit: 1}); fmt.Sprint(rest) != "[6 7]" {
+			t.Fatalf("after the 5th: %v", rest)
+		}
+		n := 0
+		for range h.g.AllRejections(ctx, gate.RejectionQuery{Limit: 1}) {
+			n++
+			if n == 2 {
+				break
+			}
+		}
+		if n != 2 {
+			t.Fatalf("break after 2 ranged %d", n)
+		}
+		for _, err := range h.g.AllRejections(ctx, gate.RejectionQuery{Resource: "bad\x00"}) {
+			if !errors.Is(err, gate.ErrInvalidInput) {
+				t.Fatalf("bad resource: %v", err)
+			}
+		}
 	})
 }
