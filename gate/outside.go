@@ -61,4 +61,3 @@ func (g *Gate[TTx]) AllRejections(ctx context.Context, q RejectionQuery) iter.Se
 		}
 	}
 }
-
