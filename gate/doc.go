@@ -57,6 +57,41 @@
 // it never issued (forged, mistyped, made up) is refused without raising the
 // floor.
 //
+// # Fences from outside
+//
+// A lock service outside the database plugs in when its fence is strictly
+// greater for every later grant of a resource (equal only for the same
+// grant, renewed), and durable: never handed out again after a restart or a
+// failover of the service. Build the token with NewToken, leave VerifyIssued
+// off, and keep one rule:
+//
+// Admit the token at acquisition, before reading anything the write depends
+// on, or do that read inside the fenced transaction, after Commit.
+//
+// Commit alone orders writes, not the reads before them. A is granted fence
+// 1, reads the counter (0) and stalls; its lock expires and B is granted
+// fence 2 and reads 0 too; A wakes and commits 1 (admitted: no fence above 1
+// has reached the database); B commits 1 under fence 2 (admitted). Both
+// writes were acknowledged and one increment is lost. Admitting 2 when B is
+// granted refuses A's write, since the floor is 2 before B reads; reading
+// after Commit, the floor row held locked, makes the read as fenced as the
+// write. The etcdfence module's Locker admits at acquisition itself.
+//
+// Fences that fit: etcd's revision of the lock key's creation (etcdfence),
+// Consul's LockIndex, the sequence number of a ZooKeeper sequential znode,
+// a Kubernetes Lease's leaseTransitions (if every holder increments it on
+// takeover). A service whose numbers restart (a rebuilt cluster) needs an
+// epoch above them, since a floor is never lowered.
+//
+// # Tables
+//
+// A gate alone, with fences from outside, reads and writes two tables:
+// fencegate_floor and fencegate_rejection (and, on Postgres, calls the
+// function fencegate_fence; under VerifyIssued it also reads
+// fencegate_lease). The driver's Migrate creates them with the rest of
+// fencegate's schema, since the migrations are one sequence; the lease
+// coordinator's tables stay empty and cost nothing.
+//
 // # The guarantee
 //
 // Committed writes on a resource carry non-decreasing fences in commit order,

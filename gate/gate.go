@@ -453,11 +453,14 @@ type RejectionQuery struct {
 	// Resource restricts the records to one resource. Defaults to all.
 	Resource string
 	// AfterSeq returns only records with a higher sequence number, for
-	// paging or tailing. Defaults to 0 (from the start).
+	// paging or tailing: pass the Seq of the last record read. Defaults to
+	// 0 (from the start).
 	AfterSeq int64
-	// Limit bounds how many records come back. Defaults to 100.
+	// Limit bounds how many records come back; a page shorter than Limit is
+	// the last. Defaults to 100 (0 or less). AllRejections pages for you.
 	Limit int
-	// Newest returns the newest records first. Defaults to oldest first.
+	// Newest returns the newest records above AfterSeq first, for a glance
+	// at the latest; it cannot page backwards. Defaults to oldest first.
 	Newest bool
 }
 
