@@ -306,14 +306,28 @@ func (n *PatroniNode) Start() error {
 func (n *PatroniNode) KillPatroni() { kill(n.cmd, n.done) }
 
 // KillPostgres stops the node's postmaster with SIGKILL (its backends go
-// with it: they exit when the postmaster is gone); patroni, still running,
-// notices and starts it again.
-func (n *PatroniNode) KillPostgres() error {
+// with it: they exit when the postmaster is gone) and waits (a minute at
+// most) until patroni, still running, has started another one.
+func (n *PatroniNode) KillPostgres(ctx context.Context) error {
 	pid, err := n.postmasterPID()
 	if err != nil {
 		return err
 	}
-	return syscall.Kill(pid, syscall.SIGKILL)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		if now, err := n.postmasterPID(); err == nil && now != pid {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("faults: patroni never started %s's Postgres again: %w\n%s", n.Name, ctx.Err(), n.LogTail(20))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 func (n *PatroniNode) postmasterPID() (int, error) {
@@ -439,6 +453,16 @@ func (p *Patroni) Node(name string) *PatroniNode {
 // (with one synchronous standby in synchronous mode), and returns the
 // leader.
 func (p *Patroni) WaitHealthy(ctx context.Context, notLeader string) (*PatroniNode, error) {
+	return p.waitHealthy(ctx, notLeader, false)
+}
+
+// WaitHealthyWithout is WaitHealthy for the cluster without node name (cut
+// off, say): another node leads, and the others replicate from it.
+func (p *Patroni) WaitHealthyWithout(ctx context.Context, name string) (*PatroniNode, error) {
+	return p.waitHealthy(ctx, name, true)
+}
+
+func (p *Patroni) waitHealthy(ctx context.Context, notLeader string, without bool) (*PatroniNode, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	var last string
@@ -447,7 +471,7 @@ func (p *Patroni) WaitHealthy(ctx context.Context, notLeader string) (*PatroniNo
 		if err == nil {
 			b, _ := json.Marshal(ms)
 			last = string(b)
-			if n := p.healthy(ms, notLeader); n != nil {
+			if n := p.healthy(ms, notLeader, without); n != nil && p.apisAnswer(ctx, notLeader, without) {
 				return n, nil
 			}
 		} else if last == "" {
@@ -465,8 +489,34 @@ func (p *Patroni) WaitHealthy(ctx context.Context, notLeader string) (*PatroniNo
 	}
 }
 
-func (p *Patroni) healthy(ms []Member, notLeader string) *PatroniNode {
-	if len(ms) != len(p.Nodes) {
+// apisAnswer reports whether every node's REST API answers (but
+// notLeader's, when without): a patroni started again is not up before.
+func (p *Patroni) apisAnswer(ctx context.Context, notLeader string, without bool) bool {
+	for _, n := range p.Nodes {
+		if without && n.Name == notLeader {
+			continue
+		}
+		var v map[string]any
+		if getJSON(ctx, fmt.Sprintf("http://127.0.0.1:%d/patroni", n.RestPort), &v) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *Patroni) healthy(ms []Member, notLeader string, without bool) *PatroniNode {
+	if without {
+		kept := ms[:0:0]
+		for _, m := range ms {
+			if m.Name != notLeader {
+				kept = append(kept, m)
+			}
+		}
+		if len(kept) != len(p.Nodes)-1 {
+			return nil
+		}
+		ms = kept
+	} else if len(ms) != len(p.Nodes) {
 		return nil
 	}
 	var leader *PatroniNode
