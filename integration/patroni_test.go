@@ -21,6 +21,12 @@ import (
 // patroni, patronictl or etcd is missing; .ci/run sets it.
 const EnvRequirePatroni = "FENCEGATE_REQUIRE_PATRONI"
 
+// patroniOutcome is a Patroni history's outcome, with its operations.
+type patroniOutcome struct {
+	outcome
+	ops []history.Op
+}
+
 // patroniFault is one step of a Patroni history's fault plan.
 type patroniFault struct {
 	name string
@@ -89,9 +95,9 @@ func TestPatroni(t *testing.T) {
 		t.Skipf("\n*** PATRONI HISTORY SKIPPED: %v ***\n", err)
 	}
 	t.Parallel()
-	o := runPatroniHistory(t, faults.PatroniOptions{Synchronous: true, EtcdMembers: 3}, baseSeed(t))
-	record("patroni/sync", o)
-	t.Log(describe(o))
+	o := runPatroniHistory(t, faults.PatroniOptions{Synchronous: true, EtcdMembers: 3}, baseSeed(t), patroniFaults, []string{"ext-0"}, nil)
+	record("patroni/sync", &o.outcome)
+	t.Log(describe(&o.outcome))
 	r := o.Report
 	if len(r.Errors) > 0 {
 		t.Logf("errors the agents saw:\n%s", r.TopErrors(12))
@@ -105,11 +111,13 @@ func TestPatroni(t *testing.T) {
 }
 
 // runPatroniHistory starts a Patroni cluster, runs the workload on it by
-// multi-host DSN while the faults of patroniFaults happen one after the
-// other, and checks the history. The history lasts as long as the faults
+// multi-host DSN while plan's faults happen one after the other, and
+// checks the history. With open set, it waits for open (given the first
+// leader) before it migrates the database. With external nil the workload has no outside fence
+// source (the remedy's callback advances only the coordinator's). The history lasts as long as the faults
 // take, plus 3 s before the first and after the last. Failovers counts the
 // faults run.
-func runPatroniHistory(t *testing.T, opts faults.PatroniOptions, seed uint64) *outcome {
+func runPatroniHistory(t *testing.T, opts faults.PatroniOptions, seed uint64, plan []patroniFault, external []string, open func(*testing.T, *faults.PatroniNode)) *patroniOutcome {
 	t.Helper()
 	start := time.Now()
 	ctx := context.Background()
@@ -121,15 +129,22 @@ func runPatroniHistory(t *testing.T, opts faults.PatroniOptions, seed uint64) *o
 	}
 	t.Cleanup(p.Stop)
 	dsn := p.URL("postgres")
+	if open != nil {
+		leader := p.Leader(ctx)
+		if leader == nil {
+			t.Fatal("no leader")
+		}
+		open(t, leader)
+	}
 	setup(t, dsn, "public", "")
 
 	sp := ciSpec(pgsql.Dialect, seed)
 	sp.Duration = 10 * time.Minute // the end is set when the faults are done
-	out := &outcome{spec: sp, ObserverSkipped: true}
+	out := &patroniOutcome{outcome: outcome{spec: sp, ObserverSkipped: true}}
 	dir := t.TempDir()
 	base := workload.Config{
 		DSN: dsn, Agents: sp.Agents, Resources: []string{"hot-0", "hot-1", "hot-2", "hot-3"},
-		External: []string{"ext-0"}, ExternalProb: 0.1,
+		External: external, ExternalProb: 0.1,
 		TTL: sp.TTL, LockTimeout: sp.TTL, OpTimeout: 5 * time.Second,
 		StallProb: 0.2, StallMin: 1.2, StallMax: 3, HoldProb: 0.25, LateRenewProb: 0.1, BatchProb: 0.25,
 		TxStallProb: 0.03, Announce: true,
@@ -142,7 +157,7 @@ func runPatroniHistory(t *testing.T, opts faults.PatroniOptions, seed uint64) *o
 		fl.start(i)
 	}
 	wait(3 * time.Second)
-	for _, f := range patroniFaults {
+	for _, f := range plan {
 		leader := p.Leader(ctx)
 		if leader == nil {
 			t.Fatalf("no leader before %q", f.name)
@@ -173,6 +188,7 @@ func runPatroniHistory(t *testing.T, opts faults.PatroniOptions, seed uint64) *o
 	if in.Ops, err = history.Load(dir); err != nil {
 		t.Fatal(err)
 	}
+	out.ops = in.Ops
 	out.Report = check.Run(in)
 	out.Elapsed = time.Since(start)
 	out.Duration = out.Elapsed

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // PatroniOptions configures StartPatroni.
@@ -25,9 +27,11 @@ type PatroniOptions struct {
 	Nodes       int  // Postgres nodes, 3 when 0
 	EtcdMembers int  // etcd members, 1 when 0
 	Synchronous bool // Patroni's synchronous_mode (and synchronous_mode_strict)
-	// OnRoleChange is a program Patroni runs on every role change
-	// (postgresql.callbacks.on_role_change): argv action role cluster.
-	OnRoleChange string
+	// Callback is a program Patroni runs on every role change and start
+	// (postgresql.callbacks on_role_change and on_start), with the
+	// arguments action, role, cluster; "{port}" in it is the node's
+	// Postgres port, "{bin}" the directory of its binaries (psql).
+	Callback string
 }
 
 // Patroni is a throwaway high-availability Postgres: Nodes Postgres
@@ -231,9 +235,15 @@ func (p *Patroni) addNode(i int) error {
 // Patroni looks every second, and gives up on etcd after 3 s.
 func (p *Patroni) nodeConfig(n *PatroniNode, hosts []string) string {
 	callbacks := map[string]string{}
-	if p.opts.OnRoleChange != "" {
-		callbacks["on_role_change"] = p.opts.OnRoleChange
+	if p.opts.Callback != "" {
+		cb := strings.NewReplacer("{port}", strconv.Itoa(n.Port), "{bin}", n.pg.bin).Replace(p.opts.Callback)
+		callbacks["on_role_change"], callbacks["on_start"] = cb, cb
 	}
+	params := map[string]any{
+		"wal_level": "logical", "max_connections": 200, "max_replication_slots": 16,
+		"max_wal_senders": 16, "wal_log_hints": "on", "hot_standby": "on", "synchronous_commit": "on",
+	}
+
 	hba := []string{"local all all trust", "host all all 127.0.0.1/32 trust", "host replication all 127.0.0.1/32 trust"}
 	cfg := map[string]any{
 		"scope":   "fencegate",
@@ -249,10 +259,7 @@ func (p *Patroni) nodeConfig(n *PatroniNode, hosts []string) string {
 				"synchronous_mode_strict": p.opts.Synchronous,
 				"postgresql": map[string]any{
 					"use_pg_rewind": true,
-					"parameters": map[string]any{
-						"wal_level": "logical", "max_connections": 200, "max_replication_slots": 16,
-						"max_wal_senders": 16, "wal_log_hints": "on", "hot_standby": "on", "synchronous_commit": "on",
-					},
+					"parameters":    params,
 				},
 			},
 			"initdb": []any{map[string]string{"encoding": "UTF8"}, map[string]string{"auth": "trust"}, "no-sync"},
@@ -330,6 +337,51 @@ func (n *PatroniNode) KillPostgres(ctx context.Context) error {
 	}
 }
 
+// StopWALSenders stops (SIGSTOP) the node's WAL senders, so that its
+// replicas fall behind while it goes on acknowledging commits (with
+// asynchronous replication), and returns their pids.
+func (n *PatroniNode) StopWALSenders(ctx context.Context) ([]int, error) {
+	conn, err := pgx.Connect(ctx, n.URL("postgres"))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(ctx, `SELECT pid FROM pg_stat_replication`)
+	if err != nil {
+		return nil, err
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		return nil, err
+	}
+	if len(pids) == 0 {
+		return nil, fmt.Errorf("faults: %s has no WAL sender", n.Name)
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			return nil, err
+		}
+	}
+	return pids, nil
+}
+
+// Crash kills the node whole: its patroni (SIGKILL), the given processes
+// (SIGKILL: WAL senders StopWALSenders stopped, so that what they had not
+// sent is never sent) and its Postgres (immediate shutdown). Start brings
+// it back, and patroni makes it a replica of whoever leads then.
+func (n *PatroniNode) Crash(ctx context.Context, also []int) error {
+	n.KillPatroni()
+	for _, pid := range also {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if out, err := n.pg.run(ctx, "pg_ctl", "-D", n.pg.data, "-m", "immediate", "-w", "stop"); err != nil {
+		return fmt.Errorf("faults: pg_ctl stop -m immediate on %s: %w\n%s", n.Name, err, out)
+	}
+	return nil
+}
+
 func (n *PatroniNode) postmasterPID() (int, error) {
 	b, err := os.ReadFile(filepath.Join(n.pg.data, "postmaster.pid"))
 	if err != nil {
@@ -346,6 +398,9 @@ func (n *PatroniNode) CutFromEtcd(cut bool) {
 		g.Block(cut)
 	}
 }
+
+// BinDir is the directory of the node's Postgres binaries.
+func (n *PatroniNode) BinDir() string { return n.pg.bin }
 
 // URL is a connection URL for database db on this node alone.
 func (n *PatroniNode) URL(db string) string {
