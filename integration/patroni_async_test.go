@@ -21,13 +21,13 @@ import (
 
 // patroniMargin is the --margin the on_role_change callback passes to
 // fencegate fence advance: far above the grants the workload makes in the
-// replicas' lag (about 20 a second, for 3 s).
+// replicas' lag (about 20 a second, for 5 s).
 const patroniMargin = 1000
 
 // TestPatroniAsyncAdvanced runs a history on Patroni with asynchronous
 // replication, wired the way an operator runs the remedy: Patroni's
 // on_role_change callback runs `fencegate fence advance` on the new
-// primary. The leader's WAL senders stop for 3 s (the replicas fall more
+// primary. The leader's WAL senders stop for 5 s (the replicas fall more
 // than the 32 values Postgres WAL-logs ahead of a sequence behind), then
 // the leader crashes whole; Patroni promotes a replica, the callback runs,
 // the old leader comes back as a replica. Asserted: the advanced fence is
@@ -72,6 +72,13 @@ func TestPatroniAsyncAdvanced(t *testing.T) {
 	if next <= oldMax {
 		t.Errorf("fence advance (margin %d) moved the next fence to %d, not above %d, a fence the old primary granted", margin, next, oldMax)
 	}
+	// AdvanceFences returns the highest fence the new primary knew of +
+	// margin + 1: the old primary must have gone further than the 32
+	// values Postgres WAL-logs ahead of a sequence, or the history
+	// tested nothing.
+	if known := next - margin - 1; oldMax-known <= 32 {
+		t.Errorf("the lag was too short to matter: the old primary granted up to %d, the new one knew of %d (want more than 32 apart)", oldMax, known)
+	}
 	for _, kind := range []string{"duplicate-fence", "stale-after-grant"} {
 		if by[kind] > 0 {
 			t.Errorf("%d %s violations after fence advance", by[kind], kind)
@@ -98,12 +105,12 @@ func TestPatroniAsync(t *testing.T) {
 }
 
 // laggedCrash is the asynchronous failover: the leader's WAL senders
-// stopped for 3 s, then the leader crashed whole (its time is put in
+// stopped for 5 s, then the leader crashed whole (its time is put in
 // crashedAt); once another node leads (and, with cb, the callback has
 // advanced the fences, and the command line reaches the new primary by the
 // multi-host URL), the old leader is started again.
 func laggedCrash(cb *advanceCallback, crashedAt *int64) patroniFault {
-	return patroniFault{"the leader's replicas 3 s behind, then the leader crashed", func(ctx context.Context, t *testing.T, p *faults.Patroni, l *faults.PatroniNode) {
+	return patroniFault{"the leader's replicas 5 s behind, then the leader crashed", func(ctx context.Context, t *testing.T, p *faults.Patroni, l *faults.PatroniNode) {
 		before := 0
 		if cb != nil {
 			before = len(cb.advanced(t))
@@ -112,18 +119,20 @@ func laggedCrash(cb *advanceCallback, crashedAt *int64) patroniFault {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wait(3 * time.Second) // the fault model: the lag
+		wait(5 * time.Second) // the fault model: the lag
 		*crashedAt = history.Now()
 		if err := l.Crash(ctx, pids); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := p.WaitHealthyWithout(ctx, l.Name); err != nil {
+		now, err := p.WaitHealthyWithout(ctx, l.Name)
+		if err != nil {
 			t.Fatal(err)
 		}
 		if cb != nil {
 			if err := cb.wait(t, before+1); err != nil {
 				t.Fatal(err)
 			}
+			cb.open(t, now) // the callback opens the server after it printed the fence
 			cctx, cancel := context.WithTimeout(ctx, time.Minute)
 			defer cancel()
 			if out, err := exec.CommandContext(cctx, cb.bin, "--dsn", p.URL("postgres"), "status").CombinedOutput(); err != nil {
@@ -201,9 +210,9 @@ esac
 	return cb
 }
 
-// open waits (a minute at most) until the callback has opened the first
-// leader: Patroni ran it at the bootstrap (on_start), and fencegate fence
-// advance migrated the database.
+// open waits (a minute at most) until the callback has opened leader: the
+// first one, on which Patroni ran it at the bootstrap (on_start) and
+// fencegate fence advance migrated the database, or a promoted one.
 func (cb *advanceCallback) open(t *testing.T, leader *faults.PatroniNode) {
 	t.Helper()
 	if err := cb.wait(t, 1); err != nil {
@@ -222,7 +231,7 @@ func (cb *advanceCallback) open(t *testing.T, leader *faults.PatroniNode) {
 			return
 		}
 		if time.Now().After(end) {
-			t.Fatalf("the callback never opened the first leader %s: %v", leader.Name, err)
+			t.Fatalf("the callback never opened the leader %s: %v", leader.Name, err)
 		}
 		wait(100 * time.Millisecond)
 	}
