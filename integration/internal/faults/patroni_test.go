@@ -15,7 +15,7 @@ import (
 // patronictl or etcd) fail instead of skipping; .ci/run sets it.
 const EnvRequirePatroni = "FENCEGATE_REQUIRE_PATRONI"
 
-// SkipWithoutPatroni skips t loudly when StartPatroni cannot run here, or
+// skipWithoutPatroni skips t loudly when StartPatroni cannot run here, or
 // fails it under FENCEGATE_REQUIRE_PATRONI=true.
 func skipWithoutPatroni(t *testing.T) {
 	t.Helper()
