@@ -31,6 +31,8 @@
 // One history runs on a primary and a synchronous standby and fails over
 // mid-run: the primary is killed, the standby promoted, the proxy
 // re-pointed.
+// Two histories (patroni_test.go) run on three Postgres nodes under Patroni
+// with etcd, reached by multi-host DSN, through Patroni's own failovers.
 // SQLite histories end with every worker killed in the middle of its writes;
 // the file is then reopened.
 // TestOSCrash (root only, and opt-in with FENCEGATE_MACHINE_FAULTS=1, which
