@@ -82,7 +82,7 @@ func TestMCPInspector(t *testing.T) {
 	var list struct {
 		Tools []struct{ Name string } `json:"tools"`
 	}
-	if out := inspect(0, "--method", "tools/list"); json.Unmarshal(out, &list) != nil || len(list.Tools) != 6 {
+	if out := inspect(0, "--method", "tools/list"); json.Unmarshal(out, &list) != nil || len(list.Tools) != 7 { // claim, renew, release, status, write, and assert under its two names
 		t.Fatalf("tools/list: %s", out)
 	}
 	claim, _ := call(0, "claim", map[string]any{"resource": "r"})["structuredContent"].(map[string]any)
