@@ -198,7 +198,10 @@ func (e flakyBatchExecutor) LeaseRenewBatch(ctx context.Context, ps []sqlstore.L
 func TestHoldRetriesAFailedBatch(t *testing.T) {
 	forEachStore(t, func(t *testing.T, inner sqlstore.Store) {
 		ctx := context.Background()
-		const ttl = time.Second
+		// 2 s: the two failed batches and their retries fit in a term even
+		// when the whole suite loads the machine (CI lost all three leases
+		// of two pgx modes at once with 1 s).
+		const ttl = 2 * time.Second
 		store := &flakyRenewals{Store: inner}
 		store.failures.Store(2)
 		coord := NewCoordinator(store, &CoordinatorOptions{TTL: ttl})
