@@ -43,7 +43,9 @@ func TestPatroniAsyncAdvanced(t *testing.T) {
 		}
 		t.Skipf("\n*** PATRONI HISTORY SKIPPED: %v ***\n", err)
 	}
-	t.Parallel()
+	// Not parallel: a Patroni cluster (three Postgres, three etcd, three
+	// patroni) loads both cores, and the histories beside it then judge
+	// their timing checks under that load; it runs before they start.
 	margin := int64(patroniMargin)
 	if v := os.Getenv("FENCEGATE_PATRONI_MARGIN"); v != "" { // to see the test fail with 0
 		margin, _ = strconv.ParseInt(v, 10, 64)
@@ -96,7 +98,9 @@ func TestPatroniAsync(t *testing.T) {
 	if err := faults.CanPatroni(); err != nil {
 		t.Skipf("\n*** PATRONI HISTORY SKIPPED: %v ***\n", err)
 	}
-	t.Parallel()
+	// Not parallel: a Patroni cluster (three Postgres, three etcd, three
+	// patroni) loads both cores, and the histories beside it then judge
+	// their timing checks under that load; it runs before they start.
 	var crashedAt int64
 	o := runPatroniHistory(t, faults.PatroniOptions{}, baseSeed(t), []patroniFault{laggedCrash(nil, &crashedAt)}, nil, nil)
 	record("patroni/async", &o.outcome)
