@@ -130,14 +130,14 @@ func iterate(ctx context.Context, c *clientv3.Client, g *gate.Gate[*sql.Tx], db 
 		if err != nil {
 			return 0, 0, 0, err
 		}
-		defer lock.Unlock(context.WithoutCancel(ctx))
+		defer func() { _ = lock.Unlock(unlockCtx(ctx)) }()
 		token, key, createRev = lock.Token(), lock.Key(), lock.Token().Fence
 	} else {
 		m := concurrency.NewMutex(s, "/fencegate/lock/"+resource)
 		if err := m.Lock(ctx); err != nil {
 			return 0, 0, 0, err
 		}
-		defer m.Unlock(context.WithoutCancel(ctx))
+		defer func() { _ = m.Unlock(unlockCtx(ctx)) }()
 		resp, err := c.Get(ctx, m.Key())
 		if err != nil || len(resp.Kvs) != 1 {
 			return 0, 0, 0, fmt.Errorf("own key: %v %v", resp, err)
@@ -238,4 +238,13 @@ func (l *readLog) waitAbove(ctx context.Context, rev int64) {
 			return
 		}
 	}
+}
+
+// unlockCtx bounds an unlock that runs after ctx may have ended: an
+// orphaned session's unlock may never be answered (its key then goes with
+// its lease).
+func unlockCtx(ctx context.Context) context.Context {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	context.AfterFunc(ctx, cancel)
+	return ctx
 }

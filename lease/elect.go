@@ -169,6 +169,8 @@ func (e *Elector) Campaign(ctx context.Context) (*Term, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The term outlives Campaign's ctx: Keep's context ends with the lease
+	// (its deadline, a lost renewal, Resign), which bounds it.
 	kept, err := Keep(context.WithoutCancel(ctx), e.client, e.coord, l)
 	if err != nil {
 		return nil, err // born expired: never reported as leading
