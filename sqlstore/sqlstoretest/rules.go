@@ -264,8 +264,11 @@ var acquireTable = []acquireRule{
 		},
 	},
 	{
-		name:   "a waiter's turn, free: granted, its place taken out of the queue",
-		given:  func(e *env) (sqlstore.LeaseRow, int64) { e.givenWaiter("b"); return sqlstore.LeaseRow{}, e.givenWaiter("a") },
+		name: "a waiter's turn, free: granted, its place taken out of the queue",
+		given: func(e *env) (sqlstore.LeaseRow, int64) {
+			e.givenWaiter("b")
+			return sqlstore.LeaseRow{}, e.givenWaiter("a")
+		},
 		holder: "a", request: "q",
 		want: sqlstore.AcquireGranted,
 		then: func(e *env, _ sqlstore.LeaseRow, waiter int64, _ sqlstore.LeaseAcquireResult) {

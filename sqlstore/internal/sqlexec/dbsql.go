@@ -38,7 +38,6 @@ type Driver struct {
 	stmts      *stmtCache
 }
 
-
 // NewDriver returns a driver over db, which speaks dialect. onClose, when set,
 // runs at Close after the statements are closed (a driver's Open closes
 // what it opened there); with nil, db stays the caller's to close.
