@@ -1,4 +1,4 @@
-package pgxv5
+package pgxgate
 
 import (
 	"context"
@@ -9,14 +9,14 @@ import (
 
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/sqlstore"
-	"github.com/fencegate/fencegate/sqlstore/internal/pg"
+	"github.com/fencegate/fencegate/sqlstore/pgxv5"
 )
 
 // ErrBeginInTx is matched (errors.Is) by BeginFenced's error when it is
 // given a transaction to begin on: a fenced transaction begins on a pool or
 // a connection. Inside a transaction of your own, use gate.Commit or
 // CommitBatch. The transaction given is left as it was.
-var ErrBeginInTx = errors.New("fencegate: begin fenced: already in a transaction; use gate.Commit or pgxv5.CommitBatch in it")
+var ErrBeginInTx = errors.New("fencegate: begin fenced: already in a transaction; use gate.Commit or pgxgate.CommitBatch in it")
 
 // BeginFenced begins a transaction that token has already been admitted
 // into, in one round trip: BEGIN and token's fence statement go to Postgres
@@ -64,7 +64,7 @@ var ErrBeginInTx = errors.New("fencegate: begin fenced: already in a transaction
 // first (as it does every statement). The fence needs fencegate's Postgres
 // migrations 00002 and 00007.
 //
-//	tx, err := pgxv5.BeginFenced(ctx, g, pool, l.Token(), pgx.TxOptions{}) // *gate.StaleFenceError if stale
+//	tx, err := pgxgate.BeginFenced(ctx, g, pool, l.Token(), pgx.TxOptions{}) // *gate.StaleFenceError if stale
 //	if err != nil {
 //		return err
 //	}
@@ -82,13 +82,10 @@ func BeginFenced(ctx context.Context, g *gate.Gate[pgx.Tx], db BatchSender, toke
 	if _, inTx := db.(pgx.Tx); inTx {
 		return nil, fmt.Errorf("%w (%s)", ErrBeginInTx, token)
 	}
-	b := &pgx.Batch{}
-	b.BeginTx(opts)
-	b.Queue(pg.PipelineFenceSQL(g.Options().VerifyIssued), token.Resource, token.Fence, token.Holder)
-	br := db.SendBatch(ctx, b)
-	tx := br.Tx()
-	err = br.Close()
-	if err == nil {
+	tx, res, err := pgxv5.BeginFloorRaise(ctx, db, sqlstore.FloorRaiseParams{
+		Resource: token.Resource, Holder: token.Holder, Fence: token.Fence, VerifyIssued: g.Options().VerifyIssued,
+	}, opts)
+	if err == nil && res.Admitted {
 		return tx, nil
 	}
 
@@ -104,9 +101,8 @@ func BeginFenced(ctx context.Context, g *gate.Gate[pgx.Tx], db BatchSender, toke
 			o.Logger.WarnContext(ctx, "fencegate: rollback failed; the transaction cannot commit", "error", rbErr)
 		}
 	}
-	ref, refused := pg.AsPipelineRefusal(err)
-	if !refused {
-		return nil, fmt.Errorf("fencegate: begin fenced %s: %w", token, classify.Classify(err))
+	if err != nil {
+		return nil, fmt.Errorf("fencegate: begin fenced %s: %w", token, err)
 	}
-	return nil, g.Refuse(cctx, token, sqlstore.FloorRaiseResult{Issued: !ref.NotIssued, Floor: ref.Floor, FloorHolder: ref.FloorHolder})
+	return nil, g.Refuse(cctx, token, res)
 }

@@ -1,4 +1,4 @@
-package pgxv5_test
+package pgxgate_test
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/gate/pgxgate"
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/pgxv5"
@@ -58,7 +59,7 @@ func TestBeginFencedAdmitsAndCommits(t *testing.T) {
 		ctx := context.Background()
 		d, g := pipelineHarness(t, h, nil)
 		write := func(tok gate.Token, id int) error {
-			tx, err := pgxv5.BeginFenced(ctx, g, d.Pool(), tok, pgx.TxOptions{})
+			tx, err := pgxgate.BeginFenced(ctx, g, d.Pool(), tok, pgx.TxOptions{})
 			if err != nil {
 				return err
 			}
@@ -95,7 +96,7 @@ func TestBeginFencedRefusesStaleFence(t *testing.T) {
 		if err := g.Admit(ctx, gate.Token{Resource: "r", Holder: "new", Fence: 10}); err != nil {
 			t.Fatal(err)
 		}
-		tx, err := pgxv5.BeginFenced(ctx, g, d.Pool(), gate.Token{Resource: "r", Holder: "old", Fence: 3}, pgx.TxOptions{})
+		tx, err := pgxgate.BeginFenced(ctx, g, d.Pool(), gate.Token{Resource: "r", Holder: "old", Fence: 3}, pgx.TxOptions{})
 		endTx(tx)
 		var se *gate.StaleFenceError
 		if !errors.As(err, &se) || errors.Is(err, gate.ErrFenceNotIssued) || tx != nil {
@@ -116,7 +117,7 @@ func TestBeginFencedRefusesStaleFence(t *testing.T) {
 		}
 		idle(t, d)
 		// The connection came back usable.
-		if err := pgxv5.CommitBatch(ctx, g, d.Pool(), gate.Token{Resource: "r", Holder: "new", Fence: 10}, writeBatch(1, 10)); err != nil {
+		if err := pgxgate.CommitBatch(ctx, g, d.Pool(), gate.Token{Resource: "r", Holder: "new", Fence: 10}, writeBatch(1, 10)); err != nil {
 			t.Fatalf("after a refusal: %v", err)
 		}
 	})
@@ -130,7 +131,7 @@ func TestBeginFencedRollbackUndoesRaise(t *testing.T) {
 		if err := g.Admit(ctx, gate.Token{Resource: "r", Holder: "a", Fence: 2}); err != nil {
 			t.Fatal(err)
 		}
-		tx, err := pgxv5.BeginFenced(ctx, g, d.Pool(), gate.Token{Resource: "r", Holder: "b", Fence: 7}, pgx.TxOptions{})
+		tx, err := pgxgate.BeginFenced(ctx, g, d.Pool(), gate.Token{Resource: "r", Holder: "b", Fence: 7}, pgx.TxOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,7 +162,7 @@ func TestBeginFencedHoldsFloor(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i, tok := range []gate.Token{{Resource: "r", Holder: "a", Fence: 5}, {Resource: "r", Holder: "b", Fence: 6}} {
-			tx, err := pgxv5.BeginFenced(ctx, g, d.Pool(), tok, pgx.TxOptions{})
+			tx, err := pgxgate.BeginFenced(ctx, g, d.Pool(), tok, pgx.TxOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -204,7 +205,7 @@ func TestBeginFencedVerifyIssued(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		tx, err := pgxv5.BeginFenced(ctx, g, d.Pool(), gate.Token{Resource: "r", Holder: "a", Fence: 1000}, pgx.TxOptions{})
+		tx, err := pgxgate.BeginFenced(ctx, g, d.Pool(), gate.Token{Resource: "r", Holder: "a", Fence: 1000}, pgx.TxOptions{})
 		endTx(tx)
 		if !errors.Is(err, gate.ErrFenceNotIssued) || tx != nil {
 			t.Fatalf("forged fence: got %v, want ErrFenceNotIssued", err)
@@ -213,7 +214,7 @@ func TestBeginFencedVerifyIssued(t *testing.T) {
 			t.Fatalf("the forged fence made a floor: %v", err)
 		}
 		for range 2 { // the first raises the floor, the second keeps it
-			tx, err := pgxv5.BeginFenced(ctx, g, d.Pool(), gate.Token{Resource: "r", Holder: "a", Fence: 3}, pgx.TxOptions{})
+			tx, err := pgxgate.BeginFenced(ctx, g, d.Pool(), gate.Token{Resource: "r", Holder: "a", Fence: 3}, pgx.TxOptions{})
 			if err != nil {
 				t.Fatalf("issued fence: %v", err)
 			}
@@ -245,7 +246,7 @@ func TestBeginFencedFailsClosed(t *testing.T) {
 			{"invalid token", ctx, gate.Token{Resource: "r", Holder: "a"}, pgx.TxOptions{}},
 		}
 		for _, c := range cases {
-			tx, err := pgxv5.BeginFenced(c.ctx, g, d.Pool(), c.tok, c.opts)
+			tx, err := pgxgate.BeginFenced(c.ctx, g, d.Pool(), c.tok, c.opts)
 			endTx(tx)
 			if err == nil || tx != nil || errors.Is(err, gate.ErrStaleFence) {
 				t.Fatalf("%s: got %v, %v; want an error and no tx", c.name, tx, err)
@@ -262,7 +263,7 @@ func TestBeginFencedFailsClosed(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer outer.Rollback(ctx)
-		if tx, err := pgxv5.BeginFenced(ctx, g, outer, tok, pgx.TxOptions{}); !errors.Is(err, pgxv5.ErrBeginInTx) || tx != nil {
+		if tx, err := pgxgate.BeginFenced(ctx, g, outer, tok, pgx.TxOptions{}); !errors.Is(err, pgxgate.ErrBeginInTx) || tx != nil {
 			endTx(tx)
 			t.Fatalf("in a tx: got %v, %v; want ErrBeginInTx", tx, err)
 		}
@@ -291,7 +292,7 @@ func TestBeginFencedConcurrentCommitsInFenceOrder(t *testing.T) {
 			wg.Go(func() {
 				for i := range perWriter {
 					tok := gate.Token{Resource: "r", Holder: "w", Fence: int64(1 + i*writers + w)}
-					tx, err := pgxv5.BeginFenced(ctx, g, d.Pool(), tok, pgx.TxOptions{})
+					tx, err := pgxgate.BeginFenced(ctx, g, d.Pool(), tok, pgx.TxOptions{})
 					if errors.Is(err, gate.ErrStaleFence) {
 						continue
 					}
@@ -347,12 +348,12 @@ func TestMissingFenceFunctionIsNotMigrated(t *testing.T) {
 			t.Fatal(err)
 		}
 		tok := gate.Token{Resource: "r", Holder: "a", Fence: 1}
-		tx, err := pgxv5.BeginFenced(ctx, g, d.Pool(), tok, pgx.TxOptions{})
+		tx, err := pgxgate.BeginFenced(ctx, g, d.Pool(), tok, pgx.TxOptions{})
 		endTx(tx)
 		if !errors.Is(err, sqlstore.ErrNotMigrated) {
 			t.Errorf("BeginFenced: %v, want ErrNotMigrated", err)
 		}
-		if err := pgxv5.CommitBatch(ctx, g, d.Pool(), tok, nil); !errors.Is(err, sqlstore.ErrNotMigrated) {
+		if err := pgxgate.CommitBatch(ctx, g, d.Pool(), tok, nil); !errors.Is(err, sqlstore.ErrNotMigrated) {
 			t.Errorf("CommitBatch: %v, want ErrNotMigrated", err)
 		}
 		if err := g.Do(ctx, tok, func(context.Context, pgx.Tx) error { return nil }); !errors.Is(err, sqlstore.ErrNotMigrated) {

@@ -1,4 +1,4 @@
-package pgxv5_test
+package pgxgate_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/gate/pgxgate"
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/pgxv5"
@@ -109,7 +110,7 @@ CREATE PROCEDURE restarts() LANGUAGE plpgsql AS $$ BEGIN ROLLBACK; INSERT INTO i
 			}, true},
 		} {
 			logged := strings.Count(logs.String(), "would end its transaction")
-			err := pgxv5.CommitBatch(ctx, g, d.Pool(), tok, guardBatch(c.queue))
+			err := pgxgate.CommitBatch(ctx, g, d.Pool(), tok, guardBatch(c.queue))
 			if c.control && strings.Count(logs.String(), "would end its transaction") != logged+1 {
 				t.Errorf("%s: the refusal was not logged", c.name)
 			}
@@ -124,7 +125,7 @@ CREATE PROCEDURE restarts() LANGUAGE plpgsql AS $$ BEGIN ROLLBACK; INSERT INTO i
 			assertNothingCommitted(t, d, g, c.name)
 		}
 		// The same batch without the statement commits, under the fence.
-		if err := pgxv5.CommitBatch(ctx, g, d.Pool(), tok, guardBatch(func(*pgx.Batch) {})); err != nil {
+		if err := pgxgate.CommitBatch(ctx, g, d.Pool(), tok, guardBatch(func(*pgx.Batch) {})); err != nil {
 			t.Fatal(err)
 		}
 		if n := pgCount(t, d, `SELECT count(*) FROM items`); n != 2 {
@@ -153,11 +154,11 @@ func TestCommitBatchGuardInCallerTx(t *testing.T) {
 			if _, err := tx.Exec(ctx, `INSERT INTO items VALUES (10, 5)`); err != nil {
 				t.Fatal(err)
 			}
-			if err := pgxv5.CommitBatch(ctx, g, tx, tok, writeBatch(11, 5)); err != nil {
+			if err := pgxgate.CommitBatch(ctx, g, tx, tok, writeBatch(11, 5)); err != nil {
 				t.Fatal(err)
 			}
 			b := guardBatch(func(b *pgx.Batch) { b.Queue(`SELECT 1`, sendAs(stmt)) })
-			if err := pgxv5.CommitBatch(ctx, g, tx, tok, b); !errors.Is(err, sqlstore.ErrTransactionControl) {
+			if err := pgxgate.CommitBatch(ctx, g, tx, tok, b); !errors.Is(err, sqlstore.ErrTransactionControl) {
 				t.Errorf("%s: got %v, want ErrTransactionControl", stmt, err)
 			}
 			if err := tx.Commit(ctx); !errors.Is(err, pgx.ErrTxClosed) {
@@ -172,7 +173,7 @@ func TestCommitBatchGuardInCallerTx(t *testing.T) {
 		}
 		defer tx.Rollback(ctx)
 		for id := 1; id <= 3; id++ {
-			if err := pgxv5.CommitBatch(ctx, g, tx, tok, writeBatch(id, 5)); err != nil {
+			if err := pgxgate.CommitBatch(ctx, g, tx, tok, writeBatch(id, 5)); err != nil {
 				t.Fatalf("batch %d: %v", id, err)
 			}
 		}
@@ -246,7 +247,7 @@ func TestCommitBatchRefusesWrappedSavepoint(t *testing.T) {
 					t.Fatal(err)
 				}
 				tx := wrap(sp)
-				if err := pgxv5.CommitBatch(ctx, g, tx, tok, writeBatch(1, tok.Fence)); !errors.Is(err, gate.ErrNestedTx) {
+				if err := pgxgate.CommitBatch(ctx, g, tx, tok, writeBatch(1, tok.Fence)); !errors.Is(err, gate.ErrNestedTx) {
 					t.Fatalf("%T, fence %d: got %v, want ErrNestedTx", tx, tok.Fence, err)
 				}
 				if err := sp.Commit(ctx); err == nil {
@@ -279,7 +280,7 @@ func TestBeginFencedBatchCannotCommitEarly(t *testing.T) {
 			t.Fatal(err)
 		}
 		tok := gate.Token{Resource: "r", Holder: "a", Fence: 4}
-		tx, err := pgxv5.BeginFenced(ctx, g, d.Pool(), tok, pgx.TxOptions{})
+		tx, err := pgxgate.BeginFenced(ctx, g, d.Pool(), tok, pgx.TxOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -288,7 +289,7 @@ func TestBeginFencedBatchCannotCommitEarly(t *testing.T) {
 			t.Fatal(err)
 		}
 		b := guardBatch(func(b *pgx.Batch) { b.Queue(`SELECT 1`, sendAs(`COMMIT`)) })
-		if err := pgxv5.CommitBatch(ctx, g, tx, tok, b); !errors.Is(err, sqlstore.ErrTransactionControl) {
+		if err := pgxgate.CommitBatch(ctx, g, tx, tok, b); !errors.Is(err, sqlstore.ErrTransactionControl) {
 			t.Fatalf("got %v, want ErrTransactionControl", err)
 		}
 		if err := tx.Commit(ctx); !errors.Is(err, pgx.ErrTxClosed) {

@@ -1,4 +1,4 @@
-package pgxv5_test
+package pgxgate_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/gate/pgxgate"
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/pgxv5"
@@ -53,17 +54,17 @@ func TestCommitBatchAdmitsAndCommits(t *testing.T) {
 		ctx := context.Background()
 		d, g := pipelineHarness(t, h, nil)
 		a := gate.Token{Resource: "r", Holder: "a", Fence: 5}
-		if err := pgxv5.CommitBatch(ctx, g, d.Pool(), a, writeBatch(1, 5)); err != nil {
+		if err := pgxgate.CommitBatch(ctx, g, d.Pool(), a, writeBatch(1, 5)); err != nil {
 			t.Fatalf("first write: %v", err)
 		}
 		// Equal fence again, with a result read through a callback.
 		b := &pgx.Batch{}
 		var got int64
 		b.Queue(`INSERT INTO items (id, fence) VALUES (2, 5) RETURNING fence`).QueryRow(func(row pgx.Row) error { return row.Scan(&got) })
-		if err := pgxv5.CommitBatch(ctx, g, d.Pool(), a, b); err != nil || got != 5 {
+		if err := pgxgate.CommitBatch(ctx, g, d.Pool(), a, b); err != nil || got != 5 {
 			t.Fatalf("equal fence: %v (returned %d)", err, got)
 		}
-		if err := pgxv5.CommitBatch(ctx, g, d.Pool(), gate.Token{Resource: "r", Holder: "b", Fence: 9}, writeBatch(3, 9)); err != nil {
+		if err := pgxgate.CommitBatch(ctx, g, d.Pool(), gate.Token{Resource: "r", Holder: "b", Fence: 9}, writeBatch(3, 9)); err != nil {
 			t.Fatalf("higher fence: %v", err)
 		}
 		if n := pgCount(t, d, `SELECT count(*) FROM items`); n != 3 {
@@ -83,7 +84,7 @@ func TestCommitBatchRefusalLeavesNoWriteBehind(t *testing.T) {
 			t.Fatal(err)
 		}
 		stale := gate.Token{Resource: "r", Holder: "old", Fence: 3}
-		err := pgxv5.CommitBatch(ctx, g, d.Pool(), stale, writeBatch(1, 3))
+		err := pgxgate.CommitBatch(ctx, g, d.Pool(), stale, writeBatch(1, 3))
 		var se *gate.StaleFenceError
 		if !errors.As(err, &se) || !errors.Is(err, gate.ErrStaleFence) || errors.Is(err, gate.ErrFenceNotIssued) {
 			t.Fatalf("got %v, want *StaleFenceError", err)
@@ -107,7 +108,7 @@ func TestCommitBatchRefusalLeavesNoWriteBehind(t *testing.T) {
 			t.Fatalf("rejection log = %+v, %v", rejs, err)
 		}
 		// The pool still works after the refusal (the connection came back idle).
-		if err := pgxv5.CommitBatch(ctx, g, d.Pool(), gate.Token{Resource: "r", Holder: "new", Fence: 10}, writeBatch(2, 10)); err != nil {
+		if err := pgxgate.CommitBatch(ctx, g, d.Pool(), gate.Token{Resource: "r", Holder: "new", Fence: 10}, writeBatch(2, 10)); err != nil {
 			t.Fatalf("after a refusal: %v", err)
 		}
 		if n := pgCount(t, d, `SELECT count(*) FROM items`); n != 1 {
@@ -122,10 +123,10 @@ func TestCommitBatchIsAtomic(t *testing.T) {
 	dbtest.ForEach(t, nil, func(t *testing.T, h dbtest.Harness[pgx.Tx]) {
 		ctx := context.Background()
 		d, g := pipelineHarness(t, h, nil)
-		if err := pgxv5.CommitBatch(ctx, g, d.Pool(), gate.Token{Resource: "r", Holder: "a", Fence: 1}, writeBatch(1, 1)); err != nil {
+		if err := pgxgate.CommitBatch(ctx, g, d.Pool(), gate.Token{Resource: "r", Holder: "a", Fence: 1}, writeBatch(1, 1)); err != nil {
 			t.Fatal(err)
 		}
-		err := pgxv5.CommitBatch(ctx, g, d.Pool(), gate.Token{Resource: "r", Holder: "b", Fence: 2}, writeBatch(1, 2)) // duplicate key
+		err := pgxgate.CommitBatch(ctx, g, d.Pool(), gate.Token{Resource: "r", Holder: "b", Fence: 2}, writeBatch(1, 2)) // duplicate key
 		if pgErr, ok := errors.AsType[*pgconn.PgError](err); !ok || pgErr.Code != "23505" {
 			t.Fatalf("got %v, want a unique violation", err)
 		}
@@ -153,7 +154,7 @@ func TestCommitBatchInTx(t *testing.T) {
 		if _, err := tx.Exec(ctx, `INSERT INTO items VALUES (1, 3)`); err != nil {
 			t.Fatal(err)
 		}
-		if err := pgxv5.CommitBatch(ctx, g, tx, gate.Token{Resource: "r", Holder: "old", Fence: 3}, writeBatch(2, 3)); !errors.Is(err, gate.ErrStaleFence) {
+		if err := pgxgate.CommitBatch(ctx, g, tx, gate.Token{Resource: "r", Holder: "old", Fence: 3}, writeBatch(2, 3)); !errors.Is(err, gate.ErrStaleFence) {
 			t.Fatalf("got %v, want stale", err)
 		}
 		if err := tx.Commit(ctx); !errors.Is(err, pgx.ErrTxClosed) {
@@ -175,12 +176,12 @@ func TestCommitBatchVerifyIssued(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		err := pgxv5.CommitBatch(ctx, g, d.Pool(), gate.Token{Resource: "r", Holder: "a", Fence: 1000}, writeBatch(1, 1000))
+		err := pgxgate.CommitBatch(ctx, g, d.Pool(), gate.Token{Resource: "r", Holder: "a", Fence: 1000}, writeBatch(1, 1000))
 		if !errors.Is(err, gate.ErrFenceNotIssued) {
 			t.Fatalf("forged fence: got %v, want ErrFenceNotIssued", err)
 		}
 		for range 2 { // the first raises the floor, the second keeps it
-			if err := pgxv5.CommitBatch(ctx, g, d.Pool(), gate.Token{Resource: "r", Holder: "a", Fence: 3}, nil); err != nil {
+			if err := pgxgate.CommitBatch(ctx, g, d.Pool(), gate.Token{Resource: "r", Holder: "a", Fence: 3}, nil); err != nil {
 				t.Fatalf("issued fence: %v", err)
 			}
 		}

@@ -1,4 +1,4 @@
-package pgxv5_test
+package pgxgate_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/gate/pgxgate"
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/sqlstore/pgxv5"
 )
@@ -85,18 +86,18 @@ func TestRefusalCleanupHasOneBound(t *testing.T) {
 		refuse func() error
 	}{
 		{"BeginFenced", func() error {
-			tx, err := pgxv5.BeginFenced(ctx, g, pool, stale, pgx.TxOptions{})
+			tx, err := pgxgate.BeginFenced(ctx, g, pool, stale, pgx.TxOptions{})
 			endTx(tx)
 			return err
 		}},
-		{"CommitBatch on a pool", func() error { return pgxv5.CommitBatch(ctx, g, pool, stale, nil) }},
+		{"CommitBatch on a pool", func() error { return pgxgate.CommitBatch(ctx, g, pool, stale, nil) }},
 		{"CommitBatch in a transaction", func() error {
 			tx, err := pool.Begin(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer tx.Rollback(ctx)
-			return pgxv5.CommitBatch(ctx, g, tx, stale, nil)
+			return pgxgate.CommitBatch(ctx, g, tx, stale, nil)
 		}},
 	} {
 		rec.take()
