@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fencegate/fencegate/cmd/fencegate/internal/confined"
 	"github.com/fencegate/fencegate/gate"
-	"github.com/fencegate/fencegate/internal/confined"
 	"github.com/fencegate/fencegate/sqlstore"
 )
 

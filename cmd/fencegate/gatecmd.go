@@ -8,8 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fencegate/fencegate/cmd/fencegate/internal/confined"
 	"github.com/fencegate/fencegate/gate"
-	"github.com/fencegate/fencegate/internal/confined"
 )
 
 // maxStdinSQL bounds the SQL read from stdin ("-").

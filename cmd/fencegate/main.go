@@ -15,8 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fencegate/fencegate/cmd/fencegate/internal/confined"
 	"github.com/fencegate/fencegate/gate"
-	"github.com/fencegate/fencegate/internal/confined"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/sqlopen"

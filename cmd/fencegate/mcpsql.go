@@ -8,8 +8,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/fencegate/fencegate/cmd/fencegate/internal/confined"
 	"github.com/fencegate/fencegate/gate"
-	"github.com/fencegate/fencegate/internal/confined"
 )
 
 // Bounds on one SQL write, so that a runaway model cannot hold the floor

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencegate/fencegate/cmd/fencegate/internal/confined"
 	"github.com/fencegate/fencegate/gate"
-	"github.com/fencegate/fencegate/internal/confined"
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore"

@@ -8,8 +8,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/fencegate/fencegate/cmd/fencegate/internal/confined"
 	"github.com/fencegate/fencegate/gate"
-	"github.com/fencegate/fencegate/internal/confined"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore/sqlite"
 )
