@@ -240,10 +240,6 @@ func (g *Gate[TTx]) Refuse(ctx context.Context, token Token, res sqlstore.FloorR
 // Options returns the gate's options, defaults filled in.
 func (g *Gate[TTx]) Options() Options { return g.opts }
 
-// Driver returns the driver the gate runs on, for its optional capabilities
-// (sqlstore.Confiner, say).
-func (g *Gate[TTx]) Driver() sqlstore.Driver[TTx] { return g.driver }
-
 // refuse logs a refusal and returns it as a *StaleFenceError; ctx is a
 // cleanup context. A fence that was not issued (nothing written) gets the
 // current floor read, to tell a fence below the floor (stale) from one that

@@ -100,7 +100,7 @@ once.
 			writes[i] = confined.Statement{SQL: q}
 		}
 		writes[0].Args = params // at most one statement when there are any
-		res, err := confined.Write(ctx, b.driver.DB(), b.gate, token, writes)
+		res, err := confined.Write(ctx, b.driver, b.gate, token, writes)
 		if stale, ok := errors.AsType[*gate.StaleFenceError](err); ok {
 			refused := fmt.Sprintf("refused: %s; nothing was committed", rejectionText(rejectionOf(stale)))
 			if err == error(stale) {

@@ -35,7 +35,7 @@ func (s *mcpServer) writeSQL(ctx context.Context, token gate.Token, in []sqlStat
 	if err := s.checkLeased(ctx, token); err != nil {
 		return nil, out, err
 	}
-	res, err := confined.Write(ctx, s.b.driver.DB(), s.b.gate, token, stmts)
+	res, err := confined.Write(ctx, s.b.driver, s.b.gate, token, stmts)
 	if stale, ok := errors.AsType[*gate.StaleFenceError](err); ok {
 		return s.refused(out, stale)
 	}

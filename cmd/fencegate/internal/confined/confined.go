@@ -87,9 +87,16 @@ func (e *StatementError) Error() string {
 
 func (e *StatementError) Unwrap() error { return e.Err }
 
-// Write runs stmts, in order, in one transaction on db after g.Commit admitted
-// token in it, and commits them only together with that admission. g must be
-// a gate over db whose driver confines transactions (sqlstore.Confiner:
+// Driver is a database/sql driver with its database: Write takes a
+// connection of its own from DB.
+type Driver interface {
+	sqlstore.Driver[*sql.Tx]
+	DB() *sql.DB
+}
+
+// Write runs stmts, in order, in one transaction on d's database after
+// g.Commit admitted token in it, and commits them only together with that
+// admission. g must be a gate over d, and d must confine transactions (sqlstore.Confiner:
 // pgsql.Driver, Postgres through pgx's stdlib; sqlite.Driver; or
 // mysql.Driver); with any other driver Write runs nothing and returns an
 // error matching errors.ErrUnsupported. db's Postgres migrations must
@@ -103,7 +110,7 @@ func (e *StatementError) Unwrap() error { return e.Err }
 // only a Postgres database without migration 00004 lets happen: the
 // statements before it committed with the admission). A transaction that failed with a retryable error runs
 // again, up to 3 times; its effects commit at most once.
-func Write(ctx context.Context, db *sql.DB, g *gate.Gate[*sql.Tx], token gate.Token, stmts []Statement) (Result, error) {
+func Write(ctx context.Context, d Driver, g *gate.Gate[*sql.Tx], token gate.Token, stmts []Statement) (Result, error) {
 	if len(stmts) == 0 {
 		return Result{}, fmt.Errorf("%w: no statements", ErrInvalidStatement)
 	}
@@ -112,13 +119,12 @@ func Write(ctx context.Context, db *sql.DB, g *gate.Gate[*sql.Tx], token gate.To
 			return Result{}, &StatementError{Index: i, Err: err}
 		}
 	}
-	d := g.Driver()
 	c, ok := d.(sqlstore.Confiner)
 	if !ok {
 		return Result{}, fmt.Errorf("fencegate: confined writes need a driver that confines transactions (sqlstore.Confiner), not %T: %w", d, errors.ErrUnsupported)
 	}
 	for attempt := 1; ; attempt++ {
-		res, err := writeOnce(ctx, db, c, g, token, stmts)
+		res, err := writeOnce(ctx, d.DB(), c, g, token, stmts)
 		if err == nil || res.Outcome != NotCommitted || !sqlstore.IsRetryable(d.ClassifyError(err)) || attempt >= maxAttempts || ctx.Err() != nil {
 			return res, err
 		}

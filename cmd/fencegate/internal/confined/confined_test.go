@@ -173,7 +173,7 @@ func TestTransactionControlRefused(t *testing.T) {
 				}
 				t.Run(c.name, func(t *testing.T) {
 					token := e.claim(t, "alice", "r-"+c.name)
-					res, err := confined.Write(context.Background(), e.d.DB(), e.g, token, c.stmts)
+					res, err := confined.Write(context.Background(), e.d, e.g, token, c.stmts)
 					if err == nil {
 						t.Fatalf("Write committed: %+v", res)
 					}
@@ -190,7 +190,7 @@ func TestTransactionControlRefused(t *testing.T) {
 			}
 			// The connections are clean afterwards: a write commits.
 			token := e.claim(t, "alice", "after")
-			res, err := confined.Write(context.Background(), e.d.DB(), e.g, token, stmts(insertA))
+			res, err := confined.Write(context.Background(), e.d, e.g, token, stmts(insertA))
 			if err != nil || res.Outcome != confined.Committed {
 				t.Fatalf("a plain write after the refusals: %+v, %v", res, err)
 			}
@@ -217,7 +217,7 @@ func TestWrite(t *testing.T) {
 			for i := range sts {
 				sts[i].SQL = sqlFor(name, sts[i].SQL)
 			}
-			res, err := confined.Write(context.Background(), e.d.DB(), e.g, token, sts)
+			res, err := confined.Write(context.Background(), e.d, e.g, token, sts)
 			if err != nil || res.Outcome != confined.Committed {
 				t.Fatalf("Write: %+v, %v", res, err)
 			}
@@ -255,7 +255,7 @@ func TestInvalidStatements(t *testing.T) {
 				t.Run(c.name, func(t *testing.T) {
 					token := e.claim(t, "alice", "r-"+c.name)
 					st := confined.Statement{SQL: sqlFor(name, c.st.SQL), Args: c.st.Args}
-					res, err := confined.Write(context.Background(), e.d.DB(), e.g, token, []confined.Statement{st})
+					res, err := confined.Write(context.Background(), e.d, e.g, token, []confined.Statement{st})
 					if !errors.Is(err, confined.ErrInvalidStatement) {
 						t.Errorf("err = %v, want ErrInvalidStatement", err)
 					}
@@ -280,7 +280,7 @@ func TestStaleTokenRunsNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			e.claim(t, "bob", "r")
-			res, err := confined.Write(ctx, e.d.DB(), e.g, old, stmts(insertA))
+			res, err := confined.Write(ctx, e.d, e.g, old, stmts(insertA))
 			stale, ok := errors.AsType[*gate.StaleFenceError](err)
 			if !ok || stale.Seq == 0 {
 				t.Fatalf("err = %v, want a logged *gate.StaleFenceError", err)
@@ -314,7 +314,7 @@ func TestSuccessorRacesCommitThenWait(t *testing.T) {
 	var res confined.Result
 	go func() {
 		var err error
-		res, err = confined.Write(ctx, e.d.DB(), e.g, alice, stmts(
+		res, err = confined.Write(ctx, e.d, e.g, alice, stmts(
 			`INSERT INTO t VALUES ('alice-1')`, "COMMIT", `SELECT pg_advisory_xact_lock(4242)`, `INSERT INTO t VALUES ('alice-late')`))
 		done <- err
 	}()
@@ -338,7 +338,7 @@ func TestSuccessorRacesCommitThenWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	bob := e.claim(t, "bob", "r")
-	if _, err := confined.Write(ctx, e.d.DB(), e.g, bob, stmts(`INSERT INTO t VALUES ('bob')`)); err != nil {
+	if _, err := confined.Write(ctx, e.d, e.g, bob, stmts(`INSERT INTO t VALUES ('bob')`)); err != nil {
 		t.Fatalf("bob's write: %v", err)
 	}
 	if _, err := blocker.ExecContext(ctx, `SELECT pg_advisory_unlock(4242)`); err != nil {
@@ -378,7 +378,7 @@ func TestSQLiteAutomaticRollback(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			token := e.claim(t, "alice", "r-"+name)
-			res, err := confined.Write(context.Background(), e.d.DB(), e.g, token, stmts(sqls...))
+			res, err := confined.Write(context.Background(), e.d, e.g, token, stmts(sqls...))
 			if err == nil || res.Outcome != confined.NotCommitted {
 				t.Fatalf("Write: %+v, %v", res, err)
 			}
@@ -409,7 +409,7 @@ func TestCancelledWhileWaiting(t *testing.T) {
 	var res confined.Result
 	go func() {
 		var err error
-		res, err = confined.Write(wctx, e.d.DB(), e.g, token, stmts(insertA, `SELECT pg_advisory_xact_lock(4243)`))
+		res, err = confined.Write(wctx, e.d, e.g, token, stmts(insertA, `SELECT pg_advisory_xact_lock(4243)`))
 		done <- err
 	}()
 	tick := time.NewTicker(5 * time.Millisecond)
@@ -428,7 +428,7 @@ func TestCancelledWhileWaiting(t *testing.T) {
 	if got := e.rows(t); len(got) != 0 {
 		t.Errorf("rows %q committed", got)
 	}
-	res, err = confined.Write(ctx, e.d.DB(), e.g, token, stmts(insertA))
+	res, err = confined.Write(ctx, e.d, e.g, token, stmts(insertA))
 	if err != nil || res.Outcome != confined.Committed {
 		t.Fatalf("the next write: %+v, %v", res, err)
 	}
@@ -442,7 +442,7 @@ func TestUnmigratedGuard(t *testing.T) {
 		t.Fatal(err)
 	}
 	token := e.claim(t, "alice", "r")
-	res, err := confined.Write(context.Background(), e.d.DB(), e.g, token, stmts(insertA))
+	res, err := confined.Write(context.Background(), e.d, e.g, token, stmts(insertA))
 	if !errors.Is(err, sqlstore.ErrNotMigrated) || !strings.Contains(err.Error(), "fencegate migrate") || res.Outcome != confined.NotCommitted {
 		t.Fatalf("Write: %+v, %v; want ErrNotMigrated", res, err)
 	}
@@ -476,7 +476,7 @@ func TestMySQLImplicitCommitsRefused(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			token := e.claim(t, "alice", "r-"+name)
-			res, err := confined.Write(context.Background(), e.d.DB(), e.g, token, stmts(sqls...))
+			res, err := confined.Write(context.Background(), e.d, e.g, token, stmts(sqls...))
 			if err == nil || res.Outcome != confined.NotCommitted {
 				t.Fatalf("Write: %+v, %v", res, err)
 			}
@@ -501,7 +501,7 @@ func TestRetryableStatementErrorRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	token := e.claim(t, "alice", "r")
-	res, err := confined.Write(context.Background(), e.d.DB(), e.g, token, stmts(insertA,
+	res, err := confined.Write(context.Background(), e.d, e.g, token, stmts(insertA,
 		`DO $$ BEGIN PERFORM nextval('attempts'); RAISE EXCEPTION 'lost a race' USING ERRCODE = 'serialization_failure'; END $$`))
 	if _, ok := errors.AsType[*confined.StatementError](err); !ok || !sqlstore.IsRetryable(e.d.ClassifyError(err)) || res.Outcome != confined.NotCommitted {
 		t.Fatalf("Write: %+v, %v; want a retryable *StatementError, not committed", res, err)
@@ -515,6 +515,14 @@ func TestRetryableStatementErrorRetried(t *testing.T) {
 	}
 }
 
+// withoutConfine is a driver that hides its Confine.
+type withoutConfine struct {
+	sqlstore.Driver[*sql.Tx]
+	db *sql.DB
+}
+
+func (w withoutConfine) DB() *sql.DB { return w.db }
+
 // TestDriverWithoutConfiner: a gate whose driver cannot confine a
 // transaction (no sqlstore.Confiner) gets a clear error, and nothing runs.
 func TestDriverWithoutConfiner(t *testing.T) {
@@ -522,8 +530,8 @@ func TestDriverWithoutConfiner(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, open)
 			token := e.claim(t, "alice", "r")
-			plain := struct{ sqlstore.Driver[*sql.Tx] }{e.d} // hides Confine
-			res, err := confined.Write(context.Background(), e.d.DB(), gate.New(plain, nil), token, stmts(insertA))
+			plain := withoutConfine{e.d, e.d.DB()}
+			res, err := confined.Write(context.Background(), plain, gate.New(plain, nil), token, stmts(insertA))
 			if !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "sqlstore.Confiner") || res.Outcome != confined.NotCommitted {
 				t.Fatalf("Write: %+v, %v; want errors.ErrUnsupported naming sqlstore.Confiner", res, err)
 			}

@@ -44,13 +44,13 @@ func ExampleWrite() {
 	}
 	l, _ := client.CompleteAcquire(req, out.Grant)
 
-	res, err := confined.Write(ctx, store.DB(), g, l.Token(), []confined.Statement{
+	res, err := confined.Write(ctx, store, g, l.Token(), []confined.Statement{
 		{SQL: `INSERT INTO deploys VALUES ($1, $2)`, Args: []any{1, "v1"}},
 		{SQL: `UPDATE deploys SET version = $1 WHERE slot = $2`, Args: []any{"v2", 1}},
 	})
 	fmt.Println(res.Outcome, res.RowsAffected, err)
 
-	res, err = confined.Write(ctx, store.DB(), g, l.Token(), []confined.Statement{
+	res, err = confined.Write(ctx, store, g, l.Token(), []confined.Statement{
 		{SQL: `DELETE FROM deploys`},
 		{SQL: `COMMIT`},
 	})
