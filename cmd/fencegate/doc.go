@@ -176,14 +176,3 @@
 // ttl; B claims the lock and writes; A wakes up and writes. With a naive
 // expiry check both writes land; through the gate, A's is refused.
 package main
-
-import (
-	"context"
-	"os"
-
-	"github.com/fencegate/fencegate/cmd/fencegate/fencegatecli"
-)
-
-func main() {
-	os.Exit(fencegatecli.Run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))
-}
