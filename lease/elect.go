@@ -15,16 +15,16 @@ import (
 // ErrNotLeader is returned by Elector.Resign when the Elector holds no
 // term, and by Term.Resign for a term already resigned or lost: nothing is
 // released.
-var ErrNotLeader = errors.New("lease: not the leader")
+var ErrNotLeader = errors.New("fencegate: not the leader")
 
 // ErrCampaigning is returned by Elector.Campaign and Elector.Run while the
 // same Elector already campaigns or leads: one Elector leads at most one
 // term at a time.
-var ErrCampaigning = errors.New("lease: this elector already campaigns or leads")
+var ErrCampaigning = errors.New("fencegate: this elector already campaigns or leads")
 
 // ErrUnhealthy is matched by the error Elector.Check returns for a leader
 // whose renewals are overdue.
-var ErrUnhealthy = errors.New("lease: leader unable to renew")
+var ErrUnhealthy = errors.New("fencegate: leader unable to renew")
 
 // ElectorOptions configure an Elector. Name is required; the zero value of
 // every other field is its default.

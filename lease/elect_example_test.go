@@ -59,7 +59,7 @@ func ExampleElector() {
 	// a's write: <nil>
 	// b leads with fence 2
 	// a's late write refused: true
-	// a resigns again: lease: not the leader
+	// a resigns again: fencegate: not the leader
 }
 
 // Two permits on a pool of build runners: a third worker is told it must
