@@ -26,8 +26,9 @@ var ErrCampaigning = errors.New("fencegate: this elector already campaigns or le
 // whose renewals are overdue.
 var ErrUnhealthy = errors.New("fencegate: leader unable to renew")
 
-// ElectorOptions configure an Elector. Name is required; the zero value of
-// every other field is its default.
+// ElectorOptions configure an Elector (NewElector takes a pointer, as every
+// constructor of fencegate's takes its options). Name is required; the zero
+// value of every other field is its default.
 type ElectorOptions struct {
 	// Name is the election: the lease resource its leaders hold, under the
 	// rules of gate.ValidateResource. Every participant of one election
@@ -112,8 +113,13 @@ type Term struct {
 // Electors of one holder on one election are one participant to the
 // database (the second's Campaign is refused with ErrHeld while the first
 // leads). Errors: gate.ErrInvalidInput for a nil coord or client,
-// or an invalid Name; nothing is written.
-func NewElector(coord *Coordinator, client *Client, opts ElectorOptions) (*Elector, error) {
+// or an invalid Name (a nil opts has none); nothing is written. The
+// Elector keeps a copy of *opts.
+func NewElector(coord *Coordinator, client *Client, o *ElectorOptions) (*Elector, error) {
+	var opts ElectorOptions
+	if o != nil {
+		opts = *o
+	}
 	if coord == nil {
 		return nil, invalid("coordinator", "is nil")
 	}

@@ -56,7 +56,7 @@ ttl ends. --ttl is at least 100ms.`,
 			return usagef("--wait must not be negative, got %v", *wait)
 		}
 		holder := c.holder(*holderFlag)
-		client, err := lease.NewClient(lease.ClientOptions{Holder: holder, TTL: *ttl})
+		client, err := lease.NewClient(&lease.ClientOptions{Holder: holder, TTL: *ttl})
 		if err != nil {
 			return usagef("%s", err)
 		}
