@@ -2,11 +2,13 @@ package distributed_test
 
 import (
 	"context"
+	"errors"
 	"regexp"
 	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencegate/fencegate/internal/dbtest"
@@ -15,8 +17,9 @@ import (
 
 // recorder is a pgx tracer that keeps the text of every statement sent.
 type recorder struct {
-	mu   sync.Mutex
-	sent []string
+	mu        sync.Mutex
+	sent      []string
+	conflicts int // statements (COMMIT included) that failed with 40001
 }
 
 func (r *recorder) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
@@ -26,7 +29,19 @@ func (r *recorder) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.Trace
 	return ctx
 }
 
-func (r *recorder) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (r *recorder) TraceQueryEnd(_ context.Context, _ *pgx.Conn, d pgx.TraceQueryEndData) {
+	if pgErr, ok := errors.AsType[*pgconn.PgError](d.Err); ok && pgErr.Code == "40001" {
+		r.mu.Lock()
+		r.conflicts++
+		r.mu.Unlock()
+	}
+}
+
+func (r *recorder) serializationFailures() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.conflicts
+}
 
 func (r *recorder) statements() []string {
 	r.mu.Lock()
@@ -74,5 +89,9 @@ func open(t testing.TB, url string, opts *distributed.Options, rec *recorder) *d
 // LISTEN/NOTIFY, advisory locks, fencegate's functions of the default
 // Postgres migrations, and DDL that makes functions, triggers, sequences
 // or identity columns.
-var banned = regexp.MustCompile(`(?i)\b(nextval|setval|currval|lastval|pg_notify|pg_advisory\w*|fencegate_\w+\s*\(|listen|notify|unlisten)\b|` +
-	`(?i)\bcreate\s+(or\s+replace\s+)?(function|procedure|trigger|constraint\s+trigger|sequence)\b|\bserial\b|\bidentity\b|\bdo\s+\$`)
+var banned = regexp.MustCompile(`(?i)` +
+	`\b(nextval|setval|currval|lastval|pg_notify|pg_advisory\w*)\s*\(` + // sequences, NOTIFY, advisory locks
+	`|^\s*(listen|unlisten|notify)\b` +
+	`|\b(from|select|call|perform)\s+(\*\s+from\s+)?fencegate_\w+\s*\(` + // a call of a fencegate function
+	`|\bcreate\s+(or\s+replace\s+)?(function|procedure|trigger|constraint\s+trigger|sequence)\b` +
+	`|\b(serial|bigserial|identity)\b|\bdo\s+\$`)

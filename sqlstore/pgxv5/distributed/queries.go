@@ -84,11 +84,11 @@ SELECT seq, resource, fence, holder, floor, floor_holder, not_issued, (extract(e
  ORDER BY seq DESC LIMIT $3`,
 	SetLockTimeout: `SELECT set_config('lock_timeout', $1, true)`,
 	FenceNext:      `UPDATE fencegate_counter SET value = value + 1 WHERE name = 'fence' RETURNING value`,
-	// The counter holds the last fence issued; the row write blocks (or
-	// conflicts with) every FenceNext until this transaction ends.
+	// The counter holds the last fence issued. The row is written even
+	// when it is far enough already, so that it stays locked (or in
+	// conflict) against every FenceNext until this transaction ends.
 	FenceAtLeast: `
-UPDATE fencegate_counter SET value = $1::bigint - 1
- WHERE name = 'fence' AND value < $1::bigint - 1`,
+UPDATE fencegate_counter SET value = GREATEST(value, $1::bigint - 1) WHERE name = 'fence'`,
 	// The subquery locks first and is not flattened (it has FOR UPDATE),
 	// so the outer clock_timestamp() is read after any wait for the lock:
 	// Now is never older than the row.
