@@ -101,6 +101,17 @@ func (s *failingRenewals) Executor() sqlstore.Executor {
 	return failingRenewExecutor{s.Store.Executor(), &s.fail}
 }
 
+// OnConn runs fn on the wrapper's own Executor, MaxConns sets no bound and
+// SupportsListener is false: the wrapper hides the store's pinned
+// connections and its announcements.
+func (s *failingRenewals) OnConn(_ context.Context, fn func(sqlstore.Executor) error) error {
+	return fn(s.Executor())
+}
+
+func (s *failingRenewals) MaxConns() int { return 0 }
+
+func (s *failingRenewals) SupportsListener() bool { return false }
+
 // InTx fails the renewals of a transaction too: RenewBatch's, where the
 // executor renews no batch in one statement.
 func (s *failingRenewals) InTx(ctx context.Context, fn func(sqlstore.Executor) error) error {
@@ -114,11 +125,18 @@ type failingRenewExecutor struct {
 
 var errUnreachable = errors.New("coordinator unreachable")
 
-func (e failingRenewExecutor) LeaseRenew(ctx context.Context, p sqlstore.LeaseRenewParams) (sqlstore.LeaseRow, error) {
+func (e failingRenewExecutor) LeaseRenew(ctx context.Context, p *sqlstore.LeaseRenewParams) (sqlstore.LeaseRow, error) {
 	if e.fail.Load() {
 		return sqlstore.LeaseRow{}, errUnreachable
 	}
 	return e.Executor.LeaseRenew(ctx, p)
+}
+
+func (e failingRenewExecutor) LeaseRenewBatch(ctx context.Context, p *sqlstore.LeaseRenewBatchParams) ([]sqlstore.LeaseRow, error) {
+	if e.fail.Load() {
+		return nil, errUnreachable
+	}
+	return e.Executor.LeaseRenewBatch(ctx, p)
 }
 
 // When renewals keep failing, fn's context is cancelled at the holder's

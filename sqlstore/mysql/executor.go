@@ -11,6 +11,7 @@ import (
 
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/internal/sqlexec"
+	"github.com/fencegate/fencegate/sqlstore/internal/steps"
 )
 
 // sqlConn is what *sql.DB and *sql.Tx have in common.
@@ -289,7 +290,7 @@ func (e *executor) RequestFence(ctx context.Context, resource, requestID string)
 // LeaseRenew extends the lease, then reads it back; Now is the renewal's
 // clock, the new expiry less the ttl. A renewal that left a later expiry as
 // it was changed no row: the live lease is read, with the clock, instead.
-func (e *executor) LeaseRenew(ctx context.Context, p sqlstore.LeaseRenewParams) (sqlstore.LeaseRow, error) {
+func (e *executor) LeaseRenew(ctx context.Context, p *sqlstore.LeaseRenewParams) (sqlstore.LeaseRow, error) {
 	var r sqlstore.LeaseRow
 	ttl := p.TTL.Microseconds()
 	err := e.atomic(ctx, func(e *executor) error {
@@ -315,12 +316,34 @@ func (e *executor) LeaseRenew(ctx context.Context, p sqlstore.LeaseRenewParams) 
 	return r, nil
 }
 
-func (e *executor) LeaseRelease(ctx context.Context, resource, holder string, fence int64) (bool, error) {
-	n, _, err := e.exec(ctx, leaseRelease, resource, holder, fence)
+// LeaseRelease releases in one statement. It names no first waiter (0:
+// unknown), whatever NameFirstWaiter asks.
+func (e *executor) LeaseRelease(ctx context.Context, p *sqlstore.LeaseReleaseParams) (sqlstore.LeaseReleaseResult, error) {
+	n, _, err := e.exec(ctx, leaseRelease, p.Resource, p.Holder, p.Fence)
 	if err != nil {
-		return false, fail("release lease", err)
+		return sqlstore.LeaseReleaseResult{}, fail("release lease", err)
 	}
-	return n > 0, nil
+	return sqlstore.LeaseReleaseResult{Released: n > 0}, nil
+}
+
+// LeaseAcquire runs the shared steps (package steps), in e's transaction
+// or one of their own.
+func (e *executor) LeaseAcquire(ctx context.Context, p *sqlstore.LeaseAcquireParams) (sqlstore.LeaseAcquireResult, error) {
+	return steps.Acquire(ctx, e, e.inTx(), p)
+}
+
+// LeaseRenewBatch runs the shared steps (package steps), in e's
+// transaction or one of their own.
+func (e *executor) LeaseRenewBatch(ctx context.Context, p *sqlstore.LeaseRenewBatchParams) ([]sqlstore.LeaseRow, error) {
+	return steps.RenewBatch(ctx, e, e.inTx(), p)
+}
+
+// inTx is how the steps begin a transaction: nil when e is in one.
+func (e *executor) inTx() steps.InTx {
+	if e.tx != nil {
+		return nil
+	}
+	return e.d.InTx
 }
 
 // collect runs a query and scans every row with scan.

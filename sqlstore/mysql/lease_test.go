@@ -109,7 +109,7 @@ func TestLeaseLifecycle(t *testing.T) {
 		t.Fatalf("LeaseGetForUpdate = %+v, %v", locked, err)
 	}
 
-	renewed, err := ex.LeaseRenew(ctx, sqlstore.LeaseRenewParams{Resource: "r", Holder: "a", Fence: 1, TTL: 2 * time.Hour})
+	renewed, err := ex.LeaseRenew(ctx, &sqlstore.LeaseRenewParams{Resource: "r", Holder: "a", Fence: 1, TTL: 2 * time.Hour})
 	if err != nil || !renewed.Found || renewed.ExpiresAt.Sub(renewed.Now) != 2*time.Hour || renewed.Now.Before(granted.Now) ||
 		!renewed.GrantedAt.Equal(granted.GrantedAt) {
 		t.Fatalf("LeaseRenew = %+v, %v", renewed, err)
@@ -119,25 +119,25 @@ func TestLeaseLifecycle(t *testing.T) {
 		{Resource: "r", Holder: "b", Fence: 1, TTL: time.Hour}, // another holder
 		{Resource: "x", Holder: "a", Fence: 1, TTL: time.Hour}, // another resource
 	} {
-		if r, err := ex.LeaseRenew(ctx, p); err != nil || r.Found {
+		if r, err := ex.LeaseRenew(ctx, &p); err != nil || r.Found {
 			t.Errorf("LeaseRenew(%+v) = %+v, %v; want not found", p, r, err)
 		}
 	}
 
-	if ok, err := ex.LeaseRelease(ctx, "r", "a", 2); err != nil || ok {
-		t.Fatalf("stale release = %v, %v", ok, err)
+	if res, err := ex.LeaseRelease(ctx, &sqlstore.LeaseReleaseParams{Resource: "r", Holder: "a", Fence: 2}); err != nil || res.Released {
+		t.Fatalf("stale release = %+v, %v", res, err)
 	}
-	if ok, err := ex.LeaseRelease(ctx, "r", "a", 1); err != nil || !ok {
-		t.Fatalf("release = %v, %v", ok, err)
+	if res, err := ex.LeaseRelease(ctx, &sqlstore.LeaseReleaseParams{Resource: "r", Holder: "a", Fence: 1}); err != nil || !res.Released {
+		t.Fatalf("release = %+v, %v", res, err)
 	}
-	if ok, err := ex.LeaseRelease(ctx, "r", "a", 1); err != nil || ok {
-		t.Fatalf("second release = %v, %v", ok, err)
+	if res, err := ex.LeaseRelease(ctx, &sqlstore.LeaseReleaseParams{Resource: "r", Holder: "a", Fence: 1}); err != nil || res.Released {
+		t.Fatalf("second release = %+v, %v", res, err)
 	}
 	got, err := ex.LeaseGet(ctx, "r")
 	if err != nil || !got.Released || got.Live() || got.ExpiresAt.After(got.Now) {
 		t.Fatalf("released lease = %+v, %v", got, err)
 	}
-	if r, err := ex.LeaseRenew(ctx, sqlstore.LeaseRenewParams{Resource: "r", Holder: "a", Fence: 1, TTL: time.Hour}); err != nil || r.Found {
+	if r, err := ex.LeaseRenew(ctx, &sqlstore.LeaseRenewParams{Resource: "r", Holder: "a", Fence: 1, TTL: time.Hour}); err != nil || r.Found {
 		t.Fatalf("renewal of a released lease = %+v, %v", r, err)
 	}
 	if f, err := ex.RequestFence(ctx, "r", "q2"); err != nil || f != 0 {
