@@ -17,14 +17,16 @@
 //     sequence hands out values out of order across nodes.
 //     Rejection numbers and waiter places come from counter rows too.
 //   - No function, no trigger, no PL/pgSQL, no LISTEN/NOTIFY, no advisory
-//     lock: every statement is plain SQL sent by the driver, and the
-//     lease coordinator runs an acquisition as one statement per step in
-//     a transaction (the Executor is no sqlstore.LeaseAcquirer).
+//     lock: every statement is plain SQL sent by the driver. The lease
+//     rules (Executor.LeaseAcquire, LeaseRenewBatch) are the step-by-step
+//     implementation the SQLite and MySQL drivers share, one statement
+//     per step in one transaction, over Postgres statements.
 //   - The gate's floor statement always writes the floor row (an upsert),
 //     also for a fence equal to the floor, so that under optimistic
 //     concurrency control two transactions raising one floor conflict.
-//   - No listener (the Driver is no sqlstore.Notifier): a waiting
-//     acquisition is handed the lease by its own polling of its place.
+//   - No listener (SupportsListener is false; ListenLeases answers
+//     sqlstore.ErrNotSupported): a waiting acquisition is handed the
+//     lease by its own polling of its place.
 //   - Options.MaxClockOffset is added to ClockPrecision, which the lease
 //     coordinator takes off every TTL it reports.
 //   - Begin and InTx run at SERIALIZABLE (Options.Isolation); InTx runs

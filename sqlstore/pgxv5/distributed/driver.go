@@ -141,27 +141,27 @@ func (d *Driver) Rollback(ctx context.Context, tx pgx.Tx) error {
 }
 
 // UnwrapExecutor runs fencegate statements inside tx.
-func (d *Driver) UnwrapExecutor(tx pgx.Tx) sqlstore.Executor { return newExecutor(querier{tx}) }
+func (d *Driver) UnwrapExecutor(tx pgx.Tx) sqlstore.Executor { return newExecutor(querier{tx}, nil) }
 
 // Executor runs fencegate statements on the pool, each in its own
-// transaction.
-func (d *Driver) Executor() sqlstore.Executor { return newExecutor(querier{d.pool}) }
-
-var _ sqlstore.ConnPinner = (*Driver)(nil)
+// transaction; a lease acquisition or a batch renewal runs its steps in a
+// transaction of InTx.
+func (d *Driver) Executor() sqlstore.Executor { return newExecutor(querier{d.pool}, d.InTx) }
 
 // OnConn takes a connection from the pool, then runs fn with an Executor on
-// it, each statement on its own, and gives the connection back
-// (sqlstore.ConnPinner).
+// it, each statement on its own, and gives the connection back. A lease
+// acquisition or batch renewal there runs in a transaction of InTx, on a
+// connection of the pool's choosing.
 func (d *Driver) OnConn(ctx context.Context, fn func(sqlstore.Executor) error) error {
 	c, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("take a connection: %w", classify.Classify(err))
 	}
 	defer c.Release()
-	return fn(newExecutor(querier{c}))
+	return fn(newExecutor(querier{c}, d.InTx))
 }
 
-// MaxConns returns the pool's MaxConns (sqlstore.ConnPinner).
+// MaxConns returns the pool's MaxConns.
 func (d *Driver) MaxConns() int { return int(d.pool.Config().MaxConns) }
 
 // InTx runs fn in a new transaction at Options.Isolation, committing if fn
@@ -202,6 +202,23 @@ func pause(ctx context.Context, attempt int) error {
 		return nil
 	}
 }
+
+// SupportsListener reports false: the engines this profile is for have no
+// LISTEN/NOTIFY, so a waiting acquisition is handed the lease by its own
+// polling of its place (and by its own process's releases).
+func (d *Driver) SupportsListener() bool { return false }
+
+// ListenLeases returns sqlstore.ErrNotSupported at once (see
+// SupportsListener).
+func (d *Driver) ListenLeases(context.Context, func(), func(sqlstore.LeaseChange)) error {
+	return fmt.Errorf("fencegate: listen for lease changes: %w", sqlstore.ErrNotSupported)
+}
+
+// DurabilityWarnings returns none: the engines replicate by consensus, and
+// the settings Postgres's report reads (synchronous_commit, the standbys of
+// pg_stat_replication) are not theirs to read. Check the engine's own
+// replication settings.
+func (d *Driver) DurabilityWarnings(context.Context) ([]string, error) { return nil, nil }
 
 // Migrate applies every pending migration of the profile
 // (sqlstore.MigrateUp), through a *sql.DB over the pool for goose.

@@ -11,21 +11,25 @@ import (
 
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/internal/sqlexec"
+	"github.com/fencegate/fencegate/sqlstore/internal/steps"
 )
 
 // executor is sqlexec's executor over the profile's statements, with the
 // two operations that take a counter before they insert: a rejection's
 // number and a waiter's place come from fencegate_counter, not from an
-// identity column. Embedding the interface keeps sqlexec's optional
-// capabilities (sqlstore.FirstWaiterReleaser) out of its method set: this
-// profile has none.
+// identity column. The lease rules (LeaseAcquire, LeaseRenewBatch) are the
+// shared steps (sqlstore/internal/steps), which sqlexec runs where the
+// dialect states no rule in one statement: one statement per step, in the
+// caller's transaction, or, with inTx (an executor on its own), in a
+// transaction of the driver's InTx, which runs them again after a
+// serialization failure.
 type executor struct {
 	sqlstore.Executor
 	q sqlexec.Querier
 }
 
-func newExecutor(q sqlexec.Querier) executor {
-	return executor{Executor: sqlexec.New(q, queries, classify), q: q}
+func newExecutor(q sqlexec.Querier, inTx steps.InTx) executor {
+	return executor{Executor: sqlexec.New(q, queries, classify, inTx), q: q}
 }
 
 // next takes the next value of the counter name.

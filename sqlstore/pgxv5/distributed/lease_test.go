@@ -155,7 +155,7 @@ func TestSerializationFailureRetried(t *testing.T) {
 	}
 }
 
-// Without a listener (the profile is no sqlstore.Notifier) a waiter in one
+// Without a listener (SupportsListener is false) a waiter in one
 // coordinator gets the lease that a holder releases through another
 // coordinator, whose release wakes nobody there: by its own polling.
 func TestHandOverByPolling(t *testing.T) {
@@ -163,8 +163,11 @@ func TestHandOverByPolling(t *testing.T) {
 	defer cancel()
 	url := dbtest.PostgresSchemaURL(t)
 	d1, d2 := open(t, url, nil, nil), open(t, url, nil, nil)
-	if _, ok := any(d1).(sqlstore.Notifier); ok {
-		t.Fatal("the profile is a Notifier: it must not listen")
+	if d1.SupportsListener() {
+		t.Fatal("the profile says it listens")
+	}
+	if err := d1.ListenLeases(ctx, func() { t.Error("ListenLeases called ready") }, nil); !errors.Is(err, sqlstore.ErrNotSupported) {
+		t.Fatalf("ListenLeases = %v, want ErrNotSupported", err)
 	}
 	opts := &lease.CoordinatorOptions{TTL: 20 * time.Second, WaiterTTL: 300 * time.Millisecond}
 	c1, c2 := lease.NewCoordinator(d1, opts), lease.NewCoordinator(d2, opts)
