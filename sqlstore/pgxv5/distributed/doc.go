@@ -48,10 +48,13 @@
 //
 // # What it costs, against pgxv5.Driver
 //
-//   - An acquisition is several round trips in one transaction (lock the
-//     lease row, read the request, take the fence, write the lease and
-//     request, raise the floor: six or seven statements and the commit)
-//     where the default driver sends one function call.
+//   - An acquisition is several round trips in one transaction (set the
+//     lock timeout, lock the lease row, read the request, take the fence,
+//     write the lease and the request, raise the floor: seven statements,
+//     eight for a waiter's turn, between BEGIN and COMMIT) where the
+//     default driver sends one function call: about 2.6 times as long on
+//     loopback Postgres (docs/DISTRIBUTED.md), more where round trips
+//     cross nodes.
 //   - Every grant, on any resource, writes the one 'fence' counter row:
 //     grants are serialized, and concurrent ones on a busy cluster wait or
 //     abort and are retried. A per-resource counter would lift that, but
