@@ -150,15 +150,17 @@ func (d *Driver) Executor() sqlstore.Executor { return newExecutor(querier{d.poo
 
 // OnConn takes a connection from the pool, then runs fn with an Executor on
 // it, each statement on its own, and gives the connection back. A lease
-// acquisition or batch renewal there runs in a transaction of InTx, on a
-// connection of the pool's choosing.
+// acquisition or batch renewal there runs in a transaction on that
+// connection, retried as InTx's, so it never waits for a second one.
 func (d *Driver) OnConn(ctx context.Context, fn func(sqlstore.Executor) error) error {
 	c, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("take a connection: %w", classify.Classify(err))
 	}
 	defer c.Release()
-	return fn(newExecutor(querier{c}, d.InTx))
+	return fn(newExecutor(querier{c}, func(ctx context.Context, fn func(sqlstore.Executor) error) error {
+		return d.inTx(ctx, c, fn)
+	}))
 }
 
 // MaxConns returns the pool's MaxConns.
@@ -171,8 +173,19 @@ func (d *Driver) MaxConns() int { return int(d.pool.Config().MaxConns) }
 // random pause (at most 100 ms) that ctx cuts short; fn must be safe to run
 // again (the lease coordinator's are). Any other error ends it.
 func (d *Driver) InTx(ctx context.Context, fn func(sqlstore.Executor) error) error {
+	return d.inTx(ctx, d.pool, fn)
+}
+
+// beginner is what *pgxpool.Pool and *pgxpool.Conn have in common for a
+// transaction.
+type beginner interface {
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+}
+
+// inTx is InTx on db: the pool, or a connection taken from it.
+func (d *Driver) inTx(ctx context.Context, db beginner, fn func(sqlstore.Executor) error) error {
 	for attempt := 0; ; attempt++ {
-		err := pgx.BeginTxFunc(ctx, d.pool, d.txOpts, func(tx pgx.Tx) error { return fn(d.UnwrapExecutor(tx)) })
+		err := pgx.BeginTxFunc(ctx, db, d.txOpts, func(tx pgx.Tx) error { return fn(d.UnwrapExecutor(tx)) })
 		if err == nil || attempt >= d.retries || !serializationFailure(err) {
 			return classify.Classify(err)
 		}

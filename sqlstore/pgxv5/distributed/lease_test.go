@@ -265,3 +265,33 @@ func TestClockOffsetMargin(t *testing.T) {
 		t.Errorf("nil pool: %v, want ErrBadOptions", err)
 	}
 }
+
+// On a pool of one connection, an acquisition and a batch renewal through
+// OnConn run on the connection OnConn holds: they used to wait for a
+// second one, which never came.
+func TestOnConnNeedsNoSecondConnection(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d := open(t, dbtest.PostgresSchemaURL(t)+"&pool_max_conns=1", nil, nil)
+	if n := d.MaxConns(); n != 1 {
+		t.Fatalf("MaxConns = %d", n)
+	}
+	err := d.OnConn(ctx, func(ex sqlstore.Executor) error {
+		res, err := ex.LeaseAcquire(ctx, &sqlstore.LeaseAcquireParams{
+			Resource: "r", Holder: "h", RequestID: "q", TTL: time.Minute, LockTimeout: time.Second,
+		})
+		if err != nil || res.Status != sqlstore.AcquireGranted {
+			t.Fatalf("LeaseAcquire = %+v, %v", res, err)
+		}
+		rows, err := ex.LeaseRenewBatch(ctx, &sqlstore.LeaseRenewBatchParams{Renewals: []sqlstore.LeaseRenewParams{
+			{Resource: "r", Holder: "h", Fence: res.Lease.Fence, TTL: time.Hour},
+		}})
+		if err != nil || len(rows) != 1 || !rows[0].Found {
+			t.Fatalf("LeaseRenewBatch = %+v, %v", rows, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
