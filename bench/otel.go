@@ -160,7 +160,7 @@ func (instantDriver) OnConn(_ context.Context, fn func(sqlstore.Executor) error)
 	return fn(instant)
 }
 
-func (*instantExecutor) FloorRaise(context.Context, sqlstore.FloorRaiseParams) (sqlstore.FloorRaiseResult, error) {
+func (*instantExecutor) FloorRaise(context.Context, *sqlstore.FloorRaiseParams) (sqlstore.FloorRaiseResult, error) {
 	return sqlstore.FloorRaiseResult{Admitted: true, Issued: true}, nil
 }
 

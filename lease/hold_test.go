@@ -244,6 +244,9 @@ func TestHoldReleaseIsBounded(t *testing.T) {
 func lockLeases(t *testing.T, store sqlstore.Store) (unlock func()) {
 	t.Helper()
 	ctx := context.Background()
+	if u, ok := store.(interface{ Unwrap() sqlstore.Store }); ok { // sqlstoretest.Stepwise
+		return lockLeases(t, u.Unwrap())
+	}
 	switch d := store.(type) {
 	case interface{ DB() *sql.DB }: // pgsql.Driver, sqlite.Driver, mysql.Driver
 		conn, err := d.DB().Conn(ctx)

@@ -114,14 +114,17 @@ type DurabilityReporter interface {
 }
 
 // Executor runs fencegate's statements. Implementations hold SQL text for
-// their dialect; callers hold the policy. Every argument is bound.
+// their dialect; callers hold the policy. Every argument is bound. A method
+// with more inputs than a key or two takes them as (ctx, *XParams), as
+// river's driver does, so that an input can be added without breaking
+// callers; executors never modify the params.
 type Executor interface {
 	// FloorRaise creates the resource's floor at fence, or raises it to
 	// max(floor, fence), and reports the floor after the statement. The row
 	// stays locked until the transaction ends. With verifyIssued, the floor is
 	// touched only when the lease table holds exactly (resource, holder,
 	// fence); otherwise Issued is false and nothing is written.
-	FloorRaise(ctx context.Context, p FloorRaiseParams) (FloorRaiseResult, error)
+	FloorRaise(ctx context.Context, p *FloorRaiseParams) (FloorRaiseResult, error)
 	// FloorGet reads a floor; ErrNotFound if the resource has none.
 	FloorGet(ctx context.Context, resource string) (Floor, error)
 	// FloorList reads every floor, ordered by resource.
@@ -132,7 +135,7 @@ type Executor interface {
 	RejectionInsert(ctx context.Context, r Rejection) (Rejection, error)
 	// RejectionList reads the log in sequence order, after AfterSeq, at most
 	// Limit records, for one resource when Resource is set.
-	RejectionList(ctx context.Context, p RejectionListParams) ([]Rejection, error)
+	RejectionList(ctx context.Context, p *RejectionListParams) ([]Rejection, error)
 
 	// SetLockTimeout bounds how long the current transaction waits for a row
 	// lock (Postgres SET LOCAL lock_timeout; a no-op on SQLite, whose
@@ -198,7 +201,7 @@ type Executor interface {
 	// false (and nothing is written) when a concurrent transaction created
 	// the row first; the caller should read it again. A grant also records
 	// RequestID as having made a generation (see RequestFence).
-	LeaseGrant(ctx context.Context, p LeaseGrantParams) (LeaseRow, bool, error)
+	LeaseGrant(ctx context.Context, p *LeaseGrantParams) (LeaseRow, bool, error)
 	// RequestFence returns the fence of the generation that the acquisition
 	// request requestID made on resource, or 0 if it never made one.
 	RequestFence(ctx context.Context, resource, requestID string) (int64, error)

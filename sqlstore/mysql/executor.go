@@ -66,7 +66,7 @@ func (e *executor) exec(ctx context.Context, query string, args ...any) (n, id i
 	return n, id, err
 }
 
-func (e *executor) FloorRaise(ctx context.Context, p sqlstore.FloorRaiseParams) (sqlstore.FloorRaiseResult, error) {
+func (e *executor) FloorRaise(ctx context.Context, p *sqlstore.FloorRaiseParams) (sqlstore.FloorRaiseResult, error) {
 	query := floorRaise
 	if p.VerifyIssued {
 		query = floorRaiseVerified
@@ -127,15 +127,16 @@ func (e *executor) RejectionInsert(ctx context.Context, r sqlstore.Rejection) (s
 	return r, nil
 }
 
-func (e *executor) RejectionList(ctx context.Context, p sqlstore.RejectionListParams) ([]sqlstore.Rejection, error) {
+func (e *executor) RejectionList(ctx context.Context, p *sqlstore.RejectionListParams) ([]sqlstore.Rejection, error) {
 	query := rejectionList
 	if p.Newest {
 		query = rejectionListDesc
 	}
-	if p.Limit <= 0 {
-		p.Limit = 100
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
 	}
-	return collect(ctx, e.c, "list rejections", sqlexec.ScanRejection, query, p.Resource, p.Resource, p.AfterSeq, p.Limit)
+	return collect(ctx, e.c, "list rejections", sqlexec.ScanRejection, query, p.Resource, p.Resource, p.AfterSeq, limit)
 }
 
 // SetLockTimeout sets innodb_lock_wait_timeout for the rest of the
@@ -244,7 +245,7 @@ func (e *executor) readBack(ctx context.Context, what, resource string) (sqlstor
 
 // LeaseGrant writes the row, then reads it back (MySQL has no RETURNING);
 // Now is the grant's own clock, granted_at.
-func (e *executor) LeaseGrant(ctx context.Context, p sqlstore.LeaseGrantParams) (sqlstore.LeaseRow, bool, error) {
+func (e *executor) LeaseGrant(ctx context.Context, p *sqlstore.LeaseGrantParams) (sqlstore.LeaseRow, bool, error) {
 	var r sqlstore.LeaseRow
 	err := e.atomic(ctx, func(e *executor) error {
 		var n int64

@@ -47,7 +47,7 @@ func TestFenceCounter(t *testing.T) {
 	// LAST_INSERT_ID: the grant's raise must read as an insert.
 	err := d.InTx(ctx, func(ex sqlstore.Executor) error {
 		f := next(ex)
-		r, err := ex.FloorRaise(ctx, sqlstore.FloorRaiseParams{Resource: "new", Holder: "h", Fence: f})
+		r, err := ex.FloorRaise(ctx, &sqlstore.FloorRaiseParams{Resource: "new", Holder: "h", Fence: f})
 		if err == nil && (!r.Admitted || r.Floor != f) {
 			t.Errorf("raise after FenceNext = %+v, want admitted at %d", r, f)
 		}
@@ -72,7 +72,7 @@ func TestLeaseLifecycle(t *testing.T) {
 			t.Fatalf("LeaseGetForUpdate of a new resource = %+v, %v", row, err)
 		}
 		var ok bool
-		granted, ok, err = ex.LeaseGrant(ctx, sqlstore.LeaseGrantParams{Resource: "r", Holder: "a", Fence: 1, RequestID: "q1", TTL: time.Hour})
+		granted, ok, err = ex.LeaseGrant(ctx, &sqlstore.LeaseGrantParams{Resource: "r", Holder: "a", Fence: 1, RequestID: "q1", TTL: time.Hour})
 		if err != nil || !ok {
 			t.Fatalf("LeaseGrant = %v, %v", ok, err)
 		}
@@ -98,7 +98,7 @@ func TestLeaseLifecycle(t *testing.T) {
 
 	// A second first grant (a concurrent acquisition that lost the race)
 	// writes nothing and says so.
-	row, ok, err := ex.LeaseGrant(ctx, sqlstore.LeaseGrantParams{Resource: "r", Holder: "b", Fence: 2, RequestID: "q2", TTL: time.Hour})
+	row, ok, err := ex.LeaseGrant(ctx, &sqlstore.LeaseGrantParams{Resource: "r", Holder: "b", Fence: 2, RequestID: "q2", TTL: time.Hour})
 	if err != nil || ok || row.Found {
 		t.Fatalf("conflicting first grant = %+v, %v, %v", row, ok, err)
 	}
@@ -146,7 +146,7 @@ func TestLeaseLifecycle(t *testing.T) {
 
 	// A new generation replaces the row.
 	err = d.InTx(ctx, func(ex sqlstore.Executor) error {
-		row, ok, err := ex.LeaseGrant(ctx, sqlstore.LeaseGrantParams{Resource: "r", Holder: "b", Fence: 3, RequestID: "q3", TTL: time.Minute, Replace: true})
+		row, ok, err := ex.LeaseGrant(ctx, &sqlstore.LeaseGrantParams{Resource: "r", Holder: "b", Fence: 3, RequestID: "q3", TTL: time.Minute, Replace: true})
 		if err != nil || !ok || row.Holder != "b" || row.Fence != 3 || row.Released || !row.Live() {
 			t.Errorf("replacing grant = %+v, %v, %v", row, ok, err)
 		}
@@ -184,7 +184,7 @@ func grantMany(t *testing.T, d interface {
 	ctx := context.Background()
 	for i, r := range resources {
 		err := d.InTx(ctx, func(ex sqlstore.Executor) error {
-			_, _, err := ex.LeaseGrant(ctx, sqlstore.LeaseGrantParams{Resource: r, Holder: "h", Fence: int64(100 + i), RequestID: "x", TTL: time.Minute})
+			_, _, err := ex.LeaseGrant(ctx, &sqlstore.LeaseGrantParams{Resource: r, Holder: "h", Fence: int64(100 + i), RequestID: "x", TTL: time.Minute})
 			return err
 		})
 		if err != nil {
@@ -212,7 +212,7 @@ func TestRejectionLog(t *testing.T) {
 	}
 	check := func(p sqlstore.RejectionListParams, want ...int) {
 		t.Helper()
-		got, err := ex.RejectionList(ctx, p)
+		got, err := ex.RejectionList(ctx, &p)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -74,7 +74,7 @@ func exerciseFloors[TTx any](run runner[TTx]) {
 		}
 		list := func(p sqlstore.RejectionListParams) []sqlstore.Rejection {
 			t.Helper()
-			rs, err := ex.RejectionList(ctx, p)
+			rs, err := ex.RejectionList(ctx, &p)
 			if err != nil {
 				t.Fatal(err)
 			}

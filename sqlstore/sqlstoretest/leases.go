@@ -39,7 +39,7 @@ func exerciseLeases[TTx any](run runner[TTx]) {
 				t.Fatalf("RequestFence(%s, %s) = %d, %v; want %d", c.resource, c.request, f, err, c.fence)
 			}
 		}
-		if _, inserted, err := ex.LeaseGrant(ctx, sqlstore.LeaseGrantParams{Resource: "r", Holder: "b", Fence: 5, RequestID: "q2", TTL: time.Minute}); err != nil || inserted {
+		if _, inserted, err := ex.LeaseGrant(ctx, &sqlstore.LeaseGrantParams{Resource: "r", Holder: "b", Fence: 5, RequestID: "q2", TTL: time.Minute}); err != nil || inserted {
 			t.Fatalf("second insert = %v, %v; want not inserted", inserted, err)
 		}
 		if got, err := ex.LeaseGet(ctx, "r"); err != nil || got.Holder != "a" || !got.Live() || got.Now.Before(got.GrantedAt) {

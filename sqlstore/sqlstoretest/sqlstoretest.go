@@ -63,7 +63,7 @@ func floorOf(t *testing.T, ex sqlstore.Executor, resource string) sqlstore.Floor
 
 func raise(t *testing.T, ex sqlstore.Executor, p sqlstore.FloorRaiseParams) sqlstore.FloorRaiseResult {
 	t.Helper()
-	r, err := ex.FloorRaise(ctx, p)
+	r, err := ex.FloorRaise(ctx, &p)
 	if err != nil {
 		t.Fatalf("FloorRaise(%+v): %v", p, err)
 	}
@@ -72,7 +72,7 @@ func raise(t *testing.T, ex sqlstore.Executor, p sqlstore.FloorRaiseParams) sqls
 
 func grant(t *testing.T, ex sqlstore.Executor, p sqlstore.LeaseGrantParams) sqlstore.LeaseRow {
 	t.Helper()
-	row, inserted, err := ex.LeaseGrant(ctx, p)
+	row, inserted, err := ex.LeaseGrant(ctx, &p)
 	if err != nil || !inserted {
 		t.Fatalf("LeaseGrant(%+v) = %v, %v", p, inserted, err)
 	}

@@ -12,10 +12,13 @@ import (
 // statements: on Postgres, it runs the steps in place of the SQL
 // functions, so that Rules, and the lease coordinator's tests, hold both to
 // the same answers. Its releases name no first waiter, and its OnConn runs
-// fn on its Executor.
+// fn on its Executor. Its Unwrap method returns s.
 func Stepwise(s sqlstore.Store) sqlstore.Store { return stepwise{s} }
 
 type stepwise struct{ sqlstore.Store }
+
+// Unwrap returns the store whose statements the steps run.
+func (s stepwise) Unwrap() sqlstore.Store { return s.Store }
 
 func (s stepwise) Executor() sqlstore.Executor {
 	return stepExecutor{s.Store.Executor(), s.Store.InTx}

@@ -76,7 +76,7 @@ func exerciseStore[TTx any](run runner[TTx]) {
 			t.Fatalf("InTx did not roll back: %v", err)
 		}
 		if err := d.InTx(ctx, func(ex sqlstore.Executor) error {
-			_, err := ex.FloorRaise(ctx, sqlstore.FloorRaiseParams{Resource: "r", Holder: "h", Fence: 1})
+			_, err := ex.FloorRaise(ctx, &sqlstore.FloorRaiseParams{Resource: "r", Holder: "h", Fence: 1})
 			return err
 		}); err != nil {
 			t.Fatal(err)

@@ -73,7 +73,7 @@ func (e *executor) fail(what string, err error) error {
 // form every dialect's SQL returns times in.
 func Micros(us int64) time.Time { return time.UnixMicro(us).UTC() }
 
-func (e *executor) FloorRaise(ctx context.Context, p sqlstore.FloorRaiseParams) (sqlstore.FloorRaiseResult, error) {
+func (e *executor) FloorRaise(ctx context.Context, p *sqlstore.FloorRaiseParams) (sqlstore.FloorRaiseResult, error) {
 	query, held := e.sql.FloorRaise, e.sql.FloorHeld
 	if p.VerifyIssued {
 		query, held = e.sql.FloorRaiseVerified, e.sql.FloorHeldVerified
@@ -146,15 +146,16 @@ func ScanRejection(s Scanner) (sqlstore.Rejection, error) {
 	return r, err
 }
 
-func (e *executor) RejectionList(ctx context.Context, p sqlstore.RejectionListParams) ([]sqlstore.Rejection, error) {
+func (e *executor) RejectionList(ctx context.Context, p *sqlstore.RejectionListParams) ([]sqlstore.Rejection, error) {
 	query := e.sql.RejectionList
 	if p.Newest {
 		query = e.sql.RejectionListDesc
 	}
-	if p.Limit <= 0 {
-		p.Limit = 100
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
 	}
-	return collect(ctx, e, "list rejections", ScanRejection, query, p.Resource, p.AfterSeq, p.Limit)
+	return collect(ctx, e, "list rejections", ScanRejection, query, p.Resource, p.AfterSeq, limit)
 }
 
 // lockTimeout is d as a Postgres lock_timeout setting, in whole
@@ -250,7 +251,7 @@ func (e *executor) LeaseList(ctx context.Context) ([]sqlstore.LeaseRow, error) {
 	return collect(ctx, e, "list leases", scanLease, e.sql.LeaseList)
 }
 
-func (e *executor) LeaseGrant(ctx context.Context, p sqlstore.LeaseGrantParams) (sqlstore.LeaseRow, bool, error) {
+func (e *executor) LeaseGrant(ctx context.Context, p *sqlstore.LeaseGrantParams) (sqlstore.LeaseRow, bool, error) {
 	if err := e.tick(ctx); err != nil {
 		return sqlstore.LeaseRow{}, false, err
 	}

@@ -114,7 +114,7 @@ func acquire(ctx context.Context, ex sqlstore.Executor, p *sqlstore.LeaseAcquire
 				}, nil
 			}
 		}
-		granted, inserted, err := ex.LeaseGrant(ctx, sqlstore.LeaseGrantParams{
+		granted, inserted, err := ex.LeaseGrant(ctx, &sqlstore.LeaseGrantParams{
 			Resource:  p.Resource,
 			Holder:    p.Holder,
 			Fence:     fence,
@@ -131,7 +131,7 @@ func acquire(ctx context.Context, ex sqlstore.Executor, p *sqlstore.LeaseAcquire
 
 		// Co-located mode: raise the gate's floor in this transaction, so
 		// the grant and the refusal of every older fence commit together.
-		floor, err := ex.FloorRaise(ctx, sqlstore.FloorRaiseParams{
+		floor, err := ex.FloorRaise(ctx, &sqlstore.FloorRaiseParams{
 			Resource: p.Resource,
 			Holder:   p.Holder,
 			Fence:    fence,

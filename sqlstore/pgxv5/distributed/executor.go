@@ -28,6 +28,8 @@ type executor struct {
 	q sqlexec.Querier
 }
 
+var _ sqlstore.Executor = executor{}
+
 func newExecutor(q sqlexec.Querier, inTx steps.InTx) executor {
 	return executor{Executor: sqlexec.New(q, queries, classify, inTx), q: q}
 }

@@ -98,7 +98,7 @@ func workload(t *testing.T, d sqlstore.Driver[pgx.Tx]) {
 	if _, err := c.List(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if rs, err := d.Executor().RejectionList(ctx, sqlstore.RejectionListParams{}); err != nil || len(rs) != 1 {
+	if rs, err := d.Executor().RejectionList(ctx, &sqlstore.RejectionListParams{}); err != nil || len(rs) != 1 {
 		t.Fatalf("rejections = %+v, %v; want alice's", rs, err)
 	}
 }
