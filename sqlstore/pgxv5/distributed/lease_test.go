@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/lease"
@@ -293,5 +295,43 @@ func TestOnConnNeedsNoSecondConnection(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// gate.Gate.Do on the profile runs a caller's transaction again when it
+// fails with a serialization failure (here, fn's update of a row that
+// another transaction changed after this one's snapshot): the second run
+// commits, under the same fence.
+func TestGateDoRetriesASerializationFailure(t *testing.T) {
+	ctx := context.Background()
+	d := open(t, "", nil, nil)
+	pool := d.Pool()
+	if _, err := pool.Exec(ctx, `CREATE TABLE items (id int PRIMARY KEY, n int NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO items VALUES (1, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	g := gate.New(d, nil)
+	tok := gate.Token{Resource: "r", Holder: "h", Fence: 1}
+	attempts := 0
+	err := g.Do(ctx, tok, func(ctx context.Context, tx pgx.Tx) error {
+		attempts++
+		if attempts == 1 {
+			// The gate's floor statement took the snapshot; another
+			// transaction now changes the row and commits.
+			if _, err := pool.Exec(ctx, `UPDATE items SET n = n + 10 WHERE id = 1`); err != nil {
+				return err
+			}
+		}
+		_, err := tx.Exec(ctx, `UPDATE items SET n = n + 1 WHERE id = 1`)
+		return err
+	})
+	if err != nil || attempts != 2 {
+		t.Fatalf("Do = %v after %d attempts; want nil after 2", err, attempts)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT n FROM items WHERE id = 1`).Scan(&n); err != nil || n != 11 {
+		t.Fatalf("n = %d, %v; want 11 (the other transaction's 10, this one's 1 once)", n, err)
 	}
 }
