@@ -74,9 +74,10 @@ func (h *harness[TTx]) floor(t *testing.T, resource string) gate.Floor {
 	return f
 }
 
-// forEachDriver runs a rule written once over TTx on every driver.
+// forEachDriver runs a rule written once over TTx on every driver, and on
+// every profile (dbtest.Profiles: the distributed-SQL one).
 func forEachDriver(t *testing.T, sqlBody func(*testing.T, dbtest.Harness[*sql.Tx]), pgxBody func(*testing.T, dbtest.Harness[pgx.Tx])) {
-	dbtest.ForEach(t, sqlBody, pgxBody)
+	dbtest.ForEachWithProfiles(t, sqlBody, pgxBody)
 }
 
 // forEachSQLDriver runs a database/sql rule (sql.ErrTxDone, a *sql.DB's

@@ -16,7 +16,8 @@ import (
 )
 
 // forEachStore runs fn on a fresh database of every driver of the one list
-// (internal/dbtest.Drivers), and once more on Postgres acquiring one
+// (internal/dbtest.Drivers) and of every profile (dbtest.Profiles: the
+// distributed-SQL one), and once more on Postgres acquiring one
 // statement at a time (stepwise). The subtests run in parallel; each has its
 // own database (a file, or a schema).
 func forEachStore(t *testing.T, fn func(t *testing.T, store sqlstore.Store)) {
@@ -38,10 +39,11 @@ func forEachStore(t *testing.T, fn func(t *testing.T, store sqlstore.Store)) {
 type harness[TTx any] = dbtest.Harness[TTx]
 
 // forEachDriver runs a test written once over TTx on every driver, in
-// parallel subtests: forEachDriver(t, body[*sql.Tx], body[pgx.Tx]).
+// parallel subtests, and on every profile (dbtest.Profiles):
+// forEachDriver(t, body[*sql.Tx], body[pgx.Tx]).
 func forEachDriver(t *testing.T, sqlBody func(*testing.T, harness[*sql.Tx]), pgxBody func(*testing.T, harness[pgx.Tx])) {
 	t.Helper()
-	dbtest.ForEach(t,
+	dbtest.ForEachWithProfiles(t,
 		func(t *testing.T, h harness[*sql.Tx]) { t.Parallel(); sqlBody(t, h) },
 		func(t *testing.T, h harness[pgx.Tx]) { t.Parallel(); pgxBody(t, h) })
 }

@@ -9,10 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/mysql"
 	"github.com/fencegate/fencegate/sqlstore/pgsql"
-	"github.com/fencegate/fencegate/sqlstore/pgxv5"
 )
 
 // Hold keeps the lease past several terms by renewing it, with the same
@@ -268,7 +269,7 @@ func lockLeases(t *testing.T, store sqlstore.Store) (unlock func()) {
 			}
 		}
 		return func() { _ = tx.Rollback(); conn.Close() }
-	case *pgxv5.Driver:
+	case interface{ Pool() *pgxpool.Pool }: // pgxv5.Driver, and its distributed profile
 		conn, err := d.Pool().Acquire(ctx)
 		if err != nil {
 			t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fencegate/fencegate/migrations/mysql"
 	"github.com/fencegate/fencegate/migrations/postgres"
+	"github.com/fencegate/fencegate/migrations/postgresdist"
 	"github.com/fencegate/fencegate/migrations/sqlite"
 )
 
@@ -26,6 +27,8 @@ func TestVersionsHaveNoUnexplainedGap(t *testing.T) {
 		"postgres": {postgres.FS(), []int64{8}},
 		"sqlite":   {sqlite.FS(), nil},
 		"mysql":    {mysql.FS(), nil},
+		// The distributed-SQL profile's own set (sqlstore/pgxv5/distributed).
+		"postgresdist": {postgresdist.FS(), nil},
 	} {
 		t.Run(name, func(t *testing.T) {
 			files, err := fs.Glob(c.fsys, "*.sql")

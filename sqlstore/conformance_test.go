@@ -33,7 +33,7 @@ func TestConformance(t *testing.T) {
 // run Migrate.
 func TestUnmigratedSaysMigrate(t *testing.T) {
 	ctx := context.Background()
-	for _, d := range dbtest.Drivers() {
+	for _, d := range append(dbtest.Drivers(), dbtest.Profiles()...) {
 		t.Run(d.Name, func(t *testing.T) {
 			ex := d.Unmigrated(t, d.DSN(t)).Executor()
 			_, err1 := ex.FenceNext(ctx)

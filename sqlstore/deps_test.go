@@ -49,7 +49,7 @@ func TestProgramsLinkOnlyTheirDriver(t *testing.T) {
 		{[]string{"./testdata/pgxonly"}, []string{"modernc.org/", mysqlDriver, fg + "sqlite", fg + "pgsql", fg + "mysql", mig + "sqlite", mig + "mysql"}},
 		{[]string{"./testdata/sqliteonly"}, []string{"github.com/jackc/", mysqlDriver, fg + "internal/pg", fg + "mysql", mig + "postgres", mig + "mysql"}},
 		{[]string{"./testdata/mysqlonly"}, []string{"github.com/jackc/", "modernc.org/", fg + "internal/pg", fg + "sqlite", mig + "postgres", mig + "sqlite"}},
-		{[]string{"../migrations/postgres", "../migrations/sqlite", "../migrations/mysql"}, []string{"github.com/fencegate/fencegate/sqlstore", "github.com/fencegate/fencegate/gate", "github.com/fencegate/fencegate/lease", "github.com/fencegate/fencegate/internal", "github.com/pressly/", "github.com/jackc/", "modernc.org/", mysqlDriver}},
+		{[]string{"../migrations/postgres", "../migrations/postgresdist", "../migrations/sqlite", "../migrations/mysql"}, []string{"github.com/fencegate/fencegate/sqlstore", "github.com/fencegate/fencegate/gate", "github.com/fencegate/fencegate/lease", "github.com/fencegate/fencegate/internal", "github.com/pressly/", "github.com/jackc/", "modernc.org/", mysqlDriver}},
 	} {
 		for _, dep := range strings.Fields(goTool(t, append([]string{"list", "-deps"}, c.pkgs...)...)) {
 			for _, b := range c.banned {

@@ -7,6 +7,7 @@
 //	pgsql.New(db)         // Driver[*sql.Tx]: Postgres through database/sql (pgx stdlib)
 //	sqlite.New(db)        // Driver[*sql.Tx]: SQLite through modernc.org/sqlite
 //	mysql.New(db)         // Driver[*sql.Tx]: MySQL, MariaDB through go-sql-driver/mysql
+//	distributed.New(pool, opts) // Driver[pgx.Tx]: pgxv5's profile for distributed SQL engines (pgxv5/distributed)
 //	sqlite.Open(ctx, path) / pgsql.Open(ctx, dsn) / mysql.Open(ctx, dsn)
 //	sqlopen.Open(ctx, dsn) // any of the database/sql ones, chosen by the DSN
 //

@@ -15,6 +15,7 @@ import (
 	"github.com/fencegate/fencegate/sqlstore/mysql"
 	"github.com/fencegate/fencegate/sqlstore/pgsql"
 	"github.com/fencegate/fencegate/sqlstore/pgxv5"
+	"github.com/fencegate/fencegate/sqlstore/pgxv5/distributed"
 	"github.com/fencegate/fencegate/sqlstore/sqlite"
 )
 
@@ -24,10 +25,11 @@ import (
 // Close, not only what the package adds to a type it embeds.
 func TestDriverMethodsDocumented(t *testing.T) {
 	for dir, typ := range map[string]reflect.Type{
-		"sqlite": reflect.TypeFor[*sqlite.Driver](),
-		"pgsql":  reflect.TypeFor[*pgsql.Driver](),
-		"pgxv5":  reflect.TypeFor[*pgxv5.Driver](),
-		"mysql":  reflect.TypeFor[*mysql.Driver](),
+		"sqlite":            reflect.TypeFor[*sqlite.Driver](),
+		"pgsql":             reflect.TypeFor[*pgsql.Driver](),
+		"pgxv5":             reflect.TypeFor[*pgxv5.Driver](),
+		"mysql":             reflect.TypeFor[*mysql.Driver](),
+		"pgxv5/distributed": reflect.TypeFor[*distributed.Driver](),
 	} {
 		documented := map[string]bool{}
 		for _, m := range driverDoc(t, dir).Methods {
@@ -48,10 +50,11 @@ func TestDriverMethodsDocumented(t *testing.T) {
 // go test -run Example show them; go doc does not).
 func TestDriverExamples(t *testing.T) {
 	for dir, want := range map[string][]string{
-		"sqlite": {"Open"},
-		"pgsql":  {"Open"},
-		"pgxv5":  {"New", "CommitBatch", "BeginFenced"},
-		"mysql":  {"New", "Config"},
+		"sqlite":            {"Open"},
+		"pgsql":             {"Open"},
+		"pgxv5":             {"New", "CommitBatch", "BeginFenced"},
+		"mysql":             {"New", "Config"},
+		"pgxv5/distributed": {"New"},
 	} {
 		fset := token.NewFileSet()
 		var files []*ast.File

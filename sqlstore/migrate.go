@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/database"
 	"github.com/pressly/goose/v3/lock"
 )
 
@@ -25,6 +26,11 @@ type Migrations struct {
 	// Locker, when set, keeps concurrent migrations from running together
 	// (on Postgres an advisory lock of fencegate's own). Defaults to none.
 	Locker lock.SessionLocker
+	// Store, when set, keeps goose's version table in statements of the
+	// driver's own instead of goose's for Dialect (which is then ignored):
+	// the distributed profile's table has no identity column. Its
+	// Tablename must be MigrationTable.
+	Store database.Store
 }
 
 // MigrationStatus is one migration's state, as MigrateStatus reports it.
@@ -38,14 +44,22 @@ type MigrationStatus struct {
 // version table, ignoring any Go migrations the host program registered.
 // Provider.Close would close db, so callers do not call it.
 func provider(db *sql.DB, m Migrations) (*goose.Provider, error) {
-	opts := []goose.ProviderOption{
-		goose.WithTableName(MigrationTable),
-		goose.WithDisableGlobalRegistry(true),
+	dialect := m.Dialect
+	opts := []goose.ProviderOption{goose.WithDisableGlobalRegistry(true)}
+	if m.Store != nil {
+		// goose takes the table's name from the store then.
+		if m.Store.Tablename() != MigrationTable {
+			return nil, fmt.Errorf("the migrations' version table is %q, want %q", m.Store.Tablename(), MigrationTable)
+		}
+		dialect = goose.DialectCustom
+		opts = append(opts, goose.WithStore(m.Store))
+	} else {
+		opts = append(opts, goose.WithTableName(MigrationTable))
 	}
 	if m.Locker != nil {
 		opts = append(opts, goose.WithSessionLocker(m.Locker))
 	}
-	return goose.NewProvider(m.Dialect, db, m.FS, opts...)
+	return goose.NewProvider(dialect, db, m.FS, opts...)
 }
 
 // MigrateUp applies every pending migration of m to db. It is

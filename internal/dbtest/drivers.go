@@ -6,12 +6,13 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/mysql"
 	"github.com/fencegate/fencegate/sqlstore/mysql/mysqltest"
 	"github.com/fencegate/fencegate/sqlstore/pgsql"
-	"github.com/fencegate/fencegate/sqlstore/pgxv5"
+	"github.com/fencegate/fencegate/sqlstore/pgxv5/distributed"
 	"github.com/fencegate/fencegate/sqlstore/sqlite"
 )
 
@@ -29,6 +30,16 @@ func Drivers() []Driver {
 		pgxDriver("pgx-exec", pgx.QueryExecModeExec),
 		pgxDriver("pgx-simple-protocol", pgx.QueryExecModeSimpleProtocol),
 	}
+}
+
+// Profiles are the entries of driver profiles that keep the driver
+// contract but not every driver's extras, so suites written for the
+// drivers' own features (pgxv5's batch and guard tests) do not run them:
+// the distributed-SQL profile of the pgx driver (sqlstore/pgxv5/distributed)
+// on plain Postgres. The conformance suite and the lease coordinator's
+// tests run them beside Drivers.
+func Profiles() []Driver {
+	return []Driver{distributedDriver("pgx-distributed")}
 }
 
 // Driver is one entry of Drivers. A Go function value cannot be generic, so
@@ -92,7 +103,18 @@ type Row interface{ Scan(dest ...any) error }
 // drivers of its transaction type.
 func ForEach(t *testing.T, sqlBody func(*testing.T, Harness[*sql.Tx]), pgxBody func(*testing.T, Harness[pgx.Tx])) {
 	t.Helper()
-	for _, d := range Drivers() {
+	forEach(t, Drivers(), sqlBody, pgxBody)
+}
+
+// ForEachWithProfiles is ForEach over Drivers and Profiles.
+func ForEachWithProfiles(t *testing.T, sqlBody func(*testing.T, Harness[*sql.Tx]), pgxBody func(*testing.T, Harness[pgx.Tx])) {
+	t.Helper()
+	forEach(t, append(Drivers(), Profiles()...), sqlBody, pgxBody)
+}
+
+func forEach(t *testing.T, drivers []Driver, sqlBody func(*testing.T, Harness[*sql.Tx]), pgxBody func(*testing.T, Harness[pgx.Tx])) {
+	t.Helper()
+	for _, d := range drivers {
 		if (d.SQL == nil || sqlBody == nil) && (d.Pgx == nil || pgxBody == nil) {
 			continue
 		}
@@ -188,11 +210,41 @@ func (d Driver) rebinding(rebind func(query string, args []any) (string, []any))
 
 // pgxDriver is the pgx driver's entry with its pools in exec mode.
 func pgxDriver(name string, mode pgx.QueryExecMode) Driver {
-	unmigrated := func(t testing.TB, url string) (*pgxv5.Driver, func()) { return openPgx(t, url, mode) }
+	return pgxEntry(name, func(t testing.TB, url string) (pgxStore, func()) { return openPgx(t, url, mode) })
+}
+
+// distributedDriver is the entry of the pgx driver's distributed-SQL
+// profile (sqlstore/pgxv5/distributed) on plain Postgres, at its defaults:
+// SERIALIZABLE, no clock-offset margin.
+func distributedDriver(name string) Driver {
+	return pgxEntry(name, func(t testing.TB, url string) (pgxStore, func()) {
+		t.Helper()
+		pool, err := pgxpool.New(context.Background(), url)
+		if err != nil {
+			t.Fatalf("dbtest: open pool: %v", err)
+		}
+		d, err := distributed.New(pool, nil)
+		if err != nil {
+			pool.Close()
+			t.Fatalf("dbtest: %v", err)
+		}
+		return d, pool.Close
+	})
+}
+
+// pgxStore is what a pgx driver's entry needs of the driver.
+type pgxStore interface {
+	sqlstore.Driver[pgx.Tx]
+	Pool() *pgxpool.Pool
+}
+
+// pgxEntry is the entry of a driver over a pgx pool that open opens.
+func pgxEntry(name string, open func(t testing.TB, url string) (pgxStore, func())) Driver {
+	unmigrated := open
 	return Driver{Name: name, DSN: PostgresSchemaURL, Unmigrated: cleanedUp(unmigrated), Pgx: func(t testing.TB, url string) Harness[pgx.Tx] {
-		opened := func(t testing.TB) (*pgxv5.Driver, func()) {
+		opened := func(t testing.TB) (pgxStore, func()) {
 			t.Helper()
-			d, closePool := openPgx(t, url, mode)
+			d, closePool := open(t, url)
 			migrate(t, d)
 			return d, closePool
 		}
