@@ -43,7 +43,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 			ctx := context.Background()
 			d := bd.open(b)
 			c := lease.NewCoordinator(d, &lease.CoordinatorOptions{TTL: time.Minute})
-			client, _ := lease.NewClient(lease.ClientOptions{Holder: "h"})
+			client, _ := lease.NewClient(&lease.ClientOptions{Holder: "h"})
 			for b.Loop() {
 				req, _ := client.BeginAcquire("r")
 				out, err := c.Acquire(ctx, req)

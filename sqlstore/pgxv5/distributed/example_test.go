@@ -35,7 +35,7 @@ func ExampleNew() {
 	}
 
 	coord := lease.NewCoordinator(d, &lease.CoordinatorOptions{TTL: 30 * time.Second})
-	client, err := lease.NewClient(lease.ClientOptions{Holder: "worker-a"})
+	client, err := lease.NewClient(&lease.ClientOptions{Holder: "worker-a"})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func TestFencesIncreaseUnderTwoCoordinators(t *testing.T) {
 	)
 	for w := range workers {
 		coord := coords[w%2]
-		client, err := lease.NewClient(lease.ClientOptions{Holder: fmt.Sprintf("h%d", w)})
+		client, err := lease.NewClient(&lease.ClientOptions{Holder: fmt.Sprintf("h%d", w)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -173,8 +173,8 @@ func TestHandOverByPolling(t *testing.T) {
 	}
 	opts := &lease.CoordinatorOptions{TTL: 20 * time.Second, WaiterTTL: 300 * time.Millisecond}
 	c1, c2 := lease.NewCoordinator(d1, opts), lease.NewCoordinator(d2, opts)
-	alice, _ := lease.NewClient(lease.ClientOptions{Holder: "alice"})
-	bob, _ := lease.NewClient(lease.ClientOptions{Holder: "bob"})
+	alice, _ := lease.NewClient(&lease.ClientOptions{Holder: "alice"})
+	bob, _ := lease.NewClient(&lease.ClientOptions{Holder: "bob"})
 
 	held, err := c1.AcquireWait(ctx, alice, "r")
 	if err != nil {
@@ -235,7 +235,7 @@ func TestClockOffsetMargin(t *testing.T) {
 		t.Fatalf("ClockPrecision = %v, want %v", got, offset+time.Microsecond)
 	}
 	c := lease.NewCoordinator(d, &lease.CoordinatorOptions{TTL: 10 * time.Second})
-	client, _ := lease.NewClient(lease.ClientOptions{Holder: "h"})
+	client, _ := lease.NewClient(&lease.ClientOptions{Holder: "h"})
 	req, _ := client.BeginAcquire("r")
 	out, err := c.Acquire(ctx, req)
 	if err != nil || !out.OK {

@@ -42,8 +42,8 @@ func workload(t *testing.T, d sqlstore.Driver[pgx.Tx]) {
 	defer cancel()
 	c := lease.NewCoordinator(d, &lease.CoordinatorOptions{TTL: 10 * time.Second, WaiterTTL: 300 * time.Millisecond})
 	g := gate.New(d, &gate.Options{VerifyIssued: true})
-	alice, _ := lease.NewClient(lease.ClientOptions{Holder: "alice"})
-	bob, _ := lease.NewClient(lease.ClientOptions{Holder: "bob"})
+	alice, _ := lease.NewClient(&lease.ClientOptions{Holder: "alice"})
+	bob, _ := lease.NewClient(&lease.ClientOptions{Holder: "bob"})
 	first, err := c.AcquireWait(ctx, alice, "r")
 	if err != nil {
 		t.Fatal(err)

@@ -102,7 +102,7 @@ func TestCachedSequenceCostsLivenessNotSafety(t *testing.T) {
 
 	s := shuffled{Driver: open(t, url, nil, nil), seq: seq}
 	c := lease.NewCoordinator(s, &lease.CoordinatorOptions{TTL: time.Minute})
-	client, _ := lease.NewClient(lease.ClientOptions{Holder: "h"})
+	client, _ := lease.NewClient(&lease.ClientOptions{Holder: "h"})
 	var granted []int64
 	ahead := 0
 	for range 20 {
