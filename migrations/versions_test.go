@@ -23,7 +23,7 @@ func TestVersionsHaveNoUnexplainedGap(t *testing.T) {
 		fsys   fs.FS
 		unused []int64
 	}{
-		"postgres": {postgres.FS(), []int64{8}},
+		"postgres": {postgres.FS(), []int64{8, 14, 15}}, // 14, 15: other lanes' until the lead renumbers
 		"sqlite":   {sqlite.FS(), nil},
 		"mysql":    {mysql.FS(), nil},
 	} {
