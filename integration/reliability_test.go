@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -308,6 +309,38 @@ func TestControlBypass(t *testing.T) {
 			}
 			t.Logf("violations, as expected:\n%s", o.Report.Summary(2))
 		})
+	}
+}
+
+// TestGuardedBypass runs the control's bypassing writers against a guarded
+// table (package guard): the database refuses every write that skipped the
+// gate, so none commits, where the control above commits hundreds, and
+// the checker finds nothing.
+func TestGuardedBypass(t *testing.T) {
+	t.Parallel()
+	sp := spec{
+		Dialect:   pgsql.Dialect,
+		Procs:     2,
+		Agents:    4,
+		Resources: 3,
+		External:  1,
+		Duration:  5 * time.Second,
+		TTL:       250 * time.Millisecond,
+		Bypass:    true,
+		Guarded:   true,
+		Seed:      baseSeed(t),
+	}
+	o := runHistory(t, sp)
+	record("guarded-bypass/postgres", o)
+	t.Log(describe(o))
+	if o.Report.Committed != 0 {
+		t.Errorf("%d writes that skipped the gate committed on a guarded table, want 0", o.Report.Committed)
+	}
+	if o.Report.Grants == 0 || o.Report.Failed() {
+		t.Errorf("%d grants, violations:\n%s", o.Report.Grants, o.Report.Summary(5))
+	}
+	if !strings.Contains(o.Report.TopErrors(5), "no fence in this transaction") {
+		t.Errorf("the writers saw no guard refusal:\n%s", o.Report.TopErrors(5))
 	}
 }
 
