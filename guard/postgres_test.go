@@ -30,7 +30,7 @@ type pgHarness struct {
 	d     *pgxv5.Driver
 }
 
-func newPG(t *testing.T) *pgHarness {
+func newPG(t testing.TB) *pgHarness {
 	t.Helper()
 	ctx := context.Background()
 	url := dbtest.PostgresSchemaURL(t)
