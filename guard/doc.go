@@ -70,9 +70,16 @@
 //
 // # MySQL and MariaDB; SQLite
 //
-// MySQL and MariaDB guards are not built yet (New accepts the dialect, the
-// calls return ErrUnsupported). SQLite has no guard: its triggers cannot
-// tell one transaction or connection from another, and anything a fenced
-// transaction could leave for a trigger to see, an unfenced one on another
-// connection could leave too; New returns ErrUnsupported.
+// MySQL and MariaDB guards are not built (New accepts the dialect, the
+// calls return ErrUnsupported): neither server gives a trigger a reliable
+// id of the current transaction to compare with what the fence statement
+// left (information_schema.INNODB_TRX is a cache refreshed at most every
+// 100 ms), and anything keyed by the connection outlives the transaction
+// on a pooled connection. docs/GUARDED-TABLES.md tells more.
+//
+// SQLite has no guard: its triggers cannot tell one transaction or
+// connection from another, anything a fenced transaction could leave for a
+// trigger to see an unfenced one on another connection could leave too, and
+// a connection that can write a table can drop its trigger; New returns
+// ErrUnsupported.
 package guard

@@ -25,8 +25,8 @@ var (
 	// ResourceExpr, an empty or invalid resource name, or a ResourceExpr
 	// that does not evaluate over the table's rows to text.
 	ErrInvalidSpec = errors.New("fencegate guard: invalid guard")
-	// ErrUnsupported: the dialect has no guard (SQLite; see the package
-	// doc), or the database lacks migration 00016 (Postgres).
+	// ErrUnsupported: the dialect has no guard (MySQL/MariaDB, SQLite; see
+	// the package doc), or the database lacks migration 00016 (Postgres).
 	ErrUnsupported = errors.New("fencegate guard: not supported here")
 )
 
@@ -39,10 +39,7 @@ const RefusedCode = "FG006"
 // aborted: nothing of it commits.
 func IsRefused(err error) bool {
 	var s interface{ SQLState() string }
-	if errors.As(err, &s) && s.SQLState() == RefusedCode {
-		return true
-	}
-	return isMySQLRefused(err)
+	return errors.As(err, &s) && s.SQLState() == RefusedCode
 }
 
 // Spec is a guard to install: a table and the resource its rows belong to,
@@ -207,11 +204,10 @@ type Bypass struct {
 
 // Bypasses returns the operator bypass log, oldest first, after seq.
 func (a *Admin) Bypasses(ctx context.Context, afterSeq int64) ([]Bypass, error) {
-	q := pgBypassList
 	if a.dialect == "mysql" {
-		q = myBypassList
+		return nil, errMySQL
 	}
-	rows, err := a.db.QueryContext(ctx, q, afterSeq)
+	rows, err := a.db.QueryContext(ctx, pgBypassList, afterSeq)
 	if err != nil {
 		return nil, fmt.Errorf("fencegate guard: list bypasses: %w", err)
 	}

@@ -5,21 +5,11 @@ import (
 	"fmt"
 )
 
-const myBypassList = `
-SELECT seq, table_name, op, resource, role_name FROM fencegate_guard_bypass WHERE seq > ? ORDER BY seq`
+// MySQL and MariaDB have no guard yet (the package doc says why): every
+// call but List fails with ErrUnsupported, and List finds none.
+var errMySQL = fmt.Errorf("%w: MySQL/MariaDB: no sound per-transaction proof is available to a trigger (see the guard package doc)", ErrUnsupported)
 
-func isMySQLRefused(err error) bool { return false }
-
-func (a *Admin) mysqlInstall(ctx context.Context, s Spec) (Guard, error) {
-	return Guard{}, fmt.Errorf("%w: MySQL/MariaDB guards are not built yet", ErrUnsupported)
-}
-
-func (a *Admin) mysqlSQL(ctx context.Context, s Spec) (Migration, error) {
-	return Migration{}, fmt.Errorf("%w: MySQL/MariaDB guards are not built yet", ErrUnsupported)
-}
-
-func (a *Admin) mysqlRemove(ctx context.Context, table string) error {
-	return fmt.Errorf("%w: MySQL/MariaDB guards are not built yet", ErrUnsupported)
-}
-
-func (a *Admin) mysqlList(ctx context.Context) ([]Guard, error) { return nil, nil }
+func (a *Admin) mysqlInstall(context.Context, Spec) (Guard, error) { return Guard{}, errMySQL }
+func (a *Admin) mysqlSQL(context.Context, Spec) (Migration, error) { return Migration{}, errMySQL }
+func (a *Admin) mysqlRemove(context.Context, string) error         { return errMySQL }
+func (a *Admin) mysqlList(context.Context) ([]Guard, error)        { return nil, nil }
