@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/gate/pgxgate"
 	"github.com/fencegate/fencegate/guard"
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/sqlstore/pgxv5"
@@ -170,10 +171,10 @@ func TestPostgresGuardAdmitsFencedWrites(t *testing.T) {
 	// CommitBatch and BeginFenced.
 	b := &pgx.Batch{}
 	b.Queue(`UPDATE orders SET v = 2 WHERE id = 1`)
-	if err := pgxv5.CommitBatch(ctx, h.g, h.pool, tenantA, b); err != nil {
+	if err := pgxgate.CommitBatch(ctx, h.g, h.pool, tenantA, b); err != nil {
 		t.Fatalf("CommitBatch: %v", err)
 	}
-	tx, err := pgxv5.BeginFenced(ctx, h.g, h.pool, tenantA, pgx.TxOptions{})
+	tx, err := pgxgate.BeginFenced(ctx, h.g, h.pool, tenantA, pgx.TxOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package fencegatecli
 
 import (
 	"context"
@@ -126,6 +126,20 @@ func guardResource(g guard.Guard) string {
 	return "resource expression " + g.ResourceExpr
 }
 
+func (g guardReport) resource() string {
+	if g.Resource != "" {
+		return g.Resource
+	}
+	return "= " + g.ResourceExpr
+}
+
+func (g guardReport) state() string {
+	if !g.Enabled {
+		return "DISABLED (not guarded)"
+	}
+	return "guarded"
+}
+
 func printGuards(c *cli, gs []guard.Guard) {
 	if len(gs) == 0 {
 		fmt.Fprintln(c.stdout, "no guarded tables")
@@ -133,16 +147,8 @@ func printGuards(c *cli, gs []guard.Guard) {
 	}
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "TABLE\tRESOURCE\tSTATE")
-	for _, g := range gs {
-		state := "guarded"
-		if !g.Enabled {
-			state = "DISABLED (not guarded)"
-		}
-		res := g.Resource
-		if res == "" {
-			res = "= " + g.ResourceExpr
-		}
-		fmt.Fprintf(w, "%s\t%s\t%s\n", g.Table, res, state)
+	for _, g := range guardReports(gs) {
+		fmt.Fprintf(w, "%s\t%s\t%s\n", g.Table, g.resource(), g.state())
 	}
 	w.Flush()
 }
