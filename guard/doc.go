@@ -23,15 +23,16 @@
 //
 // # The proof (Postgres)
 //
-// Passing the fence writes the resource's fencegate_floor row (a raise) or
-// locks it (FOR NO KEY UPDATE, a fence equal to the floor), in the writer's
-// transaction. Until that transaction ends the row's xmin or xmax is its
-// transaction id, and no other transaction's. The guard's trigger, an AFTER
-// row trigger, looks the row up by the resource and requires exactly that;
-// a fence refused by the same statement marks the row stale for the
-// transaction (fencegate_floor.stale_xid), which the trigger refuses too.
-// A session setting the writer could set plays no part. A transaction that
-// passed the fence for several resources passes for the rows of each.
+// Passing the fence marks the resource's fencegate_floor row with the
+// writer's transaction: a raise sets fencegate_floor.pass_xid to its 64-bit
+// id, a fence equal to the floor locks the row FOR NO KEY UPDATE (its xmax
+// is then the transaction's id until the transaction ends). The guard's
+// trigger, an AFTER row trigger, looks the row up by the resource and
+// requires "pass_xid ours, or xmax ours and xmin not" (an upsert that
+// refused a stale fence rewrites the row and carries its lock over, but
+// never sets pass_xid). A session setting the writer could set plays no
+// part, and a pass ends with its transaction. A transaction that passed the
+// fence for several resources passes for the rows of each.
 //
 // A refused write fails with SQLSTATE FG006 (IsRefused), whose message
 // names the table, the resource, and "no fence in this transaction" or the

@@ -13,10 +13,10 @@ import (
 
 // Postgres: an AFTER row trigger (it sees the row as it is written, after
 // any BEFORE trigger changed it) whose function, one per table, computes the
-// row's resource and looks for the proof: the resource's fencegate_floor row
-// has this transaction's id as its xmin (written by it) or xmax (locked by
-// it), and is not marked stale for it. One index lookup of a row the
-// transaction already holds. The function's search_path is fixed, and it
+// row's resource and looks for the proof (migration 00016): the resource's
+// fencegate_floor row was raised by this transaction (pass_xid) or is
+// locked by it and not rewritten by it (xmax ours, xmin not: an upsert that
+// refused a stale fence rewrites the row and carries its lock over). One index lookup of a row the transaction already holds. The function's search_path is fixed, and it
 // names fencegate's schema, so a writer's own search_path or temporary
 // tables cannot stand in for fencegate_floor. The trigger is ENABLE ALWAYS
 // (it fires under session_replication_role = replica too), and a statement
@@ -133,8 +133,8 @@ BEGIN
     IF TG_OP OPERATOR(pg_catalog.<>) 'DELETE' THEN
         fg_new := %[3]s;
         IF NOT EXISTS (SELECT 1 FROM %[2]s.fencegate_floor f WHERE f.resource OPERATOR(pg_catalog.=) fg_new
-                         AND (f.xmin OPERATOR(pg_catalog.=) fg_x OR f.xmax OPERATOR(pg_catalog.=) fg_x)
-                         AND (f.stale_xid IS NULL OR f.stale_xid OPERATOR(pg_catalog.<>) fg_x8)) THEN
+                         AND (f.pass_xid OPERATOR(pg_catalog.=) fg_x8
+                              OR f.xmax OPERATOR(pg_catalog.=) fg_x AND f.xmin OPERATOR(pg_catalog.<>) fg_x)) THEN
             PERFORM %[2]s.fencegate_guard_refuse(%[5]s, TG_OP, fg_new);
         END IF;
     END IF;
@@ -142,8 +142,8 @@ BEGIN
         fg_old := %[4]s;
         IF (TG_OP OPERATOR(pg_catalog.=) 'DELETE' OR fg_new IS NULL OR fg_old IS NULL OR fg_old OPERATOR(pg_catalog.<>) fg_new)
            AND NOT EXISTS (SELECT 1 FROM %[2]s.fencegate_floor f WHERE f.resource OPERATOR(pg_catalog.=) fg_old
-                             AND (f.xmin OPERATOR(pg_catalog.=) fg_x OR f.xmax OPERATOR(pg_catalog.=) fg_x)
-                             AND (f.stale_xid IS NULL OR f.stale_xid OPERATOR(pg_catalog.<>) fg_x8)) THEN
+                             AND (f.pass_xid OPERATOR(pg_catalog.=) fg_x8
+                              OR f.xmax OPERATOR(pg_catalog.=) fg_x AND f.xmin OPERATOR(pg_catalog.<>) fg_x)) THEN
             PERFORM %[2]s.fencegate_guard_refuse(%[5]s, TG_OP, fg_old);
         END IF;
     END IF;

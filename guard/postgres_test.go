@@ -194,6 +194,37 @@ func TestPostgresGuardAdmitsFencedWrites(t *testing.T) {
 	}
 }
 
+// A pass ends with its transaction: the next one on the same connection
+// (a pooled connection handed to a code path that forgot the gate) is
+// refused, whether the fence raised the floor (pass_xid) or held it (a
+// lock, xmax).
+func TestPostgresGuardPassEndsWithTransaction(t *testing.T) {
+	ctx := context.Background()
+	h := newPG(t)
+	conn, err := h.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	for i, tok := range []gate.Token{tenantA, tenantA, {Resource: "tenant:a", Holder: "h9", Fence: 9}} {
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.g.Commit(ctx, tx, tok); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO orders VALUES ($1, 'a')`, i); err != nil {
+			t.Fatalf("fenced write %d: %v", i, err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_, err = conn.Exec(ctx, `UPDATE orders SET v = 1 WHERE id = $1`, i)
+		wantRefused(t, err, "orders", "tenant:a", "no fence in this transaction")
+	}
+}
+
 func TestPostgresGuardMovedRowNeedsBothFences(t *testing.T) {
 	ctx := context.Background()
 	h := newPG(t)
@@ -318,7 +349,7 @@ func TestPostgresGuardLeastPrivilege(t *testing.T) {
 		}
 	}
 	for _, attempt := range [][]string{
-		{`CREATE TEMP TABLE fencegate_floor AS SELECT 'tenant:a'::text AS resource, 9::bigint AS floor, 'x'::text AS holder, now() AS updated_at, NULL::xid8 AS stale_xid`,
+		{`CREATE TEMP TABLE fencegate_floor AS SELECT 'tenant:a'::text AS resource, 9::bigint AS floor, 'x'::text AS holder, now() AS updated_at, pg_current_xact_id() AS pass_xid`,
 			`UPDATE orders SET v = 1 WHERE id = 1`}, // pg_temp comes first for tables by default
 		{`SET LOCAL fencegate.guard_bypass = 'on'`, `UPDATE orders SET v = 1 WHERE id = 1`},
 		{`ALTER TABLE orders DISABLE TRIGGER fencegate_guard`},

@@ -1,36 +1,45 @@
 -- Guarded tables (package guard, `fencegate guard`): a guarded table's
 -- trigger refuses a row written by a transaction that has not passed the
--- fence for the row's resource. The proof is the floor row itself: passing
--- the fence (fencegate_fence, or a grant that raises the floor) writes the
--- resource's fencegate_floor row or locks it FOR NO KEY UPDATE, so the row's
--- xmin or xmax is this very transaction's id, until it ends. A writer cannot
--- make that true without running the fence or holding UPDATE on
--- fencegate_floor (a lock needs UPDATE too), and a session setting plays no
--- part in it.
+-- fence for the row's resource. The proof is the resource's fencegate_floor
+-- row, which passing the fence leaves marked with this very transaction:
 --
--- One thing a transaction can do to the floor row without being admitted:
--- call fencegate_fence itself with a stale fence and ignore the answer (the
--- GREATEST upsert still rewrites the row). stale_xid marks that row version
--- as stale for that transaction, so the guard refuses it; gate.Commit rolls
--- such a transaction back anyway.
+--   raised  the GREATEST upsert, when it admits, sets pass_xid to this
+--           transaction's 64-bit id (pg_current_xact_id), which no later
+--           transaction can have;
+--   held    a fence equal to the floor locks the row FOR NO KEY UPDATE, so
+--           the row's xmax is this transaction's id until it ends (no other
+--           transaction can hold that lock meanwhile, and a finished
+--           locker's xmax is cleared by vacuum long before its 32-bit id
+--           could come round again), while its xmin is an earlier
+--           transaction's.
+--
+-- A refused fence's upsert rewrites the row too (xmin ours) and carries its
+-- lock over to the new version (xmax ours), but leaves pass_xid alone: hence
+-- "pass_xid ours, or xmax ours and xmin not". (A frozen row keeps its raw
+-- xmin, which a transaction 2^32 ids later would match: that could only
+-- refuse a held fence, never pass a write.) A writer cannot make the check
+-- true without running the fence or holding UPDATE on fencegate_floor (a
+-- lock needs UPDATE too), and no session setting plays a part.
 --
 -- fencegate_guard_refuse is what a guard trigger calls when the check fails:
 -- it lets an operator through (the one hole: the session setting
 -- fencegate.guard_bypass = 'on' AND the privilege to UPDATE fencegate_floor,
 -- with which a pass could be faked anyway), logging the bypass in
 -- fencegate_guard_bypass in the same transaction; anything else raises
--- SQLSTATE FG006 naming the table, the resource and the reason, and logs a
--- WARNING in the server log first (Postgres has no autonomous transaction,
--- so a refusing trigger cannot leave a row in fencegate_rejection). Its
--- search_path is fixed at creation: the caller's could otherwise shadow
--- fencegate_floor with a temporary table of its own.
+-- SQLSTATE FG006 naming the table, the resource and the reason (no fence in
+-- this transaction, or a stale one: the transaction rewrote the floor row
+-- without being admitted), and logs a WARNING in the server log first
+-- (Postgres has no autonomous transaction, so a refusing trigger cannot
+-- leave a row in fencegate_rejection). Its search_path is fixed at
+-- creation: the caller's could otherwise shadow fencegate_floor with a
+-- temporary table of its own.
 --
 -- The per-table trigger functions are made by the guard package (their SQL
 -- names the schema of fencegate_floor); TRUNCATE, which fires no row
 -- trigger, is refused by fencegate_guard_truncate.
 
 -- +goose Up
-ALTER TABLE fencegate_floor ADD COLUMN stale_xid xid8;
+ALTER TABLE fencegate_floor ADD COLUMN pass_xid xid8;
 
 CREATE TABLE fencegate_guard_bypass (
     seq        bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -66,26 +75,26 @@ BEGIN
            FOR NO KEY UPDATE OF f;
     END IF;
     IF NOT FOUND THEN
-        -- stale_xid: a refused fence still rewrites the row; mark it, so
-        -- that a guarded table does not take this transaction for admitted.
+        -- pass_xid: the proof for a guarded table that this transaction
+        -- was admitted (a refused fence rewrites the row, but not it).
         IF p_verify THEN
-            INSERT INTO fencegate_floor AS f (resource, floor, holder, updated_at)
-            SELECT l.resource, l.fence, l.holder, clock_timestamp() FROM fencegate_lease l
+            INSERT INTO fencegate_floor AS f (resource, floor, holder, updated_at, pass_xid)
+            SELECT l.resource, l.fence, l.holder, clock_timestamp(), pg_current_xact_id() FROM fencegate_lease l
              WHERE l.resource = p_resource AND l.fence = p_fence AND l.holder = p_holder
             ON CONFLICT (resource) DO UPDATE SET
               floor      = GREATEST(f.floor, excluded.floor),
               holder     = CASE WHEN excluded.floor >= f.floor THEN excluded.holder ELSE f.holder END,
               updated_at = CASE WHEN excluded.floor > f.floor THEN excluded.updated_at ELSE f.updated_at END,
-              stale_xid  = CASE WHEN excluded.floor < f.floor THEN pg_current_xact_id() END
+              pass_xid   = CASE WHEN excluded.floor >= f.floor THEN excluded.pass_xid ELSE f.pass_xid END
             RETURNING f.floor, f.holder INTO v_floor, v_holder;
         ELSE
-            INSERT INTO fencegate_floor AS f (resource, floor, holder, updated_at)
-            VALUES (p_resource, p_fence, p_holder, clock_timestamp())
+            INSERT INTO fencegate_floor AS f (resource, floor, holder, updated_at, pass_xid)
+            VALUES (p_resource, p_fence, p_holder, clock_timestamp(), pg_current_xact_id())
             ON CONFLICT (resource) DO UPDATE SET
               floor      = GREATEST(f.floor, excluded.floor),
               holder     = CASE WHEN excluded.floor >= f.floor THEN excluded.holder ELSE f.holder END,
               updated_at = CASE WHEN excluded.floor > f.floor THEN excluded.updated_at ELSE f.updated_at END,
-              stale_xid  = CASE WHEN excluded.floor < f.floor THEN pg_current_xact_id() END
+              pass_xid   = CASE WHEN excluded.floor >= f.floor THEN excluded.pass_xid ELSE f.pass_xid END
             RETURNING f.floor, f.holder INTO v_floor, v_holder;
         END IF;
     END IF;
@@ -109,8 +118,10 @@ $$;
 CREATE FUNCTION fencegate_guard_refuse(p_table text, p_op text, p_resource text)
 RETURNS void LANGUAGE plpgsql VOLATILE SET search_path FROM CURRENT AS $$
 DECLARE
-    v_x     xid8 := pg_current_xact_id();
-    v_floor fencegate_floor%ROWTYPE;
+    v_x      xid8 := pg_current_xact_id();
+    v_floor  bigint;
+    v_holder text;
+    v_xmin   xid;
 BEGIN
     IF coalesce(current_setting('fencegate.guard_bypass', true), '') = 'on'
        AND has_table_privilege(current_user, 'fencegate_floor'::regclass, 'UPDATE') THEN
@@ -119,12 +130,14 @@ BEGIN
         RAISE LOG 'fencegate: guard bypassed by %: % on % (resource %)', current_user, p_op, p_table, p_resource;
         RETURN;
     END IF;
-    SELECT * INTO v_floor FROM fencegate_floor f WHERE f.resource = p_resource;
-    IF FOUND AND v_floor.stale_xid = v_x THEN
+    -- The transaction rewrote the floor row without being admitted: it ran
+    -- the fence with a stale token (xmin only names the culprit here).
+    SELECT f.floor, f.holder, f.xmin INTO v_floor, v_holder, v_xmin FROM fencegate_floor f WHERE f.resource = p_resource;
+    IF FOUND AND v_xmin = v_x::xid THEN
         RAISE WARNING 'fencegate: guarded table %: % refused for resource %: the fence in this transaction is stale (floor % from %)',
-            p_table, p_op, p_resource, v_floor.floor, v_floor.holder;
+            p_table, p_op, p_resource, v_floor, v_holder;
         RAISE EXCEPTION 'fencegate: guarded table %: % refused for resource %: the fence in this transaction is stale (floor % from %)',
-            p_table, p_op, p_resource, v_floor.floor, v_floor.holder
+            p_table, p_op, p_resource, v_floor, v_holder
             USING ERRCODE = 'FG006', TABLE = p_table, DETAIL = 'stale';
     END IF;
     RAISE WARNING 'fencegate: guarded table %: % refused for resource %: no fence in this transaction',
@@ -159,7 +172,7 @@ DROP FUNCTION fencegate_guard_truncate();
 DROP FUNCTION fencegate_guard_refuse_truncate(text);
 DROP FUNCTION fencegate_guard_refuse(text, text, text);
 DROP TABLE fencegate_guard_bypass;
--- The 00007 form, without stale_xid.
+-- The 00007 form, without pass_xid.
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION fencegate_fence(p_resource text, p_fence bigint, p_holder text, p_verify boolean, p_strict boolean)
 RETURNS TABLE (floor bigint, holder text)
@@ -215,4 +228,4 @@ BEGIN
 END
 $$;
 -- +goose StatementEnd
-ALTER TABLE fencegate_floor DROP COLUMN stale_xid;
+ALTER TABLE fencegate_floor DROP COLUMN pass_xid;
