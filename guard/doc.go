@@ -24,13 +24,13 @@
 // # The proof (Postgres)
 //
 // Passing the fence marks the resource's fencegate_floor row with the
-// writer's transaction: a raise sets fencegate_floor.pass_xid to its 64-bit
-// id, a fence equal to the floor locks the row FOR NO KEY UPDATE (its xmax
+// writer's transaction: a raise (or a hand-over at the same fence) has a
+// trigger set fencegate_floor.pass_xid to its 64-bit id, a fence equal to the floor locks the row FOR NO KEY UPDATE (its xmax
 // is then the transaction's id until the transaction ends). The guard's
 // trigger, an AFTER row trigger, looks the row up by the resource and
 // requires "pass_xid ours, or xmax ours and xmin not" (an upsert that
-// refused a stale fence rewrites the row and carries its lock over, but
-// never sets pass_xid). A session setting the writer could set plays no
+// refused a stale fence rewrites the row, unchanged, and carries its lock
+// over, but does not set pass_xid). A session setting the writer could set plays no
 // part, and a pass ends with its transaction. A transaction that passed the
 // fence for several resources passes for the rows of each.
 //

@@ -3,7 +3,9 @@
 -- fence for the row's resource. The proof is the resource's fencegate_floor
 -- row, which passing the fence leaves marked with this very transaction:
 --
---   raised  the GREATEST upsert, when it admits, sets pass_xid to this
+--   raised  a write that raises the floor or hands it to another holder at
+--           the same fence (fencegate_fence's upsert, a lease grant, Admit)
+--           has the trigger fencegate_floor_pass set pass_xid to this
 --           transaction's 64-bit id (pg_current_xact_id), which no later
 --           transaction can have;
 --   held    a fence equal to the floor locks the row FOR NO KEY UPDATE, so
@@ -14,7 +16,8 @@
 --           transaction's.
 --
 -- A refused fence's upsert rewrites the row too (xmin ours) and carries its
--- lock over to the new version (xmax ours), but leaves pass_xid alone: hence
+-- lock over to the new version (xmax ours), but changes neither floor nor
+-- holder, so the trigger leaves pass_xid as it was: hence
 -- "pass_xid ours, or xmax ours and xmin not". (A frozen row keeps its raw
 -- xmin, which a transaction 2^32 ids later would match: that could only
 -- refuse a held fence, never pass a write.) A writer cannot make the check
@@ -41,6 +44,24 @@
 -- +goose Up
 ALTER TABLE fencegate_floor ADD COLUMN pass_xid xid8;
 
+-- +goose StatementBegin
+CREATE FUNCTION fencegate_floor_pass() RETURNS trigger LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    IF TG_OP OPERATOR(pg_catalog.=) 'INSERT' OR NEW.floor OPERATOR(pg_catalog.>) OLD.floor
+       OR NEW.holder OPERATOR(pg_catalog.<>) OLD.holder THEN
+        NEW.pass_xid := pg_catalog.pg_current_xact_id();
+    ELSE
+        NEW.pass_xid := OLD.pass_xid; -- nobody passes by rewriting a floor unchanged
+    END IF;
+    RETURN NEW;
+END
+$$;
+-- +goose StatementEnd
+
+CREATE TRIGGER fencegate_floor_pass BEFORE INSERT OR UPDATE ON fencegate_floor
+    FOR EACH ROW EXECUTE FUNCTION fencegate_floor_pass();
+ALTER TABLE fencegate_floor ENABLE ALWAYS TRIGGER fencegate_floor_pass;
+
 CREATE TABLE fencegate_guard_bypass (
     seq        bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     table_name text        NOT NULL,
@@ -50,69 +71,6 @@ CREATE TABLE fencegate_guard_bypass (
     xid        xid8        NOT NULL,
     at         timestamptz NOT NULL DEFAULT clock_timestamp()
 );
-
--- +goose StatementBegin
-CREATE OR REPLACE FUNCTION fencegate_fence(p_resource text, p_fence bigint, p_holder text, p_verify boolean, p_strict boolean)
-RETURNS TABLE (floor bigint, holder text)
-LANGUAGE plpgsql VOLATILE AS $$
-#variable_conflict use_column
-DECLARE
-    v_floor  bigint;
-    v_holder text;
-BEGIN
-    -- If this waits on a raise that commits, READ COMMITTED re-checks the
-    -- WHERE against the new row, finds floor <> fence and returns nothing;
-    -- the upsert then reports the higher floor.
-    IF p_verify THEN
-        SELECT f.floor, f.holder INTO v_floor, v_holder FROM fencegate_floor f
-         WHERE f.resource = p_resource AND f.floor = p_fence AND f.holder = p_holder
-           AND EXISTS (SELECT 1 FROM fencegate_lease l
-                        WHERE l.resource = p_resource AND l.fence = p_fence AND l.holder = p_holder)
-           FOR NO KEY UPDATE OF f;
-    ELSE
-        SELECT f.floor, f.holder INTO v_floor, v_holder FROM fencegate_floor f
-         WHERE f.resource = p_resource AND f.floor = p_fence AND f.holder = p_holder
-           FOR NO KEY UPDATE OF f;
-    END IF;
-    IF NOT FOUND THEN
-        -- pass_xid: the proof for a guarded table that this transaction
-        -- was admitted (a refused fence rewrites the row, but not it).
-        IF p_verify THEN
-            INSERT INTO fencegate_floor AS f (resource, floor, holder, updated_at, pass_xid)
-            SELECT l.resource, l.fence, l.holder, clock_timestamp(), pg_current_xact_id() FROM fencegate_lease l
-             WHERE l.resource = p_resource AND l.fence = p_fence AND l.holder = p_holder
-            ON CONFLICT (resource) DO UPDATE SET
-              floor      = GREATEST(f.floor, excluded.floor),
-              holder     = CASE WHEN excluded.floor >= f.floor THEN excluded.holder ELSE f.holder END,
-              updated_at = CASE WHEN excluded.floor > f.floor THEN excluded.updated_at ELSE f.updated_at END,
-              pass_xid   = CASE WHEN excluded.floor >= f.floor THEN excluded.pass_xid ELSE f.pass_xid END
-            RETURNING f.floor, f.holder INTO v_floor, v_holder;
-        ELSE
-            INSERT INTO fencegate_floor AS f (resource, floor, holder, updated_at, pass_xid)
-            VALUES (p_resource, p_fence, p_holder, clock_timestamp(), pg_current_xact_id())
-            ON CONFLICT (resource) DO UPDATE SET
-              floor      = GREATEST(f.floor, excluded.floor),
-              holder     = CASE WHEN excluded.floor >= f.floor THEN excluded.holder ELSE f.holder END,
-              updated_at = CASE WHEN excluded.floor > f.floor THEN excluded.updated_at ELSE f.updated_at END,
-              pass_xid   = CASE WHEN excluded.floor >= f.floor THEN excluded.pass_xid ELSE f.pass_xid END
-            RETURNING f.floor, f.holder INTO v_floor, v_holder;
-        END IF;
-    END IF;
-    IF v_floor IS NULL THEN -- p_verify found no such lease: nothing was written
-        IF p_strict THEN
-            PERFORM fencegate_refuse(p_resource, p_holder, p_fence, NULL, NULL);
-        END IF;
-        RETURN;
-    END IF;
-    IF p_strict AND v_floor <> p_fence THEN
-        PERFORM fencegate_refuse(p_resource, p_holder, p_fence, v_floor, v_holder);
-    END IF;
-    floor := v_floor;
-    holder := v_holder;
-    RETURN NEXT;
-END
-$$;
--- +goose StatementEnd
 
 -- +goose StatementBegin
 CREATE FUNCTION fencegate_guard_refuse(p_table text, p_op text, p_resource text)
@@ -172,60 +130,6 @@ DROP FUNCTION fencegate_guard_truncate();
 DROP FUNCTION fencegate_guard_refuse_truncate(text);
 DROP FUNCTION fencegate_guard_refuse(text, text, text);
 DROP TABLE fencegate_guard_bypass;
--- The 00007 form, without pass_xid.
--- +goose StatementBegin
-CREATE OR REPLACE FUNCTION fencegate_fence(p_resource text, p_fence bigint, p_holder text, p_verify boolean, p_strict boolean)
-RETURNS TABLE (floor bigint, holder text)
-LANGUAGE plpgsql VOLATILE AS $$
-#variable_conflict use_column
-DECLARE
-    v_floor  bigint;
-    v_holder text;
-BEGIN
-    IF p_verify THEN
-        SELECT f.floor, f.holder INTO v_floor, v_holder FROM fencegate_floor f
-         WHERE f.resource = p_resource AND f.floor = p_fence AND f.holder = p_holder
-           AND EXISTS (SELECT 1 FROM fencegate_lease l
-                        WHERE l.resource = p_resource AND l.fence = p_fence AND l.holder = p_holder)
-           FOR NO KEY UPDATE OF f;
-    ELSE
-        SELECT f.floor, f.holder INTO v_floor, v_holder FROM fencegate_floor f
-         WHERE f.resource = p_resource AND f.floor = p_fence AND f.holder = p_holder
-           FOR NO KEY UPDATE OF f;
-    END IF;
-    IF NOT FOUND THEN
-        IF p_verify THEN
-            INSERT INTO fencegate_floor AS f (resource, floor, holder, updated_at)
-            SELECT l.resource, l.fence, l.holder, clock_timestamp() FROM fencegate_lease l
-             WHERE l.resource = p_resource AND l.fence = p_fence AND l.holder = p_holder
-            ON CONFLICT (resource) DO UPDATE SET
-              floor      = GREATEST(f.floor, excluded.floor),
-              holder     = CASE WHEN excluded.floor >= f.floor THEN excluded.holder ELSE f.holder END,
-              updated_at = CASE WHEN excluded.floor > f.floor THEN excluded.updated_at ELSE f.updated_at END
-            RETURNING f.floor, f.holder INTO v_floor, v_holder;
-        ELSE
-            INSERT INTO fencegate_floor AS f (resource, floor, holder, updated_at)
-            VALUES (p_resource, p_fence, p_holder, clock_timestamp())
-            ON CONFLICT (resource) DO UPDATE SET
-              floor      = GREATEST(f.floor, excluded.floor),
-              holder     = CASE WHEN excluded.floor >= f.floor THEN excluded.holder ELSE f.holder END,
-              updated_at = CASE WHEN excluded.floor > f.floor THEN excluded.updated_at ELSE f.updated_at END
-            RETURNING f.floor, f.holder INTO v_floor, v_holder;
-        END IF;
-    END IF;
-    IF v_floor IS NULL THEN
-        IF p_strict THEN
-            PERFORM fencegate_refuse(p_resource, p_holder, p_fence, NULL, NULL);
-        END IF;
-        RETURN;
-    END IF;
-    IF p_strict AND v_floor <> p_fence THEN
-        PERFORM fencegate_refuse(p_resource, p_holder, p_fence, v_floor, v_holder);
-    END IF;
-    floor := v_floor;
-    holder := v_holder;
-    RETURN NEXT;
-END
-$$;
--- +goose StatementEnd
+DROP TRIGGER fencegate_floor_pass ON fencegate_floor;
+DROP FUNCTION fencegate_floor_pass();
 ALTER TABLE fencegate_floor DROP COLUMN pass_xid;
