@@ -31,9 +31,10 @@ const (
 // schema (that of fencegate_floor), with the quoting they need.
 const pgResolve = `
 SELECT c.oid::bigint, quote_ident(n.nspname) || '.' || quote_ident(c.relname), c.relkind::text,
-       quote_ident(fn.nspname), fn.oid::bigint,
-       EXISTS (SELECT 1 FROM pg_proc p WHERE p.pronamespace = fn.oid AND p.proname = 'fencegate_guard_refuse'),
-       EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = c.oid AND t.tgname = 'fencegate_guard')
+       quote_ident(fn.nspname), quote_literal(fn.nspname), fn.oid::bigint,
+       EXISTS (SELECT 1 FROM pg_proc p WHERE p.pronamespace = fn.oid AND p.proname = 'fencegate_guard_refuse' AND p.pronargs = 4),
+       EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = c.oid AND t.tgname = 'fencegate_guard'),
+       (SELECT t.tgfoid::regprocedure::text FROM pg_trigger t WHERE t.tgrelid = c.oid AND t.tgname = 'fencegate_guard')
   FROM pg_namespace fn
   JOIN pg_class f ON f.relnamespace = fn.oid AND f.oid = to_regclass('fencegate_floor')
   LEFT JOIN pg_class c ON c.oid = to_regclass($1)
@@ -46,13 +47,15 @@ type pgTable struct {
 	fgSchemaOID       int64
 	migrated, guarded bool
 	function          string // the guard function's qualified name
+	installed         string // the installed trigger's function with its argument list, "s.f()"
+	fgSchemaLit       string // fencegate's schema as a string literal
 }
 
 func pgResolveTable(ctx context.Context, tx *sql.Tx, table string) (pgTable, error) {
 	var t pgTable
 	var oid sql.NullInt64
-	var qual, kind sql.NullString
-	err := tx.QueryRowContext(ctx, pgResolve, table).Scan(&oid, &qual, &kind, &t.fgSchema, &t.fgSchemaOID, &t.migrated, &t.guarded)
+	var qual, kind, installed sql.NullString
+	err := tx.QueryRowContext(ctx, pgResolve, table).Scan(&oid, &qual, &kind, &t.fgSchema, &t.fgSchemaLit, &t.fgSchemaOID, &t.migrated, &t.guarded, &installed)
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, fmt.Errorf("%w: fencegate_floor is not in the search_path: migrate first", ErrUnsupported)
 	}
@@ -69,7 +72,7 @@ func pgResolveTable(ctx context.Context, tx *sql.Tx, table string) (pgTable, err
 	if kind.String != "r" && kind.String != "p" {
 		return t, fmt.Errorf("%w: %s is not a table (relkind %s)", ErrNoTable, qual.String, kind.String)
 	}
-	t.oid, t.qual = oid.Int64, qual.String
+	t.oid, t.qual, t.installed = oid.Int64, qual.String, installed.String
 	sum := sha256.Sum256([]byte(t.qual))
 	t.function = t.fgSchema + ".fencegate_guard_" + hex.EncodeToString(sum[:8])
 	return t, nil
@@ -135,7 +138,7 @@ BEGIN
         IF NOT EXISTS (SELECT 1 FROM %[2]s.fencegate_floor f WHERE f.resource OPERATOR(pg_catalog.=) fg_new
                          AND (f.pass_xid OPERATOR(pg_catalog.=) fg_x8
                               OR f.xmax OPERATOR(pg_catalog.=) fg_x AND f.xmin OPERATOR(pg_catalog.<>) fg_x)) THEN
-            PERFORM %[2]s.fencegate_guard_refuse(%[5]s, TG_OP, fg_new);
+            PERFORM %[2]s.fencegate_guard_refuse(%[11]s, %[5]s, TG_OP, fg_new);
         END IF;
     END IF;
     IF TG_OP OPERATOR(pg_catalog.<>) 'INSERT' THEN
@@ -144,7 +147,7 @@ BEGIN
            AND NOT EXISTS (SELECT 1 FROM %[2]s.fencegate_floor f WHERE f.resource OPERATOR(pg_catalog.=) fg_old
                              AND (f.pass_xid OPERATOR(pg_catalog.=) fg_x8
                               OR f.xmax OPERATOR(pg_catalog.=) fg_x AND f.xmin OPERATOR(pg_catalog.<>) fg_x)) THEN
-            PERFORM %[2]s.fencegate_guard_refuse(%[5]s, TG_OP, fg_old);
+            PERFORM %[2]s.fencegate_guard_refuse(%[11]s, %[5]s, TG_OP, fg_old);
         END IF;
     END IF;
     RETURN NULL;
@@ -153,16 +156,22 @@ $fencegate$;
 CREATE TRIGGER %[6]s AFTER INSERT OR UPDATE OR DELETE ON %[7]s
     FOR EACH ROW EXECUTE FUNCTION %[1]s();
 CREATE TRIGGER %[8]s BEFORE TRUNCATE ON %[7]s
-    FOR EACH STATEMENT EXECUTE FUNCTION %[2]s.fencegate_guard_truncate();
+    FOR EACH STATEMENT EXECUTE FUNCTION %[2]s.fencegate_guard_truncate(%[11]s, %[5]s);
 ALTER TABLE %[7]s ENABLE ALWAYS TRIGGER %[6]s, ENABLE ALWAYS TRIGGER %[8]s;
 COMMENT ON TRIGGER %[6]s ON %[7]s IS %[9]s;`,
-		t.function, fg, newRes, oldRes, tableLit, pgTrigger, t.qual, pgTruncateTrigger, comment, setPath)
+		t.function, fg, newRes, oldRes, tableLit, pgTrigger, t.qual, pgTruncateTrigger, comment, setPath, t.fgSchemaLit)
 	return pgPlanned{table: t.qual, up: up, down: pgDown(t)}, nil
 }
 
+// pgDown undoes a guard: the function the trigger calls, which a table
+// renamed since the install no longer names.
 func pgDown(t pgTable) string {
-	return fmt.Sprintf("DROP TRIGGER %s ON %s;\nDROP TRIGGER %s ON %s;\nDROP FUNCTION %s();",
-		pgTrigger, t.qual, pgTruncateTrigger, t.qual, t.function)
+	fn := t.function + "()"
+	if t.installed != "" {
+		fn = t.installed
+	}
+	return fmt.Sprintf("DROP TRIGGER %s ON %s;\nDROP TRIGGER %s ON %s;\nDROP FUNCTION %s;",
+		pgTrigger, t.qual, pgTruncateTrigger, t.qual, fn)
 }
 
 // pgCheckExpr evaluates expr over the table's columns, with no rows, to

@@ -348,18 +348,29 @@ func TestPostgresGuardLeastPrivilege(t *testing.T) {
 			t.Errorf("%s: want permission denied, got %v", fake, err)
 		}
 	}
-	for _, attempt := range [][]string{
-		{`CREATE TEMP TABLE fencegate_floor AS SELECT 'tenant:a'::text AS resource, 9::bigint AS floor, 'x'::text AS holder, now() AS updated_at, pg_current_xact_id() AS pass_xid`,
-			`UPDATE orders SET v = 1 WHERE id = 1`}, // pg_temp comes first for tables by default
-		{`SET LOCAL fencegate.guard_bypass = 'on'`, `UPDATE orders SET v = 1 WHERE id = 1`},
-		{`ALTER TABLE orders DISABLE TRIGGER fencegate_guard`},
-		{`SET LOCAL session_replication_role = replica`, `UPDATE orders SET v = 1 WHERE id = 1`},
+	for _, c := range []struct {
+		stmts []string
+		says  string
+	}{
+		// A temporary table comes first in the search_path for tables by
+		// default; the guard names fencegate's schema.
+		{[]string{`CREATE TEMP TABLE fencegate_floor AS SELECT 'tenant:a'::text AS resource, 9::bigint AS floor, 'x'::text AS holder, now() AS updated_at, pg_current_xact_id() AS pass_xid`,
+			`UPDATE orders SET v = 1 WHERE id = 1`}, "no fence in this transaction"},
+		{[]string{`SET LOCAL fencegate.guard_bypass = 'on'`, `UPDATE orders SET v = 1 WHERE id = 1`}, "no fence in this transaction"},
+		// Nor a temporary fencegate_floor it may update, for the bypass.
+		{[]string{`CREATE TEMP TABLE fencegate_floor (resource text, floor bigint, holder text, updated_at timestamptz, pass_xid xid8)`,
+			`CREATE TEMP TABLE fencegate_guard_bypass (table_name text, op text, resource text, role_name text, xid xid8)`,
+			`SET LOCAL fencegate.guard_bypass = 'on'`, `UPDATE orders SET v = 1 WHERE id = 1`}, "no fence in this transaction"},
+		{[]string{`ALTER TABLE orders DISABLE TRIGGER fencegate_guard`}, "must be owner"},
+		{[]string{`DROP TRIGGER fencegate_guard ON orders`}, "must be owner"},
+		{[]string{`SET LOCAL session_replication_role = replica`, `UPDATE orders SET v = 1 WHERE id = 1`}, "permission denied"},
+		{[]string{`SELECT fencegate_guard_refuse(current_schema(), 'orders', 'UPDATE', 'tenant:a')`, `UPDATE orders SET v = 1 WHERE id = 1`}, "no fence in this transaction"},
 	} {
 		tx, err := app.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, s := range attempt {
+		for _, s := range c.stmts {
 			if _, err = tx.Exec(ctx, s); err != nil {
 				break
 			}
@@ -368,11 +379,15 @@ func TestPostgresGuardLeastPrivilege(t *testing.T) {
 			err = tx.Commit(ctx)
 		}
 		tx.Rollback(ctx)
-		if err == nil {
-			t.Errorf("%q: committed", attempt)
-		} else {
-			t.Logf("%q: %v", attempt[len(attempt)-1], err)
+		if err == nil || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%q: %v, want an error saying %q", c.stmts, err, c.says)
 		}
+	}
+	// The pipelined fence works for the role too.
+	b := &pgx.Batch{}
+	b.Queue(`UPDATE orders SET v = 0 WHERE id = 1`)
+	if err := pgxgate.CommitBatch(ctx, g, app, tenantA, b); err != nil {
+		t.Fatalf("app role, CommitBatch: %v", err)
 	}
 	if n := h.count(t, `SELECT count(*) FROM orders WHERE v <> 0`); n != 0 {
 		t.Fatalf("%d rows written past the guard", n)
@@ -426,8 +441,18 @@ func TestPostgresGuardBadInput(t *testing.T) {
 	if list[0].Table != g.Table || list[0].ResourceExpr != "'t:' || t" || !list[0].Enabled {
 		t.Errorf("List[0] = %+v, want %+v", list[0], g)
 	}
-	if err := h.admin.Remove(ctx, `"Odd Name"`); err != nil {
+	// Renamed since, it still loses its guard whole.
+	if _, err := h.pool.Exec(ctx, `ALTER TABLE "Odd Name" RENAME TO "Odder Name"`); err != nil {
 		t.Fatal(err)
+	}
+	if err := h.admin.Remove(ctx, `"Odder Name"`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.pool.Exec(ctx, `ALTER TABLE "Odder Name" RENAME TO "Odd Name"`); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.count(t, `SELECT count(*) FROM pg_proc WHERE proname LIKE 'fencegate_guard_%' AND proname NOT IN ('fencegate_guard_refuse', 'fencegate_guard_truncate', 'fencegate_guard_refuse_truncate') AND pronamespace = current_schema()::regnamespace`); n != 2 {
+		t.Fatalf("%d guard functions left, want 2 (orders, plain)", n)
 	}
 	if _, err := h.pool.Exec(ctx, `INSERT INTO "Odd Name" VALUES (1, 1, 'x')`); err != nil {
 		t.Fatalf("after Remove: %v", err)

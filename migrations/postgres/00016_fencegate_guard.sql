@@ -33,9 +33,11 @@
 -- this transaction, or a stale one: the transaction rewrote the floor row
 -- without being admitted), and logs a WARNING in the server log first
 -- (Postgres has no autonomous transaction, so a refusing trigger cannot
--- leave a row in fencegate_rejection). Its search_path is fixed at
--- creation: the caller's could otherwise shadow fencegate_floor with a
--- temporary table of its own.
+-- leave a row in fencegate_rejection). It is given fencegate's schema by
+-- the trigger and names every table through it, under a fixed search_path
+-- (pg_catalog first, pg_temp last): the caller's could otherwise shadow
+-- fencegate_floor with a temporary table of its own, on which it has every
+-- privilege, or has_table_privilege with a function of its own.
 --
 -- The per-table trigger functions are made by the guard package (their SQL
 -- names the schema of fencegate_floor); TRUNCATE, which fires no row
@@ -73,8 +75,8 @@ CREATE TABLE fencegate_guard_bypass (
 );
 
 -- +goose StatementBegin
-CREATE FUNCTION fencegate_guard_refuse(p_table text, p_op text, p_resource text)
-RETURNS void LANGUAGE plpgsql VOLATILE SET search_path FROM CURRENT AS $$
+CREATE FUNCTION fencegate_guard_refuse(p_schema text, p_table text, p_op text, p_resource text)
+RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_x      xid8 := pg_current_xact_id();
     v_floor  bigint;
@@ -82,16 +84,17 @@ DECLARE
     v_xmin   xid;
 BEGIN
     IF coalesce(current_setting('fencegate.guard_bypass', true), '') = 'on'
-       AND has_table_privilege(current_user, 'fencegate_floor'::regclass, 'UPDATE') THEN
-        INSERT INTO fencegate_guard_bypass (table_name, op, resource, role_name, xid)
-        VALUES (p_table, p_op, p_resource, current_user, v_x);
+       AND has_table_privilege(current_user, format('%I.fencegate_floor', p_schema), 'UPDATE') THEN
+        EXECUTE format('INSERT INTO %I.fencegate_guard_bypass (table_name, op, resource, role_name, xid) VALUES ($1, $2, $3, $4, $5)', p_schema)
+            USING p_table, p_op, p_resource, current_user, v_x;
         RAISE LOG 'fencegate: guard bypassed by %: % on % (resource %)', current_user, p_op, p_table, p_resource;
         RETURN;
     END IF;
     -- The transaction rewrote the floor row without being admitted: it ran
     -- the fence with a stale token (xmin only names the culprit here).
-    SELECT f.floor, f.holder, f.xmin INTO v_floor, v_holder, v_xmin FROM fencegate_floor f WHERE f.resource = p_resource;
-    IF FOUND AND v_xmin = v_x::xid THEN
+    EXECUTE format('SELECT f.floor, f.holder, f.xmin FROM %I.fencegate_floor f WHERE f.resource = $1', p_schema)
+        INTO v_floor, v_holder, v_xmin USING p_resource;
+    IF v_xmin = v_x::xid THEN
         RAISE WARNING 'fencegate: guarded table %: % refused for resource %: the fence in this transaction is stale (floor % from %)',
             p_table, p_op, p_resource, v_floor, v_holder;
         RAISE EXCEPTION 'fencegate: guarded table %: % refused for resource %: the fence in this transaction is stale (floor % from %)',
@@ -108,27 +111,19 @@ END
 $$;
 -- +goose StatementEnd
 
+-- TG_ARGV[0] is fencegate's schema, TG_ARGV[1] the table's name.
 -- +goose StatementBegin
-CREATE FUNCTION fencegate_guard_truncate() RETURNS trigger LANGUAGE plpgsql VOLATILE AS $$
+CREATE FUNCTION fencegate_guard_truncate() RETURNS trigger LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    PERFORM fencegate_guard_refuse_truncate(TG_TABLE_SCHEMA || '.' || TG_TABLE_NAME);
+    EXECUTE format('SELECT %I.fencegate_guard_refuse($1, $2, $3, NULL)', TG_ARGV[0]) USING TG_ARGV[0], TG_ARGV[1], 'TRUNCATE';
     RETURN NULL;
-END
-$$;
--- +goose StatementEnd
-
--- +goose StatementBegin
-CREATE FUNCTION fencegate_guard_refuse_truncate(p_table text) RETURNS void LANGUAGE plpgsql VOLATILE SET search_path FROM CURRENT AS $$
-BEGIN
-    PERFORM fencegate_guard_refuse(p_table, 'TRUNCATE', NULL);
 END
 $$;
 -- +goose StatementEnd
 
 -- +goose Down
 DROP FUNCTION fencegate_guard_truncate();
-DROP FUNCTION fencegate_guard_refuse_truncate(text);
-DROP FUNCTION fencegate_guard_refuse(text, text, text);
+DROP FUNCTION fencegate_guard_refuse(text, text, text, text);
 DROP TABLE fencegate_guard_bypass;
 DROP TRIGGER fencegate_floor_pass ON fencegate_floor;
 DROP FUNCTION fencegate_floor_pass();
