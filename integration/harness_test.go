@@ -23,6 +23,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/fencegate/fencegate/guard"
 	"github.com/fencegate/fencegate/integration/internal/check"
 	"github.com/fencegate/fencegate/integration/internal/faults"
 	"github.com/fencegate/fencegate/integration/internal/history"
@@ -47,7 +48,10 @@ type spec struct {
 	Duration  time.Duration
 	TTL       time.Duration
 	Bypass    bool // the control: no gate
-	Seed      uint64
+	// Guarded guards fg_events (package guard, Postgres): a write that
+	// skips the gate is refused by the database.
+	Guarded bool
+	Seed    uint64
 
 	Kills      int // SIGKILLs of a worker mid-run, two in three as it sends a COMMIT (each followed by a new incarnation)
 	Pauses     int // SIGSTOPs of a worker for 1.2 to 3 ttls, then SIGCONT
@@ -165,6 +169,9 @@ func runHistory(t *testing.T, sp spec) *outcome {
 		schema = "fgrel_" + randomHex(5)
 		checkDSN = dbtest.CreateSchema(t, base, schema, cluster == nil) // a throwaway cluster goes away whole
 		setup(t, checkDSN, schema, sp.Worker)
+		if sp.Guarded {
+			guardEvents(t, checkDSN)
+		}
 		var err error
 		u, _ := url.Parse(checkDSN)
 		proxy, err = faults.NewProxy(u.Host)
@@ -557,6 +564,26 @@ func setup(t *testing.T, dsn, schema, worker string) {
 		t.Fatal(err)
 	}
 	if err := workload.Setup(ctx, d.DB(), d.Dialect(), schema); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// guardEvents guards fg_events by its resource column: the writes and the
+// floor raises (inserted by a trigger in the raising transaction) pass, a
+// write that skipped the gate does not.
+func guardEvents(t *testing.T, dsn string) {
+	t.Helper()
+	ctx := context.Background()
+	d, err := sqlopen.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	admin, err := guard.New(d.DB(), d.Dialect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Install(ctx, guard.Spec{Table: "fg_events", ResourceExpr: "resource"}); err != nil {
 		t.Fatal(err)
 	}
 }

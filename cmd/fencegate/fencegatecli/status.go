@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/guard"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore"
 )
@@ -21,9 +22,10 @@ func statusCommand() *command {
 		synopsis: "show every lock (holder, fence, floor, expiry) and recent refusals",
 		usage:    "status [--json] [--lock NAME] [--refusals 10]",
 		help: `Show every lock fencegate knows: its lease (state, holder, fence, expiry in
-the database's clock) and the gate's floor, then the most recent refusals
-from the rejection log, newest first. --json prints the same as one JSON
-object: {"locks": [...], "refusals": [...], "warnings": [...]}.
+the database's clock) and the gate's floor, the guarded tables (Postgres:
+'fencegate guard'), then the most recent refusals from the rejection log,
+newest first. --json prints the same as one JSON object: {"locks": [...],
+"refusals": [...], "warnings": [...], "guarded_tables": [...]}.
 
 It first warns of settings under which the database can lose a grant it
 acknowledged, and so issue its fence again: on Postgres synchronous_commit
@@ -76,6 +78,9 @@ type statusReport struct {
 	// acknowledged (Postgres: synchronous_commit off, asynchronous
 	// standbys; SQLite: synchronous=NORMAL); empty when there are none.
 	Warnings []string `json:"warnings"`
+	// Guarded lists the guarded tables (package guard; Postgres only,
+	// empty elsewhere), a disabled guard's trigger with enabled false.
+	Guarded []guardReport `json:"guarded_tables"`
 }
 
 // lockReport is one lock's lease and floor.
@@ -164,7 +169,18 @@ func readStatus(ctx context.Context, b *backend, lock string, refusals int) (sta
 		r := get(f.Resource)
 		r.Floor, r.FloorHolder = f.Floor, f.Holder
 	}
-	report := statusReport{Locks: []lockReport{}, Refusals: []refusalReport{}, Warnings: []string{}}
+	report := statusReport{Locks: []lockReport{}, Refusals: []refusalReport{}, Warnings: []string{}, Guarded: []guardReport{}}
+	if b.driver.Dialect() == "postgres" {
+		admin, err := guard.New(b.driver.DB(), b.driver.Dialect())
+		if err != nil {
+			return statusReport{}, err
+		}
+		gs, err := admin.List(ctx)
+		if err != nil {
+			return statusReport{}, err
+		}
+		report.Guarded = guardReports(gs)
+	}
 	if d, ok := b.driver.(sqlstore.DurabilityReporter); ok {
 		warnings, err := d.DurabilityWarnings(ctx)
 		if err != nil {
@@ -243,6 +259,15 @@ func printStatus(w io.Writer, report statusReport) {
 		tw.Flush()
 	}
 	fmt.Fprintln(w)
+	if len(report.Guarded) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "GUARDED TABLE\tRESOURCE\tSTATE")
+		for _, g := range report.Guarded {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", g.Table, g.resource(), g.state())
+		}
+		tw.Flush()
+		fmt.Fprintln(w)
+	}
 	if len(report.Refusals) == 0 {
 		fmt.Fprintln(w, "No refusals.")
 		return
