@@ -87,6 +87,8 @@ type spec struct {
 	// BeginStalls, when set, is the chance of a stall inside a write's
 	// transaction for the writes begun with pgxv5.BeginFenced (Postgres).
 	BeginStalls float64
+	// Coordination runs elections and a semaphore in the workload.
+	Coordination workload.Coordination
 }
 
 // outcome is what one history did and what the checker said.
@@ -248,6 +250,7 @@ func runHistory(t *testing.T, sp spec) *outcome {
 		BatchProb:     0.25,
 		Bypass:        sp.Bypass,
 		Announce:      true,
+		Coordination:  sp.Coordination,
 	}
 	if sp.Dialect == pgsql.Dialect {
 		// A stall inside the transaction holds the floor row: acquisitions

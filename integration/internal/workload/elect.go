@@ -105,15 +105,29 @@ func (e *env[TTx]) coordStart(ctx context.Context, a *agent) error {
 	octx, stop := context.WithDeadline(ctx, e.cfg.Until.Add(e.cfg.TTL))
 	ca.stop = stop
 	for _, el := range ca.electors {
+		// The observer is an operation sequence of its own (its op ids
+		// "p1.2/a3/observe-name#n"), concurrent with the agent's.
+		ops := fmt.Sprintf("%s/observe-%s", a.ops, el.Name())
 		ca.wg.Go(func() {
+			n := 0
 			for l := range el.Observe(octx) {
-				inv := e.invoke(a, history.Record{Type: history.Observe, Resource: el.Name()})
-				e.ret(inv, history.Record{Outcome: history.OK, Granted: l.Fence, HeldBy: l.Identity}, nil)
+				n++
+				now := history.Now()
+				r := history.Record{Op: fmt.Sprintf("%s#%d", ops, n), Phase: "inv", Time: now, Type: history.Observe,
+					Proc: e.cfg.Proc, Agent: a.name, Holder: a.name, Resource: el.Name()}
+				e.record(r)
+				e.record(history.Record{Op: r.Op, Phase: "ret", Time: now, Outcome: history.OK, Granted: l.Fence, HeldBy: l.Identity})
 			}
 		})
 	}
 	a.coord = ca
 	return nil
+}
+
+func (e *env[TTx]) record(r history.Record) {
+	if err := e.rec.Write(r); err != nil {
+		panic(fmt.Sprintf("workload: recording %s: %v", r.Op, err)) // a history with holes would lie
+	}
 }
 
 // coordStop ends the agent's observers and waits for them: none records
@@ -125,8 +139,9 @@ func (a *agent) coordStop() {
 	}
 }
 
-// electCycle campaigns for up to four terms and, leading, writes under the
-// term's token one to four times over at least three observe intervals,
+// electCycle campaigns for up to eight terms and, leading, writes under the
+// term's token one to four times over two to six terms (at least three
+// observe intervals),
 // then resigns. The history holds it as lease.Hold's cycles are held (the
 // keeper's renewals are unseen): an acquisition that waited (Elect), the
 // writes, and a release with no observable outcome. A leader deposed while
@@ -136,7 +151,9 @@ func (a *agent) coordStop() {
 func (e *env[TTx]) electCycle(ctx context.Context, a *agent, el *lease.Elector) time.Duration {
 	name := el.Name()
 	inv := e.invoke(a, history.Record{Type: history.Acquire, Resource: name, Request: fmt.Sprintf("%s/elect#%d", a.ops, a.seq+1), Hold: true, Wait: true, Elect: true})
-	cctx, cancel := context.WithTimeout(ctx, 4*e.cfg.TTL)
+	// Eight terms: a waiter ahead that was killed or stopped keeps its
+	// place until its WaiterTTL runs out.
+	cctx, cancel := context.WithTimeout(ctx, 8*e.cfg.TTL)
 	t, err := el.Campaign(cctx)
 	cancel()
 	if err != nil {
@@ -150,8 +167,11 @@ func (e *env[TTx]) electCycle(ctx context.Context, a *agent, el *lease.Elector) 
 	e.ret(inv, history.Record{Outcome: history.OK, Granted: g.Fence, TTL: int64(g.TTL), Until: believedUntil(l, a.clock), Expires: expiresAt(g), Attempts: 1}, nil)
 	e.announce("granted", inv.Op)
 	tok := t.Token()
+	// The term lasts two to six ttls, and at least three observe
+	// intervals: a stopped leader is then often one that leads.
 	writes := 1 + a.rng.IntN(4)
-	gap := 3 * e.observeInterval() / time.Duration(writes)
+	lead := max(time.Duration((2+4*a.rng.Float64())*float64(e.cfg.TTL)), 3*e.observeInterval())
+	gap := lead / time.Duration(writes)
 	for range writes {
 		wctx := t.Context()
 		if a.rng.IntN(2) == 0 {
