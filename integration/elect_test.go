@@ -55,13 +55,17 @@ func electorsSpec(dialect sqlstore.Dialect, seed uint64, procs int) spec {
 		TTL:       250 * time.Millisecond,
 		Seed:      seed,
 		Kills:     3,
-		Pauses:    4,
+		Pauses:    2,
+		// Leaders stopped past their terms: deposed, their writes after
+		// SIGCONT must be refused.
+		LeaderPauses: 3,
 		Coordination: workload.Coordination{
 			Elections:  []string{"leader"},
 			ElectProb:  0.6,
 			Semaphore:  "pool",
 			Permits:    2,
 			PermitProb: 0.35,
+			WaiterTTL:  time.Second, // a killed waiter's place blocks the line for a second, not three
 		},
 	}
 	switch dialect {
@@ -76,6 +80,12 @@ func electorsSpec(dialect sqlstore.Dialect, seed uint64, procs int) spec {
 func runElectors(t *testing.T, dialect sqlstore.Dialect) {
 	seed := baseSeed(t)
 	bin := raceWorker(t)
+	deposed := 0
+	defer func() {
+		if !t.Failed() && deposed == 0 {
+			t.Errorf("no deposed leader's write was refused in any history: the leader pauses deposed nobody")
+		}
+	}()
 	for i, procs := range []int{2, 5} {
 		t.Run(fmt.Sprintf("%d-electors", procs), func(t *testing.T) {
 			sp := electorsSpec(dialect, seed+uint64(i), procs)
@@ -83,6 +93,7 @@ func runElectors(t *testing.T, dialect sqlstore.Dialect) {
 			o := runHistory(t, sp)
 			r := o.Report
 			c := r.Coord
+			deposed += c.DeposedRefused
 			t.Log(describe(o))
 			t.Logf("elections: %d terms in the database, %d leaders acknowledged, %d leader writes (%d refused: deposed); observers %d, %d leaders reported, %d/%d pairs identical over their common fences, %d terms coalesced; semaphore: %d permits, %d most live at a grant (N = %d), %d permit writes refused",
 				c.Terms, c.Leaders, c.LeaderWrites, c.DeposedRefused, c.Observers, c.Observations, c.IdenticalPairs, c.ObserverPairs, c.Coalesced, c.Permits, c.MaxInUse, sp.Coordination.Permits, c.PermitsRefused)

@@ -33,6 +33,9 @@ type Coordination struct {
 	// the TTL. A leader keeps its term for at least three of them, so that
 	// every observer that is not stopped can read it.
 	ObserveInterval time.Duration `json:"observeInterval"`
+	// WaiterTTL is CoordinatorOptions.WaiterTTL (0: its default): how long
+	// the place in line of a killed or stopped participant blocks the line.
+	WaiterTTL time.Duration `json:"waiterTTL"`
 }
 
 // coordAgent is an agent's side of the elections and the semaphore, made
@@ -145,9 +148,9 @@ func (a *agent) coordStop() {
 // then resigns. The history holds it as lease.Hold's cycles are held (the
 // keeper's renewals are unseen): an acquisition that waited (Elect), the
 // writes, and a release with no observable outcome. A leader deposed while
-// it ran (its process stopped past its term, its connection cut) writes on
-// with the old token half the time: the gate must refuse it. It returns
-// how long to wait before the next cycle.
+// it ran (its process stopped past its term, its connection cut) writes
+// once more with the old token: the gate must refuse it if the next term
+// was granted. It returns how long to wait before the next cycle.
 func (e *env[TTx]) electCycle(ctx context.Context, a *agent, el *lease.Elector) time.Duration {
 	name := el.Name()
 	inv := e.invoke(a, history.Record{Type: history.Acquire, Resource: name, Request: fmt.Sprintf("%s/elect#%d", a.ops, a.seq+1), Hold: true, Wait: true, Elect: true})
@@ -166,6 +169,7 @@ func (e *env[TTx]) electCycle(ctx context.Context, a *agent, el *lease.Elector) 
 	g := l.Grant()
 	e.ret(inv, history.Record{Outcome: history.OK, Granted: g.Fence, TTL: int64(g.TTL), Until: believedUntil(l, a.clock), Expires: expiresAt(g), Attempts: 1}, nil)
 	e.announce("granted", inv.Op)
+	e.announce("leading", inv.Op)
 	tok := t.Token()
 	// The term lasts two to six ttls, and at least three observe
 	// intervals: a stopped leader is then often one that leads.
@@ -173,16 +177,23 @@ func (e *env[TTx]) electCycle(ctx context.Context, a *agent, el *lease.Elector) 
 	lead := max(time.Duration((2+4*a.rng.Float64())*float64(e.cfg.TTL)), 3*e.observeInterval())
 	gap := lead / time.Duration(writes)
 	for range writes {
+		if t.Context().Err() != nil {
+			break
+		}
 		wctx := t.Context()
 		if a.rng.IntN(2) == 0 {
-			wctx = context.WithoutCancel(wctx) // the write already on its way when the term ended
-		} else if wctx.Err() != nil {
-			break // deposed, and heeding it: advisory, like Expired
+			wctx = context.WithoutCancel(wctx) // the write already on its way when the term ends
 		}
 		if e.write(wctx, a, e.gate, tok) == history.Refused {
 			break
 		}
 		sleep(ctx, gap)
+	}
+	if t.Context().Err() != nil {
+		// Deposed (stopped past its term, its renewals cut): one more write
+		// under the old token, the one a leader that did not look would
+		// send. Refused once the next term was granted.
+		e.write(context.WithoutCancel(ctx), a, e.gate, tok)
 	}
 	rel := e.invoke(a, history.Record{Type: history.Release, Resource: name, Fence: tok.Fence, Hold: true, Elect: true})
 	rctx, cancel := context.WithTimeout(ctx, e.cfg.OpTimeout)

@@ -228,7 +228,7 @@ func run[TTx any](ctx context.Context, cfg Config, rec *history.Recorder, d sqls
 		// Fences come from the coordinator in the same database.
 		gate:   gate.New(d, &gate.Options{VerifyIssued: true}),
 		ext:    gate.New(d, nil),
-		coord:  lease.NewCoordinator(d, &lease.CoordinatorOptions{TTL: cfg.TTL, LockTimeout: cfg.LockTimeout}),
+		coord:  lease.NewCoordinator(d, &lease.CoordinatorOptions{TTL: cfg.TTL, LockTimeout: cfg.LockTimeout, WaiterTTL: cfg.WaiterTTL}),
 		exec:   exec,
 		insert: insertWrite[d.Dialect()],
 		draw:   draw,
