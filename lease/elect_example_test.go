@@ -94,8 +94,8 @@ func ExampleSemaphore() {
 	_, err := c.Release(ctx, gate.Token{Resource: "other#0", Holder: "c", Fence: 1})
 	fmt.Println(err)
 	// Output:
-	// runners permit 0 of 2 (fence 2) / runners permit 1 of 2 (fence 4)
+	// runners permit 0 (fence 2) / runners permit 1 (fence 4)
 	// c must wait: a holds runners#0
-	// runners permit 0 of 2 (fence 6) writes as runners#0
+	// runners permit 0 (fence 6) writes as runners#0
 	// fencegate: invalid token: resource "other#0" is not a permit of semaphore "runners"
 }

@@ -43,6 +43,10 @@
 //     names the resource's first live waiter in the same statement, so the
 //     coordinator sends that waiter straight to its acquisition. Without it
 //     the coordinator wakes its own first waiter, which looks for itself.
+//   - Optionally, SemaphoreStorer on its Executor: a semaphore's N stored
+//     in the database (fencegate_semaphore), read before each permit's
+//     grant. Without it lease.Semaphore.SetPermits fails and each
+//     participant grants by the N it was built with.
 //   - Error classification: every error the driver returns passes through
 //     WithClass with the driver's reading of its database's errors
 //     (ErrorClass: retryable, connection lost, outcome unknown), so
