@@ -64,7 +64,7 @@ const listenRetry = 100 * time.Millisecond
 // Postgres (sqlstore.Notifier) the database announces releases, and the
 // first waiter leaving while the lease is free, to every process
 // (LISTEN/NOTIFY, one listening connection per Coordinator while it has
-// waiters and for a WaiterTTL after its last one left, so that waiters
+// waiters and for up to a second after its last one left, so that waiters
 // that come and go find it listening), naming the first live waiter of the whole queue: only that one
 // is woken, wherever it waits, and it goes straight to its acquisition (one
 // round trip, its place already known to be first) unless its last touch is
@@ -149,7 +149,7 @@ func (c *Coordinator) AcquireWait(ctx context.Context, client *Client, resource 
 					resource, w.place(), c.waiterTTL, rerr))
 			}
 		}
-		c.waits.leave(w, granted, c.waiterTTL)
+		c.waits.leave(w, granted, min(c.waiterTTL/3, listenLinger))
 	}()
 
 	var held *HeldError // the last refusal, for the error when ctx ends
@@ -453,6 +453,12 @@ func (r *waitRoom) removeLocked(w *waiter) {
 		r.byRes[w.resource] = ws
 	}
 }
+
+// listenLinger is the longest a Coordinator keeps listening after its last
+// waiter left (a third of WaiterTTL if shorter). It is short because the
+// listening connection is busy while it lingers: database/sql's DB.Close
+// waits for it.
+const listenLinger = time.Second
 
 // leave takes w out, wakes the next waiter of its resource unless w was
 // granted (the lease may be free and w was first; after a grant the next
