@@ -53,12 +53,15 @@ type spec struct {
 	Guarded bool
 	Seed    uint64
 
-	Kills      int // SIGKILLs of a worker mid-run, two in three as it sends a COMMIT (each followed by a new incarnation)
-	Pauses     int // SIGSTOPs of a worker for 1.2 to 3 ttls, then SIGCONT
-	Cuts       int // cuts of every proxied connection at a random moment (Postgres)
-	CommitCuts int // times the proxy is armed to cut two connections right after their COMMIT (Postgres)
-	Delays     int // times the proxy holds every client message for 0.3 to 1 ttl, for 2 to 4 ttls
-	Restarts   int // Postgres crashes mid-run (throwaway cluster only)
+	Kills  int // SIGKILLs of a worker mid-run, two in three as it sends a COMMIT (each followed by a new incarnation)
+	Pauses int // SIGSTOPs of a worker for 1.2 to 3 ttls, then SIGCONT
+	// LeaderPauses are SIGSTOPs, for 2 to 3 ttls, of the next worker to
+	// announce that it leads an election (Coordination): a deposed leader.
+	LeaderPauses int
+	Cuts         int // cuts of every proxied connection at a random moment (Postgres)
+	CommitCuts   int // times the proxy is armed to cut two connections right after their COMMIT (Postgres)
+	Delays       int // times the proxy holds every client message for 0.3 to 1 ttl, for 2 to 4 ttls
+	Restarts     int // Postgres crashes mid-run (throwaway cluster only)
 	// OSCrashes are crashes of the OS mid-run: the database's filesystem
 	// (ext4 on a loop device, the history's own) is shut down without
 	// flushing, and what was not fsynced is gone. Postgres: the server is
@@ -91,6 +94,8 @@ type spec struct {
 	// BeginStalls, when set, is the chance of a stall inside a write's
 	// transaction for the writes begun with pgxgate.BeginFenced (Postgres).
 	BeginStalls float64
+	// Coordination runs elections and a semaphore in the workload.
+	Coordination workload.Coordination
 }
 
 // outcome is what one history did and what the checker said.
@@ -255,6 +260,7 @@ func runHistory(t *testing.T, sp spec) *outcome {
 		BatchProb:     0.25,
 		Bypass:        sp.Bypass,
 		Announce:      true,
+		Coordination:  sp.Coordination,
 	}
 	if sp.Dialect == pgsql.Dialect {
 		// A stall inside the transaction holds the floor row: acquisitions
@@ -285,6 +291,7 @@ func runHistory(t *testing.T, sp spec) *outcome {
 	addFaults("kill", sp.Kills)
 	if canPause {
 		addFaults("pause", sp.Pauses)
+		addFaults("pause-leader", sp.LeaderPauses)
 	}
 	if proxy != nil {
 		addFaults("cut", sp.Cuts)
@@ -320,6 +327,10 @@ func runHistory(t *testing.T, sp spec) *outcome {
 			}
 		case "pause":
 			if fl.pause(rng.IntN(sp.Procs), time.Duration((1.2+1.8*rng.Float64())*float64(sp.TTL))) {
+				out.Pauses++
+			}
+		case "pause-leader":
+			if fl.pauseNextLeader(time.Duration((2+rng.Float64())*float64(sp.TTL)), 2*time.Second) {
 				out.Pauses++
 			}
 		case "cut":

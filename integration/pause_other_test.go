@@ -8,4 +8,6 @@ const canPause = false
 
 func (f *fleet) pause(int, time.Duration) bool { return false }
 
+func (f *fleet) pauseNextLeader(time.Duration, time.Duration) bool { return false }
+
 func freezeThenKill(int, func()) bool { return false }

@@ -96,13 +96,16 @@
 // to a resource the permits share: two live permits are two writers, by
 // design; guard a shared row with a lease of its own.
 //
-// N is not stored in the database: every participant passes it, and they
-// must agree. Lowering N revokes no live permit: permits of slots at N and
-// above run out as leases do, and until the permits live are fewer than
-// the new N a participant with the new N grants none (it finds them by
-// reading the slots above N; slots are taken lowest first, so that read
-// stops at the first slot never leased). A participant still on a larger
-// N grants up to it.
+// N is stored in the database once Semaphore.SetPermits stores it (table
+// fencegate_semaphore, on every driver of this module): each participant
+// reads it before each grant, so a change reaches all of them at once,
+// whatever n each was built with; until then each grants by its own n.
+// N is 1 to MaxPermits (1024). Lowering N revokes no live permit: permits
+// of slots at N and above run out as leases do (or are released), and
+// until the permits live are fewer than the new N nothing is granted (a
+// participant finds them by reading the slots above N; slots are taken
+// lowest first, so that read stops at the first slot never leased). A
+// slot taken while that read runs is given back at once, unhanded.
 //
 // # Fences
 //

@@ -40,8 +40,9 @@ type Permit struct {
 }
 
 // NewSemaphore returns client's side of the semaphore name with n permits,
-// over coord. Every participant must use the same n: n is not stored in the
-// database (see the package documentation on lowering it). Errors:
+// over coord. n rules until N is stored in the database (SetPermits); from
+// then on the stored N rules every participant, whatever n each was built
+// with (see the package documentation on changing N). Errors:
 // gate.ErrInvalidInput for a nil coord or client, an empty or invalid name,
 // or n outside 1..MaxPermits; nothing is written.
 func NewSemaphore(coord *Coordinator, client *Client, name string, n int) (*Semaphore, error) {
@@ -69,8 +70,53 @@ func NewSemaphore(coord *Coordinator, client *Client, name string, n int) (*Sema
 // Name returns the semaphore's name.
 func (s *Semaphore) Name() string { return s.name }
 
-// Permits returns N.
+// Permits returns the n this Semaphore was built with: its N while none is
+// stored in the database (see StoredPermits).
 func (s *Semaphore) Permits() int { return s.n }
+
+// SetPermits stores n as the semaphore's N in the database, for every
+// participant: each reads it before it grants a permit. Lowering N revokes
+// no live permit (each lives out its term, or until released), but nothing
+// is granted until fewer than the new N are live; raising it grants the new
+// slots at once. Errors: gate.ErrInvalidInput for n outside 1..MaxPermits,
+// or the database's; nothing is written then.
+func (s *Semaphore) SetPermits(ctx context.Context, n int) error {
+	if n <= 0 || n > MaxPermits {
+		return invalid("permits", "must be 1 to %d, got %d", MaxPermits, n)
+	}
+	if err := s.coord.store.Executor().SetSemaphorePermits(ctx, s.name, n); err != nil {
+		return s.coord.wrap("store the permits of", s.name, err)
+	}
+	poke(s.wake) // a raise frees slots for this Semaphore's head of the line
+	return nil
+}
+
+// StoredPermits returns the N stored in the database for the semaphore,
+// and false when none is (then each participant grants by its own n).
+// Advisory, as Coordinator.Status.
+func (s *Semaphore) StoredPermits(ctx context.Context) (int, bool, error) {
+	n, found, err := s.coord.store.Executor().SemaphorePermits(ctx, s.name)
+	if err != nil {
+		return 0, false, s.coord.wrap("read the permits of", s.name, err)
+	}
+	return n, found, nil
+}
+
+// permits is the N a grant is judged by: the stored one, or this
+// Semaphore's n when none is stored. A stored value outside 1..MaxPermits
+// (written around SetPermits) is refused: fail closed.
+func (s *Semaphore) permits(ctx context.Context) (int, error) {
+	n, found, err := s.StoredPermits(ctx)
+	switch {
+	case err != nil:
+		return 0, err
+	case !found:
+		return s.n, nil
+	case n <= 0 || n > MaxPermits:
+		return 0, fmt.Errorf("fencegate: semaphore %q: the stored number of permits, %d, is not 1 to %d", s.name, n, MaxPermits)
+	}
+	return n, nil
+}
 
 // slot names slot i's resource.
 func (s *Semaphore) slot(i int) string { return s.name + "#" + strconv.Itoa(i) }
@@ -189,8 +235,12 @@ func (s *Semaphore) TryAcquire(ctx context.Context) (*Permit, error) {
 // holder's). A slot is tried only after every lower one was held, so the
 // slots ever leased run from 0 without a gap.
 func (s *Semaphore) try(ctx context.Context) (*Permit, *HeldError, error) {
+	n, err := s.permits(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
 	var held *HeldError
-	for i := 0; i < s.n; i++ {
+	for i := 0; i < n; i++ {
 		l, out, err := s.coord.tryAcquire(ctx, s.client, s.slot(i), 0)
 		if err != nil {
 			return nil, held, err
@@ -201,7 +251,7 @@ func (s *Semaphore) try(ctx context.Context) (*Permit, *HeldError, error) {
 			}
 			continue
 		}
-		over, err := s.over(ctx)
+		over, err := s.over(ctx, n)
 		if err == nil && !over {
 			return &Permit{s: s, slot: i, l: l}, nil, nil
 		}
@@ -218,13 +268,13 @@ func (s *Semaphore) try(ctx context.Context) (*Permit, *HeldError, error) {
 	return nil, held, nil
 }
 
-// over reports whether more than N permits are live: only possible while
-// permits granted under a larger N (slots N and up) are. Slots ever leased
-// run from 0 without a gap, so the scan above N stops at the first slot
+// over reports whether more than n permits are live: only possible while
+// permits granted under a larger N (slots n and up) are. Slots ever leased
+// run from 0 without a gap, so the scan above n stops at the first slot
 // never leased: one read, unless N was lowered.
-func (s *Semaphore) over(ctx context.Context) (bool, error) {
+func (s *Semaphore) over(ctx context.Context, n int) (bool, error) {
 	above := 0
-	for i := s.n; i < MaxPermits; i++ {
+	for i := n; i < MaxPermits; i++ {
 		st, err := s.coord.Status(ctx, s.slot(i))
 		if err != nil {
 			return false, err
@@ -240,7 +290,7 @@ func (s *Semaphore) over(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	live := above
-	for i := range s.n {
+	for i := range n {
 		st, err := s.coord.Status(ctx, s.slot(i))
 		if err != nil {
 			return false, err
@@ -249,7 +299,7 @@ func (s *Semaphore) over(ctx context.Context) (bool, error) {
 			live++
 		}
 	}
-	return live > s.n, nil
+	return live > n, nil
 }
 
 // Release releases the permit the token names, as Coordinator.Release
@@ -314,7 +364,8 @@ func (p *Permit) Release(ctx context.Context) error {
 	return err
 }
 
-// String names the permit, for logs.
+// String names the permit, for logs. (N is not in it: the stored N may
+// have changed since the grant.)
 func (p *Permit) String() string {
-	return fmt.Sprintf("%s permit %d of %d (fence %d)", p.s.name, p.slot, p.s.n, p.Token().Fence)
+	return fmt.Sprintf("%s permit %d (fence %d)", p.s.name, p.slot, p.Token().Fence)
 }

@@ -262,3 +262,92 @@ func TestSemaphoreBadInput(t *testing.T) {
 		t.Errorf("Release of its own permit = %v, %v", ok, err)
 	}
 }
+
+// N stored in the database rules every participant, whatever n each was
+// built with: lowered, it revokes no live permit and grants nothing until
+// fewer than it are live; raised, it grants at once. Bad N changes nothing.
+func TestSemaphoreStoredPermits(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store sqlstore.Store) {
+		ctx := context.Background()
+		coord := NewCoordinator(store, &CoordinatorOptions{TTL: time.Minute})
+		a, err := NewSemaphore(coord, newClient(t, "a", ClientOptions{}), "stored", 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := NewSemaphore(coord, newClient(t, "b", ClientOptions{}), "stored", 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, found, err := a.StoredPermits(ctx); found || err != nil {
+			t.Fatalf("StoredPermits before any = %v, %v; want none", found, err)
+		}
+		err = b.SetPermits(ctx, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.SetPermits(ctx, 3); err != nil { // back to 3, to fill three slots
+			t.Fatal(err)
+		}
+		var ps []*Permit
+		for range 3 {
+			p, err := a.TryAcquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ps = append(ps, p)
+		}
+		if err := b.SetPermits(ctx, 2); err != nil {
+			t.Fatal(err)
+		}
+		if n, found, err := a.StoredPermits(ctx); n != 2 || !found || err != nil {
+			t.Fatalf("StoredPermits = %d, %v, %v; want 2", n, found, err)
+		}
+		for _, p := range ps {
+			if st, _ := coord.Status(ctx, p.Token().Resource); !st.Held || st.Fence != p.Token().Fence {
+				t.Errorf("%v revoked by lowering N: %+v", p, st)
+			}
+		}
+		// a was built with 3, but the stored 2 rules it.
+		if _, err := a.TryAcquire(ctx); !errors.Is(err, ErrHeld) {
+			t.Fatalf("TryAcquire with 3 live of a stored 2 = %v, want ErrHeld", err)
+		}
+		if err := ps[0].Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.TryAcquire(ctx); !errors.Is(err, ErrHeld) {
+			t.Fatalf("TryAcquire with 2 live (one above N) of a stored 2 = %v, want ErrHeld", err)
+		}
+		if st, _ := coord.Status(ctx, "stored#0"); st.Held {
+			t.Errorf("the refused grant of slot 0 was not given back: %+v", st)
+		}
+		if err := ps[2].Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		p, err := a.TryAcquire(ctx)
+		if err != nil || p.Slot() != 0 {
+			t.Fatalf("TryAcquire with 1 live of 2 = %v, %v; want slot 0", p, err)
+		}
+		// Raised: b (built with 3) grants slot 2 at once, a fourth slot only
+		// once N is 4.
+		if err := a.SetPermits(ctx, 4); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []int{2, 3} {
+			q, err := b.TryAcquire(ctx)
+			if err != nil || q.Slot() != want {
+				t.Fatalf("TryAcquire under N = 4 = %v, %v; want slot %d", q, err, want)
+			}
+		}
+		if _, err := b.TryAcquire(ctx); !errors.Is(err, ErrHeld) {
+			t.Fatalf("TryAcquire with 4 live of 4 = %v, want ErrHeld", err)
+		}
+		for _, n := range []int{0, -1, MaxPermits + 1} {
+			if err := b.SetPermits(ctx, n); !errors.Is(err, gate.ErrInvalidInput) {
+				t.Errorf("SetPermits(%d) = %v, want ErrInvalidInput", n, err)
+			}
+		}
+		if n, _, err := a.StoredPermits(ctx); n != 4 || err != nil {
+			t.Errorf("after bad SetPermits, StoredPermits = %d, %v; want 4 unchanged", n, err)
+		}
+	})
+}

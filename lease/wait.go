@@ -64,7 +64,8 @@ const listenRetry = 100 * time.Millisecond
 // (sqlstore.Store.SupportsListener) the database announces releases, and the
 // first waiter leaving while the lease is free, to every process
 // (LISTEN/NOTIFY, one listening connection per Coordinator while it has
-// waiters), naming the first live waiter of the whole queue: only that one
+// waiters and for up to a second after its last one left, so that waiters
+// that come and go find it listening), naming the first live waiter of the whole queue: only that one
 // is woken, wherever it waits, and it goes straight to its acquisition (one
 // round trip, its place already known to be first) unless its last touch is
 // half a WaiterTTL old. Without announcements (SQLite, or a lost one: the
@@ -148,7 +149,7 @@ func (c *Coordinator) AcquireWait(ctx context.Context, client *Client, resource 
 					resource, w.place(), c.waiterTTL, rerr))
 			}
 		}
-		c.waits.leave(w, granted)
+		c.waits.leave(w, granted, min(c.waiterTTL/3, listenLinger))
 	}()
 
 	var held *HeldError // the last refusal, for the error when ctx ends
@@ -338,6 +339,11 @@ type waitRoom struct {
 	byRes      map[string][]*waiter // sorted by place
 	n          int
 	stopListen context.CancelFunc
+	// linger stops the listener a while after the last waiter left
+	// (leave), unless one joins first; lingerGen tells its firing from a
+	// later one's.
+	linger    *time.Timer
+	lingerGen int
 
 	hooks *waitHooks // tests only: set before the first wait
 }
@@ -389,6 +395,10 @@ func (r *waitRoom) join(c *Coordinator, resource string, seq int64) *waiter {
 	}
 	r.insertLocked(w)
 	r.n++
+	if r.linger != nil { // still listening since the last waiter left
+		r.linger.Stop()
+		r.linger = nil
+	}
 	if n := c.store; n.SupportsListener() && r.stopListen == nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		r.stopListen = cancel
@@ -444,18 +454,37 @@ func (r *waitRoom) removeLocked(w *waiter) {
 	}
 }
 
+// listenLinger is the longest a Coordinator keeps listening after its last
+// waiter left (a third of WaiterTTL if shorter). It is short because the
+// listening connection is busy while it lingers: database/sql's DB.Close
+// waits for it.
+const listenLinger = time.Second
+
 // leave takes w out, wakes the next waiter of its resource unless w was
 // granted (the lease may be free and w was first; after a grant the next
-// waiter would only find it held), and stops listening when no waiter is
-// left.
-func (r *waitRoom) leave(w *waiter, granted bool) {
+// waiter would only find it held), and stops listening linger after no
+// waiter is left, unless one joins first: participants that take turns (an
+// election's, a semaphore's) would otherwise open a listening connection
+// for each wait, and a release announced before it listens is missed (the
+// waiter then looks only when it starts listening: the hand-over costs a
+// new connection).
+func (r *waitRoom) leave(w *waiter, granted bool, linger time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.removeLocked(w)
 	r.n--
-	if r.n == 0 && r.stopListen != nil {
-		r.stopListen()
-		r.stopListen = nil
+	if r.n == 0 && r.stopListen != nil && r.linger == nil {
+		r.lingerGen++
+		gen := r.lingerGen
+		r.linger = time.AfterFunc(linger, func() {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if r.n == 0 && r.stopListen != nil && r.linger != nil && r.lingerGen == gen {
+				r.stopListen()
+				r.stopListen = nil
+				r.linger = nil
+			}
+		})
 	}
 	if !granted {
 		r.wakeLocked(w.resource)

@@ -228,6 +228,15 @@ type Executor interface {
 	WaiterTouch(ctx context.Context, resource string, seq int64, ttl time.Duration) (first int64, kept bool, err error)
 	// WaiterList reads the live waiters of resource, first place first.
 	WaiterList(ctx context.Context, resource string) ([]Waiter, error)
+
+	// SemaphorePermits returns the number of permits stored for the
+	// semaphore name (lease.Semaphore, table fencegate_semaphore), and false
+	// when none is stored.
+	SemaphorePermits(ctx context.Context, name string) (permits int, found bool, err error)
+	// SetSemaphorePermits stores permits for the semaphore name, replacing
+	// what was stored, so that every participant grants by the same N. The
+	// caller validates permits (the table checks 1..1024).
+	SetSemaphorePermits(ctx context.Context, name string, permits int) error
 }
 
 // Waiter is one row of fencegate_waiter: an acquisition waiting its turn.

@@ -398,6 +398,24 @@ func (e *executor) WaiterRemove(ctx context.Context, seq int64) error {
 	return fail("remove waiter", err)
 }
 
+
+func (e *executor) SemaphorePermits(ctx context.Context, name string) (int, bool, error) {
+	var n int
+	err := e.c.QueryRowContext(ctx, semaphoreGet, name).Scan(&n)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, fail("read semaphore permits", err)
+	}
+	return n, true, nil
+}
+
+func (e *executor) SetSemaphorePermits(ctx context.Context, name string, permits int) error {
+	_, _, err := e.exec(ctx, semaphoreSet, name, permits)
+	return fail("store semaphore permits", err)
+}
+
 func (e *executor) WaiterList(ctx context.Context, resource string) ([]sqlstore.Waiter, error) {
 	return collect(ctx, e.c, "list waiters", sqlexec.ScanWaiter, waiterList, resource)
 }

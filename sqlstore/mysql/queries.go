@@ -159,6 +159,8 @@ VALUES (?, ?, ` + now + ` + INTERVAL ? MICROSECOND)`
 SELECT COALESCE(MIN(seq), 0), COALESCE(SUM(seq = ?), 0) FROM fencegate_waiter
  WHERE resource = ? AND (expires_at > ` + now + ` OR seq = ?)`
 	waiterDelete = `DELETE FROM fencegate_waiter WHERE seq = ?`
+	semaphoreGet = `SELECT permits FROM fencegate_semaphore WHERE name = ?`
+	semaphoreSet = `INSERT INTO fencegate_semaphore (name, permits) VALUES (?, ?) ON DUPLICATE KEY UPDATE permits = VALUES(permits)`
 	waiterList   = `
 SELECT seq, resource, holder, ` + epoch + `expires_at) FROM fencegate_waiter
  WHERE resource = ? AND expires_at > ` + now + ` ORDER BY seq`

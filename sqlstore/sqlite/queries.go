@@ -95,6 +95,10 @@ RETURNING seq`,
 SELECT min(seq) FROM fencegate_waiter
  WHERE resource = ?1 AND (expires_at > ` + sqliteNow + ` OR seq = ?2)`,
 	WaiterDelete: `DELETE FROM fencegate_waiter WHERE seq = ?1`,
+	SemaphoreGet: `SELECT permits FROM fencegate_semaphore WHERE name = ?1`,
+	SemaphoreSet: `
+INSERT INTO fencegate_semaphore (name, permits) VALUES (?1, ?2)
+ON CONFLICT (name) DO UPDATE SET permits = excluded.permits`,
 	WaiterList: `
 SELECT seq, resource, holder, expires_at FROM fencegate_waiter
  WHERE resource = ?1 AND expires_at > ` + sqliteNow + ` ORDER BY seq`,

@@ -163,6 +163,9 @@ type Report struct {
 	// linearizable, when Input.VisualizeTo asked for one.
 	Visualization string
 
+	// Coord is what the elections and the semaphore exercised.
+	Coord CoordReport
+
 	Violations []Violation
 
 	// Errors counts the errors agents saw, by operation type, outcome and
@@ -210,6 +213,10 @@ type checker struct {
 	writes map[string]workload.Event
 	// raises by resource, in commit order
 	raises map[string][]workload.Event
+	// leases are the lease rows' versions in commit order, when the
+	// history has them (decoded, or the lease log)
+	leases []leaseVersion
+	sems   map[string]int // semaphores and their N, once asked (see semaphores)
 }
 
 // Run checks a history.
@@ -264,6 +271,7 @@ func Run(in Input) *Report {
 	c.deadlines()
 	c.expiry()
 	c.linearizable()
+	c.coordination()
 	return c.r
 }
 
@@ -379,6 +387,7 @@ func (c *checker) commitOrder() {
 	}
 	if c.in.Commits != nil || c.in.LeaseLog != nil {
 		c.r.Leases = len(leases)
+		c.leases = leases
 		c.leaseLives(leases)
 	}
 	lastWrite := map[string]mark{}
@@ -580,6 +589,9 @@ func (c *checker) grants() {
 			if o.Outcome == history.Unknown || o.Attempts > 1 {
 				ok = true
 			}
+		}
+		if !ok && c.permitAsked(e) {
+			ok = true // a semaphore's slot or line, asked for by a permit's wait
 		}
 		if !ok {
 			c.violate("phantom-grant", "fence %d on %s was granted to %s, which never asked or saw every request fail", e.Fence, e.Resource, e.Holder)

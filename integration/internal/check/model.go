@@ -146,6 +146,9 @@ func (c *checker) linearizable() {
 		return id
 	}
 	add := func(o *history.Op, in modelInput, ret int64) {
+		if c.semaphoreOf(o.Resource) != "" {
+			return // a permit's slot: granted unseen, judged by the semaphore's checks
+		}
 		if ret == 0 {
 			ret = never
 		}
@@ -199,6 +202,9 @@ func (c *checker) linearizable() {
 	// its holder's unanswered or retried requests for that resource; the
 	// operation spans all of them, which is wider than the truth and so safe.
 	for res, raises := range c.raises {
+		if c.semaphoreOf(res) != "" {
+			continue
+		}
 		for _, e := range raises {
 			if ackedFences[e.Fence] {
 				continue

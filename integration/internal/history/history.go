@@ -31,6 +31,12 @@ const (
 	Release = "release"
 	Write   = "write"
 	Admit   = "admit" // gate.Admit of a fence from outside the coordinator
+	// Permit is lease.Semaphore.Acquire on the semaphore Resource of
+	// Permits permits; it returns the slot granted (Slot) and its fence.
+	Permit = "permit"
+	// Observe is one leader lease.Elector.Observe reported on the election
+	// Resource (Granted, HeldBy), invoked and returned at its receipt.
+	Observe = "observe"
 )
 
 // Outcome is what the agent observed when an operation returned.
@@ -59,12 +65,14 @@ type Record struct {
 	Agent    string `json:"agent,omitempty"` // the agent, stable across incarnations, "p1/a3"
 	Holder   string `json:"holder,omitempty"`
 	Resource string `json:"res,omitempty"`
-	Fence    int64  `json:"fence,omitempty"` // the token's fence (renew, release, write)
-	Request  string `json:"req,omitempty"`   // acquire: the request id (kept across retries)
-	Hold     bool   `json:"hold,omitempty"`  // acquire, write, release inside lease.Hold (renewals unseen)
-	Via      string `json:"via,omitempty"`   // write: "commit" (gate.Commit), "do" (gate.Do), "batch" (pgxgate.CommitBatch), "begin" (pgxgate.BeginFenced) or "bypass"
-	Late     bool   `json:"late,omitempty"`  // renew: sent after the holder's own deadline had passed
-	Wait     bool   `json:"wait,omitempty"`  // acquire: waited its turn in the queue (AcquireWait, lease.Wait)
+	Fence    int64  `json:"fence,omitempty"`   // the token's fence (renew, release, write)
+	Request  string `json:"req,omitempty"`     // acquire: the request id (kept across retries)
+	Hold     bool   `json:"hold,omitempty"`    // acquire, write, release inside lease.Hold (renewals unseen)
+	Via      string `json:"via,omitempty"`     // write: "commit" (gate.Commit), "do" (gate.Do), "batch" (pgxgate.CommitBatch), "begin" (pgxgate.BeginFenced) or "bypass"
+	Late     bool   `json:"late,omitempty"`    // renew: sent after the holder's own deadline had passed
+	Wait     bool   `json:"wait,omitempty"`    // acquire: waited its turn in the queue (AcquireWait, lease.Wait)
+	Elect    bool   `json:"elect,omitempty"`   // acquire, release: a term of the election Resource (lease.Elector's Campaign, Resign)
+	Permits  int    `json:"permits,omitempty"` // permit: the semaphore's N
 
 	// Return fields.
 	Outcome   Outcome `json:"out,omitempty"`
@@ -81,6 +89,7 @@ type Record struct {
 	Err       string  `json:"err,omitempty"`
 	Code      string  `json:"code,omitempty"`  // the SQLSTATE the error carried, when the server sent one
 	Cause     string  `json:"cause,omitempty"` // fail: what the agent took the failure for (see the Cause constants)
+	Slot      string  `json:"slot,omitempty"`  // permit ok: the slot's resource, "name#i"
 }
 
 // Causes of a failed operation, as the agent read its error. CauseOther is
@@ -243,4 +252,5 @@ func mergeReturn(o *Op, r Record) {
 	o.Err = r.Err
 	o.Code = r.Code
 	o.Cause = r.Cause
+	o.Slot = r.Slot
 }

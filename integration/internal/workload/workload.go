@@ -107,6 +107,8 @@ type Config struct {
 	// write is, "renewed" once a renewal is, and "refused" once a refusal
 	// is (logged or not).
 	Announce bool `json:"announce"`
+
+	Coordination // elections and semaphores: see elect.go
 }
 
 // Run opens the database and runs cfg.Agents agents until cfg.Until.
@@ -227,7 +229,7 @@ func run[TTx any](ctx context.Context, cfg Config, rec *history.Recorder, d sqls
 		// Fences come from the coordinator in the same database.
 		gate:   gate.New(d, &gate.Options{VerifyIssued: true}),
 		ext:    gate.New(d, nil),
-		coord:  lease.NewCoordinator(d, &lease.CoordinatorOptions{TTL: cfg.TTL, LockTimeout: cfg.LockTimeout}),
+		coord:  lease.NewCoordinator(d, &lease.CoordinatorOptions{TTL: cfg.TTL, LockTimeout: cfg.LockTimeout, WaiterTTL: cfg.WaiterTTL}),
 		exec:   exec,
 		insert: insertWrite[d.Dialect()],
 		draw:   draw,
@@ -279,6 +281,7 @@ type agent struct {
 	// late, during a later cycle: by then it expired, or was superseded,
 	// or the same holder holds the resource again under a newer fence.
 	stale *gate.Token
+	coord *coordAgent // its electors and semaphore, once it used them
 }
 
 func (e *env[TTx]) agent(ctx context.Context, idx int) error {
@@ -294,7 +297,11 @@ func (e *env[TTx]) agent(ctx context.Context, idx int) error {
 	if err != nil {
 		return err
 	}
+	defer a.coordStop()
 	for ctx.Err() == nil && time.Now().Before(e.cfg.Until) {
+		if e.coordCycle(ctx, a) {
+			continue
+		}
 		if len(e.cfg.External) > 0 && a.rng.Float64() < e.cfg.ExternalProb {
 			sleep(ctx, e.externalCycle(ctx, a, e.cfg.External[a.rng.IntN(len(e.cfg.External))]))
 			continue

@@ -173,6 +173,10 @@ UPDATE fencegate_waiter SET expires_at = clock_timestamp() + $3::bigint * interv
 SELECT min(seq) FROM fencegate_waiter
  WHERE resource = $1 AND (expires_at > clock_timestamp() OR seq = $2)`,
 	WaiterDelete: `DELETE FROM fencegate_waiter WHERE seq = $1`,
+	SemaphoreGet: `SELECT permits FROM fencegate_semaphore WHERE name = $1`,
+	SemaphoreSet: `
+INSERT INTO fencegate_semaphore (name, permits) VALUES ($1, $2)
+ON CONFLICT (name) DO UPDATE SET permits = EXCLUDED.permits, updated_at = clock_timestamp()`,
 	WaiterList: `
 SELECT seq, resource, holder, (extract(epoch FROM expires_at) * 1000000)::bigint
   FROM fencegate_waiter WHERE resource = $1 AND expires_at > clock_timestamp() ORDER BY seq`,

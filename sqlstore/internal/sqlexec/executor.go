@@ -373,6 +373,25 @@ func (e *executor) WaiterList(ctx context.Context, resource string) ([]sqlstore.
 	return collect(ctx, e, "list waiters", ScanWaiter, e.sql.WaiterList, resource)
 }
 
+func (e *executor) SemaphorePermits(ctx context.Context, name string) (int, bool, error) {
+	var n int
+	err := e.q.QueryRow(ctx, e.sql.SemaphoreGet, name).Scan(&n)
+	switch {
+	case isNoRows(err):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, e.fail("read semaphore permits", err)
+	}
+	return n, true, nil
+}
+
+func (e *executor) SetSemaphorePermits(ctx context.Context, name string, permits int) error {
+	if _, err := e.q.Exec(ctx, e.sql.SemaphoreSet, name, permits); err != nil {
+		return e.fail("store semaphore permits", err)
+	}
+	return nil
+}
+
 // acquireStatus reads the status column of Queries.LeaseAcquire.
 var acquireStatus = map[string]sqlstore.AcquireStatus{
 	"granted":         sqlstore.AcquireGranted,

@@ -52,6 +52,10 @@ type Queries struct {
 	WaiterTouchFirst string
 	WaiterDelete     string // $1 seq
 	WaiterList       string // $1 resource → seq, resource, holder, expires µs
+	// SemaphoreGet and SemaphoreSet read and store a semaphore's permits
+	// (sqlstore.Executor.SemaphorePermits, SetSemaphorePermits): $1 name → permits; $1 name, $2 permits.
+	SemaphoreGet string
+	SemaphoreSet string
 	// ClockTick, when set, runs before every statement that judges or
 	// stamps a lease (LeaseGetForUpdate, LeaseGrant, LeaseRenew,
 	// LeaseRelease): SQLite's clock high-water mark, raised to the wall
