@@ -398,7 +398,6 @@ func (e *executor) WaiterRemove(ctx context.Context, seq int64) error {
 	return fail("remove waiter", err)
 }
 
-
 func (e *executor) SemaphorePermits(ctx context.Context, name string) (int, bool, error) {
 	var n int
 	err := e.c.QueryRowContext(ctx, semaphoreGet, name).Scan(&n)
