@@ -226,3 +226,24 @@ func TestCheckWritable(t *testing.T) {
 	must(t, err)
 	refused(t, "directory", r.CheckWritable(p), "is a directory")
 }
+
+func TestTarget(t *testing.T) {
+	r, _ := tree(t, "src/a.go", "src/b.go", "notes.txt")
+	claim, err := r.ResolveAll([]string{"src/a.go", "docs/"})
+	must(t, err)
+	for _, in := range []string{"src/a.go", "./src/a.go", "docs/new.md", "docs/deep/x.md"} {
+		if _, err := r.Target(claim, in); err != nil {
+			t.Errorf("%s: %v", in, err)
+		}
+	}
+	_, err = r.Target(claim, "src/b.go")
+	refused(t, "sibling", err, `"src/b.go" is not covered`, "covers only docs/, src/a.go")
+	_, err = r.Target(claim, "notes.txt")
+	refused(t, "elsewhere", err, "not covered")
+	_, err = r.Target(claim, "docs/")
+	refused(t, "a directory", err, "names a directory")
+	_, err = r.Target(nil, "notes.txt")
+	refused(t, "no paths", err, "claims no paths")
+	_, err = r.Target(claim, "../notes.txt")
+	refused(t, "..", err, `".."`)
+}

@@ -85,3 +85,25 @@ func TestHardLinksRefusedForWriting(t *testing.T) {
 	must(t, err)
 	must(t, r.CheckWritable(p))
 }
+
+func TestTargetThroughLinksAndRecheck(t *testing.T) {
+	r, dir := tree(t, "src/a.go", "other/a.go")
+	must(t, os.Symlink("src", filepath.Join(dir, "s")))
+	claim, err := r.ResolveAll([]string{"src/a.go"})
+	must(t, err)
+	tg, err := r.Target(claim, "s/a.go") // the link's name is the target's identity
+	must(t, err)
+	if tg.Name != "src/a.go" {
+		t.Errorf("got %+v", tg)
+	}
+	must(t, r.Recheck(tg, "s/a.go"))
+	// The link now points elsewhere: the recheck refuses.
+	must(t, os.Remove(filepath.Join(dir, "s")))
+	must(t, os.Symlink("other", filepath.Join(dir, "s")))
+	refused(t, "relinked", r.Recheck(tg, "s/a.go"), `now resolves to "other/a.go"`)
+	// A second name appeared: refused too.
+	must(t, os.Link(filepath.Join(dir, "src", "a.go"), filepath.Join(dir, "second")))
+	refused(t, "linked", r.Recheck(tg, "src/a.go"), "hard links")
+	_, err = r.Target(claim, "src/a.go")
+	refused(t, "linked target", err, "hard links")
+}
