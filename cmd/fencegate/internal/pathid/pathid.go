@@ -8,8 +8,9 @@
 // refusal. So an identity is:
 //
 //   - relative to the root, cleaned, slash-separated; a directory's ends in
-//     "/" and covers everything below it. "..", absolute paths, NUL bytes,
-//     invalid UTF-8 and backslashes are refused, never interpreted.
+//     "/" and covers everything below it. "..", absolute paths, NUL bytes
+//     and other control characters, invalid UTF-8 and backslashes are
+//     refused, never interpreted.
 //   - free of symbolic links: a link inside the root is replaced by its
 //     target (resolved component by component, at most MaxLinks links), so
 //     the link and its target are one identity; a link leading out of the
@@ -39,6 +40,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -162,6 +164,8 @@ func checkSyntax(p string) error {
 		return invalid("path %q contains a NUL byte", p)
 	case strings.HasPrefix(p, "/") || filepath.IsAbs(p) || filepath.VolumeName(p) != "":
 		return invalid("path %q is absolute: give a path relative to the root", p)
+	case strings.IndexFunc(p, unicode.IsControl) >= 0:
+		return invalid("path %q contains a control character", p)
 	case strings.ContainsRune(p, '\\'):
 		return invalid(`path %q contains a backslash: separate directories with "/"`, p)
 	}

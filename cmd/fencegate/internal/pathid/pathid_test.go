@@ -88,6 +88,7 @@ func TestResolveRefusesBadSyntax(t *testing.T) {
 		{"src/..", `".."`},
 		{"a\x00b", "NUL"},
 		{"a\xffb", "UTF-8"},
+		{"a\nb", "control character"},
 		{`src\a.go`, "backslash"},
 		{".", "root itself"},
 		{"./", "root itself"},
