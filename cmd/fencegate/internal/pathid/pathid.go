@@ -47,8 +47,10 @@ import (
 // MaxPaths is the most paths one claim may name.
 const MaxPaths = 64
 
-// MaxPathLen bounds one path, in bytes, as given and as resolved.
-const MaxPathLen = 1024
+// MaxPathLen bounds one path, in bytes, as given and as resolved (its
+// identity, with a directory's "/"): what fits a resource name after the
+// gate's "path:" prefix.
+const MaxPathLen = 256 - len("path:")
 
 // MaxLinks bounds the symbolic links followed while resolving one path.
 const MaxLinks = 40
@@ -237,6 +239,9 @@ func (r *Root) Resolve(p string) (Path, error) {
 	}
 	if wantDir {
 		name += "/"
+	}
+	if len(name) > MaxPathLen {
+		return Path{}, invalid("path %q resolves to %q, %d bytes, more than %d", p, name, len(name), MaxPathLen)
 	}
 	out.Name = name
 	return out, nil

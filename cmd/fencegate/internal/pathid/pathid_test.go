@@ -248,3 +248,13 @@ func TestTarget(t *testing.T) {
 	_, err = r.Target(claim, "../notes.txt")
 	refused(t, "..", err, `".."`)
 }
+
+func TestLongPaths(t *testing.T) {
+	r, _ := tree(t)
+	long := strings.Repeat("a", MaxPathLen)
+	if _, err := r.Resolve(long); err != nil {
+		t.Errorf("%d bytes: %v", len(long), err)
+	}
+	_, err := r.Resolve(long + "/") // the directory's "/" makes it one too many
+	refused(t, "long directory", err, "more than 251")
+}
