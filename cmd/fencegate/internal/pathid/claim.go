@@ -62,3 +62,14 @@ func (r *Root) Recheck(t Path, p string) error {
 	}
 	return r.CheckWritable(now)
 }
+
+// ClaimOf rebuilds a claim from the identities it was made of (Path.Name,
+// as a token carries them): enough for Covering and Target, which compare
+// names only.
+func ClaimOf(names []string) Claim {
+	c := make(Claim, len(names))
+	for i, n := range names {
+		c[i] = Path{Name: n, Disk: strings.TrimSuffix(n, "/"), Dir: strings.HasSuffix(n, "/")}
+	}
+	return c
+}

@@ -21,7 +21,7 @@ func ExampleRoot_ResolveAll() {
 	}
 	defer root.Close()
 	claim, err := root.ResolveAll([]string{"./src/", "notes.txt"})
-	fmt.Println(pathid.Claim(claim), err)
+	fmt.Println(claim, err)
 
 	_, err = root.Target(claim, "src/deep/a.go")
 	fmt.Println(err)

@@ -116,6 +116,10 @@ func Open(dir string) (*Root, error) {
 // Close closes the root.
 func (r *Root) Close() error { return r.root.Close() }
 
+// OS is the os.Root the identities were resolved in, for the file
+// operations on them (Path.Disk), so both see one directory.
+func (r *Root) OS() *os.Root { return r.root }
+
 // FoldsCase reports whether the root was found case-insensitive, so
 // identities are folded.
 func (r *Root) FoldsCase() bool { return r.fold }
@@ -352,14 +356,14 @@ func joinLen(p string, parts []string) (string, fs.FileInfo, error) {
 // refuses an empty list, more than MaxPaths, a path it cannot resolve, two
 // paths with one identity, and a directory together with a path below it
 // (the directory covers it already).
-func (r *Root) ResolveAll(ps []string) ([]Path, error) {
+func (r *Root) ResolveAll(ps []string) (Claim, error) {
 	switch {
 	case len(ps) == 0:
 		return nil, invalid("no paths: name at least one file, or a directory with a trailing \"/\"")
 	case len(ps) > MaxPaths:
 		return nil, invalid("%d paths, more than the %d one claim may name: claim a directory that holds them", len(ps), MaxPaths)
 	}
-	out := make([]Path, 0, len(ps))
+	out := make(Claim, 0, len(ps))
 	given := make(map[string]string, len(ps)) // identity -> the path as given
 	for _, p := range ps {
 		id, err := r.Resolve(p)

@@ -258,3 +258,18 @@ func TestLongPaths(t *testing.T) {
 	_, err := r.Resolve(long + "/") // the directory's "/" makes it one too many
 	refused(t, "long directory", err, "more than 251")
 }
+
+func TestClaimOf(t *testing.T) {
+	r, _ := tree(t, "src/a.go")
+	claim, err := r.ResolveAll([]string{"src/", "go.mod"})
+	must(t, err)
+	back := ClaimOf(claim.Names())
+	for i := range claim {
+		if back[i].Name != claim[i].Name || back[i].Dir != claim[i].Dir {
+			t.Errorf("%+v came back as %+v", claim[i], back[i])
+		}
+	}
+	if _, err := r.Target(back, "src/a.go"); err != nil {
+		t.Error(err)
+	}
+}
