@@ -23,7 +23,7 @@ func claimCommand() *command {
 	cmd := &command{
 		name:     "claim",
 		synopsis: "claim a lock and print its token",
-		usage:    "claim --lock NAME [--ttl 30s] [--holder ID] [--wait D]",
+		usage:    "claim (--lock NAME | --path FILE... [--root DIR]) [--ttl 30s] [--holder ID] [--wait D]",
 		help: `Claim a lock for --ttl and print its token on stdout, such as
 "fg1:7:deploy-slot:build-7" (fg1:<fence>:<lock>:<holder>, lock and holder
 query-escaped). Pass the token to 'fencegate gate' for fenced writes, and to
@@ -37,16 +37,27 @@ waiter in another process notices within a second). A lock that another
 transaction is using right now (the previous holder's write in flight, a
 concurrent claim: "busy") is held too: exit 3, nothing granted, and --wait
 waits it out. A holder killed without releasing holds the lock until its
-ttl ends. --ttl is at least 100ms.`,
+ttl ends. --ttl is at least 100ms.
+
+--path claims files instead of a lock name: relative to --root (default the
+working directory), a trailing / claiming a directory and everything below
+it; repeated, all of them or none, under one fence. Two claims conflict
+when a path of one equals, contains or is contained in a path of the other
+(src/ and src/a.go; not src/a.go and src/b.go). Each path is cleaned and
+resolved first: symbolic links inside the root to their targets, links
+leading out refused, case folded on a case-insensitive root; see
+docs/PATHS.md.`,
 		db: true,
 	}
 	fs := cmd.flagSet()
-	lock := fs.String("lock", "", "the lock (resource) to claim (required)")
+	lock := fs.String("lock", "", "the lock (resource) to claim (or --path)")
+	pf := addPathFlags(fs)
 	ttl := durationFlag(fs, "ttl", defaultTTL, "`duration` of the lease, unless renewed")
 	holderFlag := fs.String("holder", "", "who claims it (default $"+envHolder+", else host-pid)")
 	wait := durationFlag(fs, "wait", 0, "if the lock is held, keep trying for this `duration` before exiting 3")
 	cmd.exec = func(ctx context.Context, c *cli, _ []string) error {
-		if err := checkLock(*lock); err != nil {
+		resources, name, err := pf.resources(*lock)
+		if err != nil {
 			return err
 		}
 		if err := checkTTL(*ttl); err != nil {
@@ -65,12 +76,15 @@ ttl ends. --ttl is at least 100ms.`,
 			return err
 		}
 
-		l, err := claimLock(ctx, b, client, *lock, *wait)
+		l, err := claimSet(ctx, b, client, resources, *wait)
 		if held, ok := errors.AsType[*lease.HeldError](err); ok {
 			return heldBy(held)
 		}
 		if errors.Is(err, lease.ErrBusy) {
-			return busy(*lock, err)
+			return busy(name, err)
+		}
+		if errors.Is(err, errSets) {
+			return usagef("%v", err)
 		}
 		if err != nil {
 			return err
@@ -78,7 +92,7 @@ ttl ends. --ttl is at least 100ms.`,
 		g := l.Grant()
 		fmt.Fprintln(c.stdout, l.Token())
 		c.logf(cmd, "%s: fence %d for %s, expires in %s (%s)",
-			g.Resource, g.Fence, g.Holder, dur(g.TTL), stamp(g.CoordinatorExpiresAt.Time()))
+			name, g.Fence, g.Holder, dur(g.TTL), stamp(g.CoordinatorExpiresAt.Time()))
 		return nil
 	}
 	return cmd

@@ -85,10 +85,22 @@ func TestMCPInspector(t *testing.T) {
 	if out := inspect(0, "--method", "tools/list"); json.Unmarshal(out, &list) != nil || len(list.Tools) != 7 { // claim, renew, release, status, write, and assert under its two names
 		t.Fatalf("tools/list: %s", out)
 	}
+	// A claim of a plain resource writes no files: a tool error.
 	claim, _ := call(0, "claim", map[string]any{"resource": "r"})["structuredContent"].(map[string]any)
+	if res := call(5, "write", map[string]any{"token": claim["token"], "path": "a.txt", "content": "x"}); res["isError"] != true {
+		t.Fatalf("write under a plain resource: %v", res)
+	}
+	// A claim of paths: one identity each, the token covering them.
+	claim, _ = call(0, "claim", map[string]any{"paths": []string{"./a.txt", "docs/"}})["structuredContent"].(map[string]any)
 	token, _ := claim["token"].(string)
-	if claim["claimed"] != true || token == "" {
+	if paths, _ := claim["paths"].([]any); claim["claimed"] != true || token == "" || len(paths) != 2 || paths[0] != "a.txt" || paths[1] != "docs/" {
 		t.Fatalf("claim: %v", claim)
+	}
+	if res := call(5, "claim", map[string]any{"paths": []string{"docs/", "docs/x"}}); res["isError"] != true {
+		t.Fatalf("a claim of a directory and a file in it: %v", res)
+	}
+	if res := call(5, "write", map[string]any{"token": token, "path": "b.txt", "content": "x"}); res["isError"] != true {
+		t.Fatalf("a write the claim does not cover: %v", res)
 	}
 	if w, _ := call(0, "write", map[string]any{"token": token, "path": "a.txt", "content": "from the inspector"})["structuredContent"].(map[string]any); w["written"] != true {
 		t.Fatalf("write: %v", w)

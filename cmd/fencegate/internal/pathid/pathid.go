@@ -229,7 +229,7 @@ func (r *Root) Resolve(p string) (Path, error) {
 		case m.IsRegular() && wantDir:
 			return Path{}, invalid("path %q ends in \"/\" but %q is a file", p, disk)
 		case !m.IsDir() && !m.IsRegular():
-			return Path{}, invalid("path %q is a special file (%s): only files and directories are claimed", p, m.Type())
+			return Path{}, invalid("path %q is a special file (%s): only files and directories are claimed", p, kindOf(m))
 		}
 	}
 	name := disk
@@ -441,4 +441,18 @@ func rootErr(err error) string {
 		return pe.Err.Error()
 	}
 	return err.Error()
+}
+
+func kindOf(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return m.Type().String()
 }

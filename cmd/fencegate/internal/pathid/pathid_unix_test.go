@@ -68,7 +68,7 @@ func TestSpecialFilesRefused(t *testing.T) {
 	r, dir := tree(t)
 	must(t, mkfifo(filepath.Join(dir, "fifo")))
 	_, err := r.Resolve("fifo")
-	refused(t, "fifo", err, "special file")
+	refused(t, "fifo", err, "special file", "a named pipe")
 }
 
 func TestHardLinksRefusedForWriting(t *testing.T) {
