@@ -7,6 +7,7 @@
 package sqlexec
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -251,6 +252,41 @@ func (e *executor) LeaseGet(ctx context.Context, resource string) (sqlstore.Leas
 		return sqlstore.LeaseRow{}, fmt.Errorf("read lease %q: %w", resource, sqlstore.ErrNotFound)
 	}
 	return r, err
+}
+
+func (e *executor) PathLock(ctx context.Context, resource string, exclusive bool) error {
+	query := e.sql.PathLockShared
+	if exclusive {
+		query = e.sql.PathLockExclusive
+	}
+	if query == "" {
+		return nil
+	}
+	if _, err := e.q.Exec(ctx, query, resource); err != nil {
+		return e.fail("lock path", err)
+	}
+	return nil
+}
+
+func (e *executor) LeaseLiveBelow(ctx context.Context, dir string) (sqlstore.LeaseRow, error) {
+	if err := e.tick(ctx); err != nil {
+		return sqlstore.LeaseRow{}, err
+	}
+	return e.leaseRow(ctx, "read leases below", e.sql.LeaseLiveBelow, dir, DirUpperBound(dir))
+}
+
+// DirUpperBound is the first name above every name below the directory
+// name dir (which ends in "/"): dir with its last "/" made "0", the next
+// byte.
+func DirUpperBound(dir string) string { return dir[:len(dir)-1] + "0" }
+
+func (e *executor) FloorGetLocked(ctx context.Context, resource string) (sqlstore.Floor, error) {
+	query := cmp.Or(e.sql.FloorGetLocked, e.sql.FloorGet)
+	f, err := ScanFloor(e.q.QueryRow(ctx, query, resource))
+	if err != nil {
+		return sqlstore.Floor{}, e.notFound("read floor", err)
+	}
+	return f, nil
 }
 
 func (e *executor) LeaseList(ctx context.Context) ([]sqlstore.LeaseRow, error) {
