@@ -70,7 +70,9 @@ func (g *Gate[TTx]) checkSet(ctx context.Context, ex sqlstore.Executor, token To
 	for _, r := range raise {
 		res, err := ex.FloorRaise(ctx, sqlstore.FloorRaiseParams{
 			Resource: r, Holder: token.Holder, Fence: token.Fence,
-			VerifyIssued: g.opts.VerifyIssued && r != file,
+			// Every member is verified, the file too when it is one: only
+			// a file below a directory member has no lease of its own.
+			VerifyIssued: g.opts.VerifyIssued && slices.Contains(members, r),
 		})
 		if err != nil {
 			return nil, err
