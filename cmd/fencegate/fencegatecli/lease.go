@@ -83,9 +83,6 @@ docs/PATHS.md.`,
 		if errors.Is(err, lease.ErrBusy) {
 			return busy(name, err)
 		}
-		if errors.Is(err, errSets) {
-			return usagef("%v", err)
-		}
 		if err != nil {
 			return err
 		}
@@ -96,30 +93,6 @@ docs/PATHS.md.`,
 		return nil
 	}
 	return cmd
-}
-
-// claimLock acquires lock for client's holder, waiting its turn while it
-// is held until wait has passed (lease.Coordinator.AcquireWait). A held
-// lock is a *lease.HeldError; with wait 0, so is none of a busy one
-// (lease.ErrBusy).
-func claimLock(ctx context.Context, b *backend, client *lease.Client, lock string, wait time.Duration) (*lease.Lease, error) {
-	if wait > 0 {
-		ctx, cancel := context.WithTimeout(ctx, wait)
-		defer cancel()
-		return b.coord.AcquireWait(ctx, client, lock)
-	}
-	req, err := client.BeginAcquire(lock)
-	if err != nil {
-		return nil, err
-	}
-	out, err := b.coord.Acquire(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	if !out.OK {
-		return nil, &lease.HeldError{Resource: lock, HeldBy: out.HeldBy, Fence: out.Fence, RetryAfter: out.RetryAfter, AlreadyHeld: out.AlreadyHeld}
-	}
-	return client.CompleteAcquire(req, out.Grant)
 }
 
 // checkTTL checks a --ttl value.

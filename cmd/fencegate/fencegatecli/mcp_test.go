@@ -498,7 +498,7 @@ func TestMCPBadInput(t *testing.T) {
 		{"renew/another holder's token", "renew", args{"token": "fg1:1:r:agent-b"}, []string{`"agent-b"'s`}},
 		{"release/another holder's token", "release", args{"token": "fg1:1:r:agent-b"}, []string{`"agent-b"'s`}},
 		{"write/unknown resource", "write", args{"token": "fg1:1:never:agent-a", "path": "a", "content": "x"}, []string{"claims no paths"}},
-		{"write/unknown path resource", "write", args{"token": "fg1:1:path%3Aa:agent-a", "path": "a", "content": "x"}, []string{"never leased", "claim it first"}},
+		{"write/unknown path resource", "write", args{"token": "fg1:1:path%3Azzz:agent-a", "path": "zzz", "content": "x"}, []string{"never leased", "claim it first"}},
 		{"write/unknown resource, sql", "write", args{"token": "fg1:1:never:agent-a", "sql": []any{args{"query": "SELECT 1"}}}, []string{"--allow-sql"}},
 		{"write/stale token, bad path", "write", args{"token": stale, "path": "../x", "content": "x"}, []string{`contains ".."`}},
 	}

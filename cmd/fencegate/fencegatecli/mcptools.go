@@ -221,7 +221,7 @@ func (s *mcpServer) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimI
 		return nil, out, nil
 	}
 	if err != nil {
-		if errors.Is(err, gate.ErrInvalidInput) || errors.Is(err, errSets) {
+		if errors.Is(err, gate.ErrInvalidInput) {
 			return nil, out, errors.New(stripPrefix(err))
 		}
 		return nil, out, dbError("claim "+name, err)

@@ -1,12 +1,10 @@
 package fencegatecli
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
-	"errors"
 	"flag"
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/fencegate/fencegate/cmd/fencegate/internal/pathid"
@@ -20,19 +18,20 @@ import (
 // each path its one identity first.
 
 // pathPrefix starts a path resource's name ("path:src/a.go").
-const pathPrefix = "path:"
+const pathPrefix = gate.PathPrefix
 
-// pathResource is the resource of the path identity name.
+// pathResource is the resource of the path identity name (already checked
+// by pathid, whose rules are stricter than the gate's).
 func pathResource(name string) string { return pathPrefix + name }
 
 // pathOf is the path identity of a path resource.
-func pathOf(resource string) (string, bool) { return strings.CutPrefix(resource, pathPrefix) }
+func pathOf(resource string) (string, bool) { return gate.PathOf(resource) }
 
 // tokenMembers is every resource the token claims.
-func tokenMembers(t gate.Token) []string { return []string{t.Resource} }
+func tokenMembers(t gate.Token) []string { return t.Members() }
 
 // tokenName is what the token claims, for messages.
-func tokenName(t gate.Token) string { return t.Resource }
+func tokenName(t gate.Token) string { return t.Name() }
 
 // tokenPaths is the path identities the token claims; none for a claim of
 // a plain resource.
@@ -46,46 +45,47 @@ func tokenPaths(t gate.Token) []string {
 	return out
 }
 
-// setToken is the token of a claim of resources (sorted, as the claim
-// gave them) for holder under fence.
+// setToken is the token of a claim of resources for holder under fence.
 func setToken(resources []string, holder string, fence int64) (gate.Token, error) {
-	if len(resources) != 1 {
-		return gate.Token{}, errSets
-	}
-	return gate.Token{Resource: resources[0], Holder: holder, Fence: fence}, nil
+	return gate.NewSetToken(resources, holder, fence)
 }
 
-// errSets: claims of several paths need the library's sets.
-var errSets = errors.New("claims of more than one path are not supported by this build")
-
-// claimSet acquires resources, all or none under one fence, as claimLock
-// acquires one.
+// claimSet acquires resources (one, or several all or none under one
+// fence) for client's holder, waiting its turn while they are held until
+// wait has passed (Coordinator.AcquireWaitSet). A held claim is a
+// *lease.HeldError naming the claim that blocks it; with wait 0, so is
+// none of a busy one (lease.ErrBusy).
 func claimSet(ctx context.Context, b *backend, client *lease.Client, resources []string, wait time.Duration) (*lease.Lease, error) {
-	if len(resources) != 1 {
-		return nil, errSets
+	if wait > 0 {
+		ctx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		return b.coord.AcquireWaitSet(ctx, client, resources)
 	}
-	return claimLock(ctx, b, client, resources[0], wait)
+	req, err := client.BeginAcquireSet(resources)
+	if err != nil {
+		return nil, err
+	}
+	out, err := b.coord.Acquire(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if !out.OK {
+		return nil, &lease.HeldError{Resource: cmp.Or(out.HeldResource, resources[0]), HeldBy: out.HeldBy, Fence: out.Fence, RetryAfter: out.RetryAfter, AlreadyHeld: out.AlreadyHeld}
+	}
+	return client.CompleteAcquire(req, out.Grant)
 }
 
 // holdSet is lease.Hold for a set of resources.
 func holdSet(ctx context.Context, client *lease.Client, b *backend, resources []string, fn func(context.Context, *lease.Lease) error, opts ...lease.HoldOption) error {
-	if len(resources) != 1 {
-		return errSets
-	}
-	return lease.Hold(ctx, client, b.coord, resources[0], fn, opts...)
+	return lease.HoldSet(ctx, client, b.coord, resources, fn, opts...)
 }
 
 // commitFile is the gate's check of a write to the file resource file in
-// tx: refused if the token does not cover it or if a claim or a write of
-// the file under a higher fence got there first.
+// tx (Gate.CommitFile): refused if the token does not cover it, or if a
+// claim of the file or a directory above it, or a write to it, under a
+// higher fence got there first; the file's floor is held until tx ends.
 func commitFile(ctx context.Context, b *backend, tx *sql.Tx, token gate.Token, file string) error {
-	for _, m := range tokenMembers(token) {
-		if m == file || (strings.HasSuffix(m, "/") && strings.HasPrefix(file, m)) {
-			return b.gate.Commit(ctx, tx, token)
-		}
-	}
-	_ = tx.Rollback()
-	return fmt.Errorf("%s is not %s nor below it", file, tokenName(token))
+	return b.gate.CommitFile(ctx, tx, token, file)
 }
 
 // pathFlags are the --path and --root flags of claim and run.

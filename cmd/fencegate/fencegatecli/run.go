@@ -143,9 +143,6 @@ func (c *cli) runLocked(ctx context.Context, cmd *command, b *backend, client *l
 	if errors.Is(err, lease.ErrLeaseLost) { // granted with no time left: CMD never started
 		return heldf("%v", err)
 	}
-	if errors.Is(err, errSets) {
-		return usagef("%v", err)
-	}
 	if errors.Is(err, lease.ErrBusy) { // CMD never started
 		return busy(name, err)
 	}
