@@ -156,7 +156,35 @@ func TestMCPPathsStaleDirectoryHolder(t *testing.T) {
 		}
 		callOK[writeOutput](t, b.ClientSession, "write", args{"token": cb.Token, "path": "src/a.go", "content": "B"})
 		callErr(t, a.ClientSession, "write", args{"token": ca.Token, "path": "src/a.go", "content": "A late"},
-			"refused, nothing was written", `"agent-b"`)
+			"refused, nothing was written", `"agent-b"`, "claim the path src/a.go again")
+		wantFile(t, filepath.Join(root, "src", "a.go"), "B")
+		// B's claim of src/a.go says nothing about its siblings: fencing
+		// orders writes per file, so A's fence is still the newest one
+		// for src/c.go (whoever claims it next, or src/, refuses A).
+		callOK[writeOutput](t, a.ClientSession, "write", args{"token": ca.Token, "path": "src/c.go", "content": "A"})
+		wantFile(t, filepath.Join(root, "src", "c.go"), "A")
+	})
+}
+
+// The other way round: a holder of a file that stalled is refused on it
+// once a successor claimed the directory above it, though nobody wrote the
+// file since.
+func TestMCPPathsStaleFileHolder(t *testing.T) {
+	t.Parallel()
+	databases(t, func(t *testing.T, db database) {
+		t.Parallel()
+		root, s := pathServers(t, db, "agent-a", "agent-b")
+		a, b := s[0], s[1]
+		ca := claimPaths(t, a, "2s", "src/a.go")
+		callOK[writeOutput](t, a.ClientSession, "write", args{"token": ca.Token, "path": "src/a.go", "content": "A1"})
+		cb := callOK[claimOutput](t, b.ClientSession, "claim", args{"paths": []string{"src/"}, "wait": "30s"})
+		if !cb.Claimed || cb.Fence <= ca.Fence {
+			t.Fatalf("B's claim of src/ after A's ttl: %+v", cb)
+		}
+		callErr(t, a.ClientSession, "write", args{"token": ca.Token, "path": "src/a.go", "content": "A late"},
+			"refused, nothing was written", `"agent-b"`, "claim the path src/ again")
+		wantFile(t, filepath.Join(root, "src", "a.go"), "A1")
+		callOK[writeOutput](t, b.ClientSession, "write", args{"token": cb.Token, "path": "src/a.go", "content": "B"})
 		wantFile(t, filepath.Join(root, "src", "a.go"), "B")
 	})
 }

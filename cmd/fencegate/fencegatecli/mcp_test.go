@@ -432,10 +432,12 @@ func TestMCPBadInput(t *testing.T) {
 	mkfifo(t, filepath.Join(root, "fifo"))
 	must(t, os.Mkdir(filepath.Join(root, "dir"), 0o755))
 	must(t, os.WriteFile(filepath.Join(root, "plain"), []byte("x"), 0o644))
+	must(t, os.WriteFile(filepath.Join(root, "hard"), []byte("h"), 0o644))
+	must(t, os.Link(filepath.Join(root, "hard"), filepath.Join(root, "hard2")))
 
 	dsn := filepath.Join(root, "fencegate.db") // under the root, as with --root . and the default database
 	s := newMCP(t, dsn, mcpConfig{holder: "agent-a", root: root, maxFileBytes: 16})
-	token := callOK[claimOutput](t, s.ClientSession, "claim", args{"paths": []string{"a", "nothing", "plain", "fencegate.db", "fencegate.db-wal"}}).Token
+	token := callOK[claimOutput](t, s.ClientSession, "claim", args{"paths": []string{"a", "nothing", "plain", "hard", "fencegate.db", "fencegate.db-wal"}}).Token
 	rtoken := callOK[claimOutput](t, s.ClientSession, "claim", args{"resource": "r"}).Token
 	stale := "fg1:1000:r:agent-a"
 
@@ -487,7 +489,9 @@ func TestMCPBadInput(t *testing.T) {
 		{"write/symlink passwd", "write", args{"token": token, "path": "passwd", "content": "x"}, []string{"symbolic link", "/etc/passwd", "leads out of the root"}},
 		{"write/through dir symlink", "write", args{"token": token, "path": "out/secret", "content": "x"}, []string{"leads out of the root"}},
 		{"write/new through dir symlink", "write", args{"token": token, "path": "out/new/file", "content": "x"}, []string{"leads out of the root"}},
-		{"write/not covered", "write", args{"token": token, "path": "b", "content": "x"}, []string{`"b" is not covered`, "covers only a, fencegate.db, fencegate.db-wal, nothing, plain"}},
+		{"write/not covered", "write", args{"token": token, "path": "b", "content": "x"}, []string{`"b" is not covered`, "covers only a, fencegate.db, fencegate.db-wal, hard, nothing, plain"}},
+		{"write/hard link", "write", args{"token": token, "path": "hard", "content": "x"}, []string{"2 hard links", "old content"}},
+		{"write/hard link delete", "write", args{"token": token, "path": "hard", "mode": "delete"}, []string{"2 hard links"}},
 		{"write/plain resource", "write", args{"token": rtoken, "path": "a", "content": "x"}, []string{"claims no paths", "for r"}},
 		{"write/fifo", "write", args{"token": token, "path": "fifo", "content": "x"}, []string{"special file", "named pipe"}},
 		{"write/directory", "write", args{"token": token, "path": "dir", "content": "x"}, []string{"is a directory"}},
@@ -516,6 +520,7 @@ func TestMCPBadInput(t *testing.T) {
 	}
 	wantFile(t, secret, "secret")
 	wantFile(t, filepath.Join(root, "plain"), "x")
+	wantFile(t, filepath.Join(root, "hard2"), "h")
 	ents, err := os.ReadDir(root)
 	if err != nil {
 		t.Fatal(err)
@@ -526,7 +531,7 @@ func TestMCPBadInput(t *testing.T) {
 			names = append(names, e.Name())
 		}
 	}
-	if want := []string{"dir", "fifo", "link", "out", "passwd", "plain"}; !slices.Equal(names, want) {
+	if want := []string{"dir", "fifo", "hard", "hard2", "link", "out", "passwd", "plain"}; !slices.Equal(names, want) {
 		t.Fatalf("root holds %q, want %q", names, want)
 	}
 	if ents, _ := os.ReadDir(outside); len(ents) != 1 {
