@@ -21,8 +21,10 @@ const envInspector = "FENCEGATE_TEST_INSPECTOR"
 var inspectorArgs = []string{"-y", "-p", "node@22.23.3", "-p", "@modelcontextprotocol/inspector@2.12.0", "--", "mcp-inspector", "--cli"}
 
 // The server works with a client that is not the go-sdk: the MCP
-// Inspector lists the tools, claims, writes a file, and gets a tool error
-// (its exit status 5) for a path that leaves the root.
+// Inspector lists the tools, claims paths, writes a file, and gets a tool
+// error (its exit status 5) for a write under a plain resource's token, a
+// claim of a directory with a file in it, a path the claim does not cover
+// and a path that leaves the root.
 func TestMCPInspector(t *testing.T) {
 	if os.Getenv(envInspector) != "1" {
 		t.Skipf("set %s=1 to run the MCP Inspector (needs npx and the npm registry)", envInspector)
