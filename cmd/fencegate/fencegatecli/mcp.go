@@ -73,8 +73,9 @@ write refuses a path the token does not cover before touching the disk.
 A claim of a plain resource writes no files. Every server sharing a
 database must name one tree by the same --root (see docs/PATHS.md).
 
-A file write happens while the write's transaction holds the lock's floor
-row, after the gate admitted the token: temp file, fsync, rename, fsync of
+A file write happens while the write's transaction holds the file's floor
+row (and those of the directories above it, shared), after the gate
+admitted the token: temp file, fsync, rename, fsync of
 the directory, then the transaction commits. So no higher fence can be
 granted while the file is written, and a stale token's write never starts;
 a server killed mid-write leaves the old file (and perhaps a
