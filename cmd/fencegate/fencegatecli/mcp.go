@@ -80,8 +80,9 @@ the directory, then the transaction commits. So no higher fence can be
 granted while the file is written, and a stale token's write never starts;
 a server killed mid-write leaves the old file (and perhaps a
 .fencegate-*.tmp file beside it). Paths are relative to --root and stay
-inside it: absolute paths, "..", symlinks (as the file itself, or leading
-out of the root), special files and the database's own files are refused.
+inside it: absolute paths, "..", symlinks leading out of the root, special
+files, files with other hard links and the database's own files are
+refused; a symlink inside the root is written through, as its target.
 Content is at most --max-file-bytes. Fencing orders the writes that go
 through the gate; it does not stop writers that bypass it.
 
