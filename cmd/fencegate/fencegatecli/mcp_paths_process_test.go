@@ -65,6 +65,10 @@ func TestMCPPathsNoClobber(t *testing.T) {
 		if held.Claimed || held.Holder != "agent-a" || held.Fence != ca.Fence {
 			t.Fatalf("B's claim of the file A holds: %+v", held)
 		}
+		// A, claiming it again, gets its token back.
+		if again := claimPaths(t, a, "", "notes.txt"); !again.Claimed || !again.AlreadyHeld || again.Token != ca.Token {
+			t.Fatalf("A's claim of notes.txt again: %+v, want its token %s", again, ca.Token)
+		}
 		callOK[writeOutput](t, a.ClientSession, "write", args{"token": ca.Token, "path": "notes.txt", "content": "A\n"})
 		// B's token for lock-b still writes nothing, and A's token
 		// covers notes.txt only.
@@ -109,6 +113,13 @@ func TestMCPPathsDirectoryAndFile(t *testing.T) {
 		}
 		if held := claimPaths(t, a, "", "docs/"); held.Claimed || held.Holder != "agent-b" {
 			t.Fatalf("A's claim of docs/ over B's docs/a.md: %+v", held)
+		}
+		// A's own claim of a file below its directory is not granted, and
+		// no token is made up for it: src/'s fence is not that claim's.
+		if own := claimPaths(t, a, "", "src/a.go"); own.Claimed || !own.AlreadyHeld || own.Token != "" {
+			t.Fatalf("A's claim of src/a.go under its own src/: %+v", own)
+		} else {
+			contains(t, "A's answer", own.Message, "already hold src/", "overlaps")
 		}
 		// A's directory token writes below it, at any depth.
 		callOK[writeOutput](t, a.ClientSession, "write", args{"token": ca.Token, "path": "src/deep/x.go", "content": "A"})

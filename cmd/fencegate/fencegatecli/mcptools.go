@@ -200,11 +200,15 @@ func (s *mcpServer) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimI
 			Resource: name, Paths: paths.Names(), Holder: held.HeldBy, Fence: held.Fence, AlreadyHeld: held.AlreadyHeld,
 			ExpiresInMS: ms(held.RetryAfter),
 		}
+		// The blocking claim, when it is not exactly this one: a member of
+		// the set, or a directory above (or a path below) a path.
+		exact := held.Resource == "" || (len(resources) == 1 && held.Resource == resources[0])
 		what := name
-		if held.Resource != "" && (len(resources) > 1 || held.Resource != resources[0]) {
-			what = fmt.Sprintf("%s (%s)", name, held.Resource) // the member, or the claim over it, that is held
+		if !exact {
+			what = fmt.Sprintf("%s (%s is claimed)", name, displayResource(held.Resource))
 		}
-		if held.AlreadyHeld {
+		switch {
+		case held.AlreadyHeld && exact:
 			// The lease is this server's own: an agent that lost its token
 			// gets it back rather than waiting out its own lease.
 			token, err := setToken(resources, held.HeldBy, held.Fence)
@@ -214,7 +218,11 @@ func (s *mcpServer) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimI
 			out.Claimed = true
 			out.Token = token.String()
 			out.Message = fmt.Sprintf("you already hold %s (fence %d) under an earlier claim; use its token, renew it to keep it", what, held.Fence)
-		} else {
+		case held.AlreadyHeld:
+			// An earlier claim of this server's covers part of this one:
+			// its fence is not this claim's, so no token is made up.
+			out.Message = fmt.Sprintf("you already hold %s under an earlier claim (fence %d), which overlaps this one: write with that claim's token, or release it and claim again", displayResource(held.Resource), held.Fence)
+		default:
 			out.Message = fmt.Sprintf("%s is held by %q (fence %d) for %s more at most; claim again then, or with wait", what, held.HeldBy, held.Fence, dur(held.RetryAfter))
 		}
 		s.log.Info("claim: held", "resource", name, "held", held.Resource, "by", held.HeldBy, "fence", held.Fence)

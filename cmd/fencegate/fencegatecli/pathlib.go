@@ -27,6 +27,15 @@ func pathResource(name string) string { return pathPrefix + name }
 // pathOf is the path identity of a path resource.
 func pathOf(resource string) (string, bool) { return gate.PathOf(resource) }
 
+// displayResource names a resource for messages: a path as the agent
+// wrote it (src/a.go), a lock by its name.
+func displayResource(resource string) string {
+	if p, ok := pathOf(resource); ok {
+		return p
+	}
+	return resource
+}
+
 // tokenMembers is every resource the token claims.
 func tokenMembers(t gate.Token) []string { return t.Members() }
 
