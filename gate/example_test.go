@@ -68,7 +68,7 @@ func ExampleGate_Commit() {
 	// deploys: v2
 }
 
-// A driver's cleanup after a failed fenced write (pgxv5.CommitBatch's
+// A driver's cleanup after a failed fenced write (pgxgate.CommitBatch's
 // rollback, then the refusal's log) runs even though the caller's ctx is
 // done, and all of it under one Options.CleanupTimeout: Refuse, given the
 // cleanup context, keeps its bound, as a nested Cleanup does.
@@ -97,7 +97,7 @@ func ExampleGate_Cleanup() {
 	// one bound: true
 }
 
-// A driver that checks a fence its own way (pgxv5.CommitBatch does, in a
+// A driver that checks a fence its own way (pgxgate.CommitBatch does, in a
 // pipeline) reports the check to the gate's instruments and spans as
 // Commit does: Observe before, end with the result after. Here the check is
 // WouldAdmit's read, standing in for the driver's statement.
