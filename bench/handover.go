@@ -148,7 +148,7 @@ func runLockWorkers(ctx context.Context, pg *PG, variant string, n int, d time.D
 		}
 		clients := make([]*lease.Client, n)
 		for w := range clients {
-			c, err := lease.NewClient(lease.ClientOptions{Holder: fmt.Sprintf("w%d", w), TTL: 30 * time.Second})
+			c, err := lease.NewClient(&lease.ClientOptions{Holder: fmt.Sprintf("w%d", w), TTL: 30 * time.Second})
 			if err != nil {
 				return err
 			}

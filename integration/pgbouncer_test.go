@@ -166,7 +166,7 @@ func bouncerCycles(t *testing.T, store sqlstore.Store, writes ...func(context.Co
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			client, err := lease.NewClient(lease.ClientOptions{Holder: fmt.Sprintf("w%d", w)})
+			client, err := lease.NewClient(&lease.ClientOptions{Holder: fmt.Sprintf("w%d", w)})
 			if err != nil {
 				errs <- err
 				return

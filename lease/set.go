@@ -85,7 +85,7 @@ func checkMembers(resource string, resources []string) ([]string, error) {
 
 // errSetRetry makes InTx roll back a set's grant that lost the race to
 // insert a member's lease row; the acquisition is tried again.
-var errSetRetry = errors.New("lease: a member's row was created by a concurrent acquisition")
+var errSetRetry = errors.New("fencegate: a member's row was created by a concurrent acquisition")
 
 // setAnswer makes InTx roll back a set's grant half done, and carries the
 // answer to give instead (Held, RequestExpired, FloorAhead).
@@ -293,7 +293,7 @@ func (c *Coordinator) renewSet(ctx context.Context, req *RenewRequest, p sqlstor
 
 // errSetOver makes InTx roll back the renewal of a set one of whose members
 // is no longer live.
-var errSetOver = errors.New("lease: a member of the set is no longer live")
+var errSetOver = errors.New("fencegate: a member of the set is no longer live")
 
 // releaseSet is Release for a set token: every member's live lease
 // released in one transaction. It reports whether every member was.

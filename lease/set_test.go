@@ -2,11 +2,14 @@ package lease
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/sqlstore"
@@ -358,4 +361,50 @@ func TestHoldSetAndWait(t *testing.T) {
 			t.Fatalf("b's wait: %v", l)
 		}
 	})
+}
+
+// The path rule with real grants, both halves: a holder of a file whose
+// claim was released is refused on that file once a directory above it is
+// granted to another, who has not written anything yet. Without the grant
+// raising the directory's floor, or the write checking the floors of the
+// directories above the file, the stale write would commit.
+func TestPathRuleOverCoordinator(t *testing.T) {
+	forEachDriver(t, testPathRuleOverCoordinator[*sql.Tx], testPathRuleOverCoordinator[pgx.Tx])
+}
+
+func testPathRuleOverCoordinator[TTx any](t *testing.T, h harness[TTx]) {
+	ctx := context.Background()
+	coord := NewCoordinator(h.Driver, &CoordinatorOptions{TTL: 5 * time.Second})
+	g := gate.New(h.Driver, &gate.Options{VerifyIssued: true})
+	a, b := newClient(t, "a", ClientOptions{}), newClient(t, "b", ClientOptions{})
+	file := path(t, "src/a.go")
+	write := func(tok gate.Token) error {
+		tx, err := h.Driver.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer h.Driver.Rollback(ctx, tx)
+		if err := g.CommitFile(ctx, tx, tok, file); err != nil {
+			return err
+		}
+		return h.Driver.Commit(ctx, tx)
+	}
+	la, _ := acquireSet(t, a, coord, file)
+	if err := write(la.Token()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coord.Release(ctx, la.Token()); err != nil {
+		t.Fatal(err)
+	}
+	lb, _ := acquireSet(t, b, coord, path(t, "src/"))
+	if lb == nil {
+		t.Fatal("directory denied after the file's release")
+	}
+	stale := mustStale(t, write(la.Token()), la.Token())
+	if stale.Resource != path(t, "src/") || stale.FloorHolder != "b" || stale.Floor != lb.Token().Fence {
+		t.Fatalf("refusal %+v, want one naming b's claim of src/", stale)
+	}
+	if err := write(lb.Token()); err != nil {
+		t.Fatalf("the directory's holder writing below it: %v", err)
+	}
 }

@@ -243,7 +243,7 @@ func TestInstrumentsFollowAHistory(t *testing.T) {
 
 func client(t *testing.T, holder string, ttl time.Duration) *lease.Client {
 	t.Helper()
-	c, err := lease.NewClient(lease.ClientOptions{Holder: holder, TTL: ttl})
+	c, err := lease.NewClient(&lease.ClientOptions{Holder: holder, TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}

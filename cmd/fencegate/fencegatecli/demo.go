@@ -93,10 +93,10 @@ func newDemo(ctx context.Context, w io.Writer, path string, gated bool) (*demo, 
 			`CREATE TABLE deploys (slot TEXT PRIMARY KEY, version TEXT NOT NULL, deployed_by TEXT NOT NULL)`)
 	}
 	if err == nil {
-		d.a, err = lease.NewClient(lease.ClientOptions{Holder: "agent-a", Clock: d.clockA})
+		d.a, err = lease.NewClient(&lease.ClientOptions{Holder: "agent-a", Clock: d.clockA})
 	}
 	if err == nil {
-		d.b, err = lease.NewClient(lease.ClientOptions{Holder: "agent-b"})
+		d.b, err = lease.NewClient(&lease.ClientOptions{Holder: "agent-b"})
 	}
 	if err != nil {
 		store.Close()

@@ -60,7 +60,7 @@ blocks the election until its --ttl ends.`,
 		if *grace < 0 {
 			return usagef("--grace must not be negative")
 		}
-		client, err := lease.NewClient(lease.ClientOptions{Holder: c.holder(*holderFlag), TTL: *ttl})
+		client, err := lease.NewClient(&lease.ClientOptions{Holder: c.holder(*holderFlag), TTL: *ttl})
 		if err != nil {
 			return usagef("%s", err)
 		}
@@ -68,7 +68,7 @@ blocks the election until its --ttl ends.`,
 		if err != nil {
 			return err
 		}
-		e, err := lease.NewElector(b.coord, client, lease.ElectorOptions{Name: *name})
+		e, err := lease.NewElector(b.coord, client, &lease.ElectorOptions{Name: *name})
 		if err != nil {
 			return usagef("%s", err)
 		}

@@ -67,7 +67,7 @@ docs/PATHS.md.`,
 			return usagef("--wait must not be negative, got %v", *wait)
 		}
 		holder := c.holder(*holderFlag)
-		client, err := lease.NewClient(lease.ClientOptions{Holder: holder, TTL: *ttl})
+		client, err := lease.NewClient(&lease.ClientOptions{Holder: holder, TTL: *ttl})
 		if err != nil {
 			return usagef("%s", err)
 		}

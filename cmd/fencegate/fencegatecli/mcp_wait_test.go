@@ -50,7 +50,7 @@ func TestMCPWriteSupersededWhileWaiting(t *testing.T) {
 
 	// B's grant, queued on the floor row.
 	coord := lease.NewCoordinator(pgsql.New(db), &lease.CoordinatorOptions{LockTimeout: time.Minute})
-	client, err := lease.NewClient(lease.ClientOptions{Holder: "agent-b"})
+	client, err := lease.NewClient(&lease.ClientOptions{Holder: "agent-b"})
 	if err != nil {
 		t.Fatal(err)
 	}

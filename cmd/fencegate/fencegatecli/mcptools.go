@@ -190,7 +190,7 @@ func (s *mcpServer) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimI
 	if wait < 0 || wait > maxClaimWait {
 		return nil, out, fmt.Errorf("bad wait %q: must be between 0 and %s", in.Wait, maxClaimWait)
 	}
-	client, err := lease.NewClient(lease.ClientOptions{Holder: s.cfg.holder, TTL: ttl})
+	client, err := lease.NewClient(&lease.ClientOptions{Holder: s.cfg.holder, TTL: ttl})
 	if err != nil {
 		return nil, out, errors.New(stripPrefix(err))
 	}

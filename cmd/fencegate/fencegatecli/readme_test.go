@@ -91,7 +91,7 @@ func main() {
 	}
 	coord = lease.NewCoordinator(store, &lease.CoordinatorOptions{TTL: 30 * time.Second})
 	g = gate.New(store, &gate.Options{VerifyIssued: true})
-	if client, err = lease.NewClient(lease.ClientOptions{Holder: "agent-a"}); err != nil {
+	if client, err = lease.NewClient(&lease.ClientOptions{Holder: "agent-a"}); err != nil {
 		log.Fatal(err)
 	}
 	if err := snippets[n-1](ctx); err != nil {

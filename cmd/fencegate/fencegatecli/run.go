@@ -75,7 +75,7 @@ CMD's writes are safe only behind 'fencegate gate' (or gate.Commit).
 		if *wait < 0 || *grace < 0 {
 			return usagef("--wait and --grace must not be negative")
 		}
-		client, err := lease.NewClient(lease.ClientOptions{Holder: c.holder(*holderFlag), TTL: *ttl})
+		client, err := lease.NewClient(&lease.ClientOptions{Holder: c.holder(*holderFlag), TTL: *ttl})
 		if err != nil {
 			return usagef("%s", err)
 		}

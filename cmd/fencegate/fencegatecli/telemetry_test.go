@@ -41,7 +41,7 @@ func TestMetricsAddrServesTheLibrarysMetrics(t *testing.T) {
 	contains(t, "stderr", stderr.String(), "fencegate: metrics at http://"+tel.addr.String()+"/metrics")
 
 	// A grant, and a refusal of a fence the coordinator never issued.
-	client, err := lease.NewClient(lease.ClientOptions{Holder: "agent-a"})
+	client, err := lease.NewClient(&lease.ClientOptions{Holder: "agent-a"})
 	if err != nil {
 		t.Fatal(err)
 	}

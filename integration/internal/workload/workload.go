@@ -290,7 +290,7 @@ func (e *env[TTx]) agent(ctx context.Context, idx int) error {
 		rng:   rand.New(rand.NewPCG(e.cfg.Seed, uint64(idx))),
 	}
 	var err error
-	a.client, err = lease.NewClient(lease.ClientOptions{Holder: a.name, TTL: e.cfg.TTL, ClockSkew: e.cfg.ClockSkew, Clock: a.clock})
+	a.client, err = lease.NewClient(&lease.ClientOptions{Holder: a.name, TTL: e.cfg.TTL, ClockSkew: e.cfg.ClockSkew, Clock: a.clock})
 	if err != nil {
 		return err
 	}

@@ -53,7 +53,7 @@ func newEnv(t *testing.T, open func(testing.TB) dbDriver) *env {
 // claim acquires resource for holder and returns its token.
 func (e *env) claim(t *testing.T, holder, resource string) gate.Token {
 	t.Helper()
-	c, err := lease.NewClient(lease.ClientOptions{Holder: holder})
+	c, err := lease.NewClient(&lease.ClientOptions{Holder: holder})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,7 @@ func ExampleWrite() {
 	}
 	g := gate.New(store, &gate.Options{VerifyIssued: true})
 	coord := lease.NewCoordinator(store, nil)
-	client, _ := lease.NewClient(lease.ClientOptions{Holder: "agent-a"})
+	client, _ := lease.NewClient(&lease.ClientOptions{Holder: "agent-a"})
 	req, _ := client.BeginAcquire("deploy-slot")
 	out, err := coord.Acquire(ctx, req)
 	if err != nil {
