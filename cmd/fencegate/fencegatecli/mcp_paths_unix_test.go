@@ -3,6 +3,7 @@
 package fencegatecli
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -41,4 +42,32 @@ func TestMCPPathsOneIdentity(t *testing.T) {
 		callErr(t, a.ClientSession, "write", args{"token": ca.Token, "path": "h1", "content": "x"}, "2 hard links")
 		wantFile(t, filepath.Join(root, "h2"), "h")
 	})
+}
+
+// A path whose identity changes while it is being written (a directory on
+// the way swapped for a link elsewhere, after the claim was checked and
+// before the rename) is refused, and nothing lands on either file.
+func TestMCPPathsRelinkedMidWrite(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	for _, d := range []string{"src", "other"} {
+		must(t, os.MkdirAll(filepath.Join(root, d), 0o755))
+		must(t, os.WriteFile(filepath.Join(root, d, "a.go"), []byte(d), 0o644))
+	}
+	link := filepath.Join(root, "s")
+	must(t, os.Symlink("src", link))
+	s := newMCP(t, dbtestSQLite(t), mcpConfig{holder: "agent-a", root: root, beforeRename: func(context.Context) {
+		must(t, os.Remove(link))
+		must(t, os.Symlink("other", link))
+	}})
+	tok := callOK[claimOutput](t, s.ClientSession, "claim", args{"paths": []string{"src/a.go"}}).Token
+	callErr(t, s.ClientSession, "write", args{"token": tok, "path": "s/a.go", "content": "A"},
+		`now resolves to "other/a.go", not "src/a.go"`, "the file is unchanged")
+	wantFile(t, filepath.Join(root, "src", "a.go"), "src")
+	wantFile(t, filepath.Join(root, "other", "a.go"), "other")
+	for _, d := range []string{"src", "other"} {
+		if ents, _ := os.ReadDir(filepath.Join(root, d)); len(ents) != 1 {
+			t.Errorf("%s holds %v: a temp file left behind?", d, ents)
+		}
+	}
 }
