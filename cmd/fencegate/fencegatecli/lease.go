@@ -148,22 +148,38 @@ database refuses once the token is stale.
 			return heldf("%s", why)
 		}
 		fmt.Fprintf(c.stdout, "current: %s fence %d held by %s, expires in %s\n",
-			token.Resource, token.Fence, token.Holder, dur(st.Remaining))
+			tokenName(token), token.Fence, token.Holder, dur(st.Remaining))
 		return nil
 	})
 }
 
 // checkToken reads token's lease and floor, and says why the token is not
 // current ("" if it is). Advisory, as check is.
+//
+// A set token is current when every member is: the answer is the first
+// member's that is not (or the first member's, if all are).
 func checkToken(ctx context.Context, b *backend, token gate.Token) (st lease.Status, floor int64, why string, err error) {
-	if st, err = b.coord.Status(ctx, token.Resource); err != nil {
-		return lease.Status{}, 0, "", err
+	for i, m := range token.Members() {
+		mst, err := b.coord.Status(ctx, m)
+		if err != nil {
+			return lease.Status{}, 0, "", err
+		}
+		f, err := b.gate.Floor(ctx, m)
+		if err != nil && !errors.Is(err, sqlstore.ErrNotFound) {
+			return lease.Status{}, 0, "", err
+		}
+		one := token
+		if token.IsSet() {
+			one = gate.Token{Resource: m, Holder: token.Holder, Fence: token.Fence}
+		}
+		if w := staleness(one, mst, f.Floor); i == 0 || w != "" {
+			st, floor, why = mst, f.Floor, w
+			if w != "" {
+				break
+			}
+		}
 	}
-	f, err := b.gate.Floor(ctx, token.Resource)
-	if err != nil && !errors.Is(err, sqlstore.ErrNotFound) {
-		return lease.Status{}, 0, "", err
-	}
-	return st, f.Floor, staleness(token, st, f.Floor), nil
+	return st, floor, why, nil
 }
 
 // staleness says why token is not current, given its lock's lease status
@@ -219,7 +235,7 @@ exit 3, and claim the lock again.`,
 	return tokenCommand(cmd, check, func(ctx context.Context, c *cli, b *backend, token gate.Token) error {
 		out, err := renewToken(ctx, b, token, *ttl)
 		if errors.Is(err, lease.ErrUnknownResource) {
-			return heldf("never issued: %s was never leased", token.Resource)
+			return heldf("never issued: %s was never leased", tokenName(token))
 		}
 		if err != nil {
 			return err
@@ -230,12 +246,21 @@ exit 3, and claim the lock again.`,
 				now = fmt.Sprintf("it is held by %q with fence %d", out.HeldBy, out.Fence)
 			}
 			return heldf("stale: the lease on %s with fence %d for %q expired, was released or was superseded (%s); claim it again",
-				token.Resource, token.Fence, token.Holder, now)
+				tokenName(token), token.Fence, token.Holder, now)
 		}
 		fmt.Fprintln(c.stdout, stamp(out.Grant.CoordinatorExpiresAt.Time()))
-		c.logf(cmd, "%s: fence %d, expires in %s", token.Resource, token.Fence, dur(out.Grant.TTL))
+		c.logf(cmd, "%s: fence %d, expires in %s", tokenName(token), token.Fence, dur(out.Grant.TTL))
 		return nil
 	})
+}
+
+// setMembers is a set token's members for a request's Resources; nil for
+// a token of one resource.
+func setMembers(token gate.Token) []string {
+	if !token.IsSet() {
+		return nil
+	}
+	return token.Members()
 }
 
 // renewToken renews the lease token names. Each invocation is a fresh
@@ -244,6 +269,7 @@ exit 3, and claim the lock again.`,
 func renewToken(ctx context.Context, b *backend, token gate.Token, ttl time.Duration) (lease.RenewOutcome, error) {
 	return b.coord.Renew(ctx, &lease.RenewRequest{
 		Resource:  token.Resource,
+		Resources: setMembers(token),
 		Holder:    token.Holder,
 		Fence:     token.Fence,
 		RequestID: newRequestID(),
@@ -271,9 +297,9 @@ someone claims the lock again.`,
 		}
 		if !released {
 			return heldf("stale: %s fence %d for %q is not the current lease (expired, released, superseded or never issued); nothing changed",
-				token.Resource, token.Fence, token.Holder)
+				tokenName(token), token.Fence, token.Holder)
 		}
-		c.logf(cmd, "released %s (fence %d)", token.Resource, token.Fence)
+		c.logf(cmd, "released %s (fence %d)", tokenName(token), token.Fence)
 		return nil
 	})
 }

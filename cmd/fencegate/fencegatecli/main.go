@@ -489,7 +489,7 @@ func (c *cli) tokenArg(args []string, lock string) (gate.Token, error) {
 		return gate.Token{}, usagef("%s", err)
 	}
 	if lock != "" && lock != token.Resource {
-		return gate.Token{}, usagef("the token is for lock %q, not %q", token.Resource, lock)
+		return gate.Token{}, usagef("the token is for lock %q, not %q", tokenName(token), lock)
 	}
 	return token, nil
 }

@@ -281,3 +281,42 @@ func TestMCPPathsBadClaims(t *testing.T) {
 		t.Fatalf("after the bad claims: %+v", ca)
 	}
 }
+
+// A claim of several paths is one lease for assert, renew and release, on
+// the tools and the command line: current while every member is, renewed
+// and released as a whole.
+func TestMCPPathsSetLifecycle(t *testing.T) {
+	t.Parallel()
+	databases(t, func(t *testing.T, db database) {
+		t.Parallel()
+		root := t.TempDir()
+		a := newMCP(t, db.dsn, mcpConfig{holder: "agent-a", root: root})
+		b := newMCP(t, db.dsn, mcpConfig{holder: "agent-b", root: root})
+		ca := callOK[claimOutput](t, a.ClientSession, "claim", args{"paths": []string{"b/", "a.txt"}, "ttl": "1m"})
+		if !ca.Claimed || !strings.HasPrefix(ca.Token, "fg2:") || len(ca.Paths) != 2 || ca.Paths[0] != "a.txt" || ca.Paths[1] != "b/" {
+			t.Fatalf("the set's claim: %+v", ca)
+		}
+		if as := callOK[assertOutput](t, a.ClientSession, "assert", args{"token": ca.Token}); !as.Current {
+			t.Fatalf("assert: %+v", as)
+		}
+		r := fg(t, map[string]string{envDSN: db.dsn}, "check", ca.Token).want(t, exitOK)
+		contains(t, "check", r.stdout, "current: {path:a.txt, path:b/}")
+		if rn := callOK[renewOutput](t, a.ClientSession, "renew", args{"token": ca.Token, "ttl": "2m"}); !rn.Renewed || rn.Resource != "{path:a.txt, path:b/}" {
+			t.Fatalf("renew: %+v", rn)
+		}
+		if held := callOK[claimOutput](t, b.ClientSession, "claim", args{"paths": []string{"b/x"}}); held.Claimed {
+			t.Fatalf("B's claim under A's b/: %+v", held)
+		}
+		if rl := callOK[releaseOutput](t, a.ClientSession, "release", args{"token": ca.Token}); !rl.Released {
+			t.Fatalf("release: %+v", rl)
+		}
+		if as := callOK[assertOutput](t, a.ClientSession, "assert", args{"token": ca.Token}); as.Current {
+			t.Fatalf("assert after release: %+v", as)
+		}
+		for _, p := range []string{"a.txt", "b/x"} {
+			if cb := callOK[claimOutput](t, b.ClientSession, "claim", args{"paths": []string{p}}); !cb.Claimed {
+				t.Fatalf("B's claim of %s after A's release: %+v", p, cb)
+			}
+		}
+	})
+}

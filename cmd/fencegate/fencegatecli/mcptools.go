@@ -286,7 +286,7 @@ func (s *mcpServer) assert(ctx context.Context, _ *mcp.CallToolRequest, in token
 		return nil, out, dbError("assert", err)
 	}
 	out = assertOutput{
-		Current: why == "", Resource: token.Resource, Fence: token.Fence,
+		Current: why == "", Resource: tokenName(token), Fence: token.Fence,
 		Holder: st.Holder, HolderFence: st.Fence, Floor: floor, Message: why,
 	}
 	if out.Current {
@@ -311,7 +311,7 @@ func (s *mcpServer) renew(ctx context.Context, _ *mcp.CallToolRequest, in renewI
 	}
 	res, err := renewToken(ctx, s.b, token, ttl)
 	if errors.Is(err, lease.ErrUnknownResource) {
-		return nil, out, fmt.Errorf("unknown resource: %s was never leased; claim it first", token.Resource)
+		return nil, out, fmt.Errorf("unknown resource: %s was never leased; claim it first", tokenName(token))
 	}
 	if err != nil {
 		if errors.Is(err, gate.ErrInvalidInput) {
@@ -319,22 +319,22 @@ func (s *mcpServer) renew(ctx context.Context, _ *mcp.CallToolRequest, in renewI
 		}
 		return nil, out, dbError("renew", err)
 	}
-	out = renewOutput{Resource: token.Resource, Fence: token.Fence}
+	out = renewOutput{Resource: tokenName(token), Fence: token.Fence}
 	if !res.OK {
 		out.Expired, out.Successor, out.SuccessorFence = true, res.HeldBy, res.Fence
 		now := "it is free"
 		if res.HeldBy != "" {
 			now = fmt.Sprintf("it is held by %q with fence %d", res.HeldBy, res.Fence)
 		}
-		out.Message = fmt.Sprintf("expired: your lease on %s (fence %d) was lost (expired, released or superseded) and %s; claim it again before writing", token.Resource, token.Fence, now)
-		s.log.Info("renew: expired", "resource", token.Resource, "fence", token.Fence, "successor", res.HeldBy)
+		out.Message = fmt.Sprintf("expired: your lease on %s (fence %d) was lost (expired, released or superseded) and %s; claim it again before writing", tokenName(token), token.Fence, now)
+		s.log.Info("renew: expired", "resource", tokenName(token), "fence", token.Fence, "successor", res.HeldBy)
 		return nil, out, nil
 	}
 	out.Renewed = true
 	out.ExpiresAt = stamp(res.Grant.CoordinatorExpiresAt.Time())
 	out.ExpiresInMS = ms(res.Grant.TTL)
-	out.Message = fmt.Sprintf("renewed %s (fence %d) for %s", token.Resource, token.Fence, dur(res.Grant.TTL))
-	s.log.Info("renew", "resource", token.Resource, "fence", token.Fence, "ttl", res.Grant.TTL)
+	out.Message = fmt.Sprintf("renewed %s (fence %d) for %s", tokenName(token), token.Fence, dur(res.Grant.TTL))
+	s.log.Info("renew", "resource", tokenName(token), "fence", token.Fence, "ttl", res.Grant.TTL)
 	return nil, out, nil
 }
 
@@ -348,13 +348,13 @@ func (s *mcpServer) release(ctx context.Context, _ *mcp.CallToolRequest, in toke
 	if err != nil {
 		return nil, out, dbError("release", err)
 	}
-	out = releaseOutput{Released: released, Resource: token.Resource, Fence: token.Fence}
+	out = releaseOutput{Released: released, Resource: tokenName(token), Fence: token.Fence}
 	if released {
-		out.Message = fmt.Sprintf("released %s (fence %d); it is free", token.Resource, token.Fence)
+		out.Message = fmt.Sprintf("released %s (fence %d); it is free", tokenName(token), token.Fence)
 	} else {
-		out.Message = fmt.Sprintf("nothing changed: %s fence %d for %q is not the current lease (expired, released, superseded or never issued)", token.Resource, token.Fence, token.Holder)
+		out.Message = fmt.Sprintf("nothing changed: %s fence %d for %q is not the current lease (expired, released, superseded or never issued)", tokenName(token), token.Fence, token.Holder)
 	}
-	s.log.Info("release", "resource", token.Resource, "fence", token.Fence, "released", released)
+	s.log.Info("release", "resource", tokenName(token), "fence", token.Fence, "released", released)
 	return nil, out, nil
 }
 
