@@ -154,12 +154,20 @@ var instant = &instantExecutor{}
 func (instantDriver) UnwrapExecutor(*sql.Tx) sqlstore.Executor { return instant }
 func (instantDriver) Executor() sqlstore.Executor              { return instant }
 func (instantDriver) ClockPrecision() time.Duration            { return time.Microsecond }
+func (instantDriver) MaxConns() int                            { return 0 }
+func (instantDriver) SupportsListener() bool                   { return false }
+func (instantDriver) OnConn(_ context.Context, fn func(sqlstore.Executor) error) error {
+	return fn(instant)
+}
 
-func (*instantExecutor) FloorRaise(context.Context, sqlstore.FloorRaiseParams) (sqlstore.FloorRaiseResult, error) {
+func (*instantExecutor) FloorRaise(context.Context, *sqlstore.FloorRaiseParams) (sqlstore.FloorRaiseResult, error) {
 	return sqlstore.FloorRaiseResult{Admitted: true, Issued: true}, nil
 }
 
-func (e *instantExecutor) LeaseAcquire(_ context.Context, p sqlstore.LeaseAcquireParams) (sqlstore.LeaseAcquireResult, error) {
+func (e *instantExecutor) LeaseAcquire(_ context.Context, p *sqlstore.LeaseAcquireParams) (sqlstore.LeaseAcquireResult, error) {
+	if p.Sending != nil {
+		p.Sending()
+	}
 	now := time.Now()
 	return sqlstore.LeaseAcquireResult{Status: sqlstore.AcquireGranted, Lease: sqlstore.LeaseRow{
 		Found: true, Resource: p.Resource, Holder: p.Holder, Fence: e.fence.Add(1), RequestID: p.RequestID,
@@ -167,8 +175,8 @@ func (e *instantExecutor) LeaseAcquire(_ context.Context, p sqlstore.LeaseAcquir
 	}}, nil
 }
 
-func (*instantExecutor) LeaseRelease(context.Context, string, string, int64) (bool, error) {
-	return true, nil
+func (*instantExecutor) LeaseRelease(context.Context, *sqlstore.LeaseReleaseParams) (sqlstore.LeaseReleaseResult, error) {
+	return sqlstore.LeaseReleaseResult{Released: true}, nil
 }
 
 // cpuCost is the median, over rounds, of the time per call of each of fns,

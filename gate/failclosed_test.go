@@ -186,7 +186,7 @@ func issue[TTx any](t *testing.T, f fixture[TTx], holder string, fence int64) {
 	t.Helper()
 	ctx := context.Background()
 	err := f.driver.InTx(ctx, func(ex sqlstore.Executor) error {
-		_, _, err := ex.LeaseGrant(ctx, sqlstore.LeaseGrantParams{
+		_, _, err := ex.LeaseGrant(ctx, &sqlstore.LeaseGrantParams{
 			Resource: "r", Holder: holder, Fence: fence, RequestID: "req-" + holder, TTL: time.Minute})
 		return err
 	})
@@ -286,7 +286,7 @@ type cancellingExecutor struct {
 	cancel context.CancelFunc
 }
 
-func (e cancellingExecutor) FloorRaise(ctx context.Context, p sqlstore.FloorRaiseParams) (sqlstore.FloorRaiseResult, error) {
+func (e cancellingExecutor) FloorRaise(ctx context.Context, p *sqlstore.FloorRaiseParams) (sqlstore.FloorRaiseResult, error) {
 	res, err := e.Executor.FloorRaise(ctx, p)
 	e.cancel()
 	return res, err

@@ -167,7 +167,7 @@ func (g *Gate[TTx]) floorRaise(ctx context.Context, tx TTx, token Token) (sqlsto
 	if IsNestedTx(tx) {
 		return sqlstore.FloorRaiseResult{}, fmt.Errorf("fencegate: commit %s: %w", token, ErrNestedTx)
 	}
-	res, err := g.driver.UnwrapExecutor(tx).FloorRaise(ctx, sqlstore.FloorRaiseParams{
+	res, err := g.driver.UnwrapExecutor(tx).FloorRaise(ctx, &sqlstore.FloorRaiseParams{
 		Resource: token.Resource, Holder: token.Holder, Fence: token.Fence, VerifyIssued: g.opts.VerifyIssued,
 	})
 	if err != nil {
@@ -449,7 +449,7 @@ func (g *Gate[TTx]) raise(ctx context.Context, token Token) (res sqlstore.FloorR
 		return res, err
 	}
 	err = g.driver.InTx(ctx, func(ex sqlstore.Executor) error {
-		res, err = ex.FloorRaise(ctx, sqlstore.FloorRaiseParams{
+		res, err = ex.FloorRaise(ctx, &sqlstore.FloorRaiseParams{
 			Resource: token.Resource, Holder: token.Holder, Fence: token.Fence, VerifyIssued: g.opts.VerifyIssued,
 		})
 		return err
@@ -523,7 +523,7 @@ func (g *Gate[TTx]) Rejections(ctx context.Context, q RejectionQuery) ([]Rejecti
 			return nil, err
 		}
 	}
-	return g.driver.Executor().RejectionList(ctx, sqlstore.RejectionListParams{
+	return g.driver.Executor().RejectionList(ctx, &sqlstore.RejectionListParams{
 		Resource: q.Resource, AfterSeq: q.AfterSeq, Limit: q.Limit, Newest: q.Newest,
 	})
 }

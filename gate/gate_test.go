@@ -270,7 +270,7 @@ func testVerifyIssued[TTx any](t *testing.T, dh dbtest.Harness[TTx]) {
 	grant := func(holder string, fence int64, replace bool) {
 		t.Helper()
 		err := h.Driver.InTx(ctx, func(ex sqlstore.Executor) error {
-			_, _, err := ex.LeaseGrant(ctx, sqlstore.LeaseGrantParams{
+			_, _, err := ex.LeaseGrant(ctx, &sqlstore.LeaseGrantParams{
 				Resource: "r", Holder: holder, Fence: fence, RequestID: "req", TTL: time.Minute, Replace: replace})
 			return err
 		})

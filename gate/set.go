@@ -68,7 +68,7 @@ func (g *Gate[TTx]) checkSet(ctx context.Context, ex sqlstore.Executor, token To
 		}
 	}
 	for _, r := range raise {
-		res, err := ex.FloorRaise(ctx, sqlstore.FloorRaiseParams{
+		res, err := ex.FloorRaise(ctx, &sqlstore.FloorRaiseParams{
 			Resource: r, Holder: token.Holder, Fence: token.Fence,
 			// Every member is verified, the file too when it is one: only
 			// a file below a directory member has no lease of its own.
@@ -110,7 +110,7 @@ func (g *Gate[TTx]) admitSet(ctx context.Context, ex sqlstore.Executor, token To
 	}
 	var refused []refusal
 	for _, m := range members {
-		res, err := ex.FloorRaise(ctx, sqlstore.FloorRaiseParams{
+		res, err := ex.FloorRaise(ctx, &sqlstore.FloorRaiseParams{
 			Resource: m, Holder: token.Holder, Fence: token.Fence, VerifyIssued: g.opts.VerifyIssued,
 		})
 		if err != nil {

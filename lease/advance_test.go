@@ -23,14 +23,14 @@ func TestAdvanceFences(t *testing.T) {
 		// A floor and a lease above the sequence: what a replica can hold
 		// when its sequence's state lags its rows. A floor of a resource
 		// never leased has fences of another source, and is left out.
-		if _, err := store.Executor().FloorRaise(ctx, sqlstore.FloorRaiseParams{Resource: "r1", Holder: "h", Fence: 750}); err != nil {
+		if _, err := store.Executor().FloorRaise(ctx, &sqlstore.FloorRaiseParams{Resource: "r1", Holder: "h", Fence: 750}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := store.Executor().FloorRaise(ctx, sqlstore.FloorRaiseParams{Resource: "ext", Holder: "h", Fence: 5000}); err != nil {
+		if _, err := store.Executor().FloorRaise(ctx, &sqlstore.FloorRaiseParams{Resource: "ext", Holder: "h", Fence: 5000}); err != nil {
 			t.Fatal(err)
 		}
 		err := store.InTx(ctx, func(ex sqlstore.Executor) error {
-			_, _, err := ex.LeaseGrant(ctx, sqlstore.LeaseGrantParams{Resource: "r2", Holder: "old-primary", Fence: 700, RequestID: "lost", TTL: time.Minute})
+			_, _, err := ex.LeaseGrant(ctx, &sqlstore.LeaseGrantParams{Resource: "r2", Holder: "old-primary", Fence: 700, RequestID: "lost", TTL: time.Minute})
 			return err
 		})
 		if err != nil {

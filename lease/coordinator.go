@@ -25,13 +25,6 @@ const MinTTL = 10 * time.Millisecond
 // maxRequestIDLen bounds request ids; ours are 32 hex digits.
 const maxRequestIDLen = 128
 
-// acquireAttempts bounds the retries of a first grant that loses the race to
-// insert a resource's row to a concurrent acquisition, or whose read missed
-// the row of one (the loser then reads the winner's lease and is denied, or
-// answered the grant when it is a copy of the same request, so two attempts
-// suffice).
-const acquireAttempts = 3
-
 // CoordinatorOptions configure a Coordinator. A nil *CoordinatorOptions uses
 // every default.
 type CoordinatorOptions struct {
@@ -96,8 +89,8 @@ type CoordinatorOptions struct {
 // even before the new holder writes.
 //
 // Where the store says how many connections its pool opens
-// (sqlstore.ConnPinner: both Postgres drivers, and the database/sql ones
-// with SetMaxOpenConns), a Coordinator sends at most one fewer acquisitions
+// (sqlstore.Store.MaxConns: both Postgres drivers, and the database/sql
+// ones with SetMaxOpenConns), a Coordinator sends at most one fewer acquisitions
 // and releases at a time; the rest wait their turn in the Coordinator,
 // before their send instant is read. One connection then stays free for
 // renewals (Renew, RenewBatch, Hold's keeper), so that a thousand queued
@@ -119,7 +112,7 @@ type Coordinator struct {
 	startDone bool // StartFence was applied
 
 	// slots bounds the acquisitions and releases in flight to one fewer
-	// than the store's pool has connections (sqlstore.ConnPinner), so that
+	// than the store's pool has connections (sqlstore.Store.MaxConns), so that
 	// a renewal finds a connection free however many acquirers queue; nil
 	// for no bound.
 	slots chan struct{}
@@ -132,8 +125,8 @@ func NewCoordinator(store sqlstore.Store, opts *CoordinatorOptions) *Coordinator
 		opts = &CoordinatorOptions{}
 	}
 	var slots chan struct{}
-	if p, ok := store.(sqlstore.ConnPinner); ok && p.MaxConns() > 1 {
-		slots = make(chan struct{}, p.MaxConns()-1)
+	if n := store.MaxConns(); n > 1 {
+		slots = make(chan struct{}, n-1)
 	}
 	return &Coordinator{
 		slots:       slots,
@@ -220,11 +213,11 @@ type Status struct {
 // LockTimeout and then returns an error matching ErrBusy, with nothing
 // granted.
 //
-// Where the store's Executor is a sqlstore.LeaseAcquirer (both Postgres
-// drivers) the acquisition is one statement, so one round trip (two for a
-// late retry, or a floor above the sequence, over a free lease row: the
-// fast statement rolls back and a careful one answers); otherwise it is a
-// transaction of one statement per step, under the same rules.
+// The acquisition is the store's Executor.LeaseAcquire: on Postgres one
+// statement, so one round trip (two for a late retry, or a floor above the
+// sequence, over a free lease row: the fast statement rolls back and a
+// careful one answers); on SQLite and MySQL a transaction of one statement
+// per step, under the same rules.
 //
 // Errors: gate.ErrInvalidInput for a bad request (including a ttl below
 // MinTTL or above MaxTTL), ErrRequestExpired, ErrFloorAhead, ErrBusy, or the
@@ -264,30 +257,25 @@ func (c *Coordinator) acquire(ctx context.Context, req *AcquireRequest, waiter i
 		TTL:         ttl,
 		LockTimeout: c.lockTimeout,
 		Waiter:      waiter,
+		// The connection (or SQLite's write lock) is in hand: the request
+		// goes out now.
+		Sending: req.restamp,
+	}
+	if claimsSet(members) {
+		p.Members = members // several, or a path: acquired by the set's rules
 	}
 	var res sqlstore.LeaseAcquireResult
-	if claimsSet(members) {
-		res, err = c.acquireSet(ctx, req, p, members)
-	} else if ex, ok := c.store.Executor().(sqlstore.LeaseAcquirer); ok {
-		err = c.onConn(ctx, func(pinned sqlstore.Executor) error {
-			if acq, ok := pinned.(sqlstore.LeaseAcquirer); ok {
-				ex = acq
-			}
-			req.restamp() // the connection is in hand: the request goes out now
-			var err error
-			res, err = ex.LeaseAcquire(ctx, p) // one round trip
-			return err
-		})
+	if p.Members != nil {
+		// The set's steps run in a transaction of their own, which takes
+		// its connection: a pinned one would sit idle beside it, and a
+		// full pool would wait on itself.
+		res, err = c.store.Executor().LeaseAcquire(ctx, &p)
 	} else {
-		err = c.store.InTx(ctx, func(ex sqlstore.Executor) error {
-			req.restamp() // the transaction has begun: its statements go out now
+		err = c.store.OnConn(ctx, func(ex sqlstore.Executor) error {
 			var err error
-			res, err = acquireTx(ctx, ex, p)
+			res, err = ex.LeaseAcquire(ctx, &p)
 			return err
 		})
-		if ahead, ok := errors.AsType[*floorAheadError](err); ok {
-			res, err = ahead.res, nil // rolled back: nothing was written
-		}
 	}
 	if err != nil {
 		return AcquireOutcome{}, c.wrap("acquire", req.name(), err)
@@ -323,96 +311,6 @@ func (c *Coordinator) acquire(ctx context.Context, req *AcquireRequest, waiter i
 	}
 	return AcquireOutcome{}, fmt.Errorf("fencegate: acquire %q: the store answered status %d", req.name(), res.Status)
 }
-
-// acquireTx is Acquire's transaction on a store whose Executor is no
-// sqlstore.LeaseAcquirer: the same steps, one statement at a time.
-func acquireTx(ctx context.Context, ex sqlstore.Executor, p sqlstore.LeaseAcquireParams) (sqlstore.LeaseAcquireResult, error) {
-	if err := ex.SetLockTimeout(ctx, p.LockTimeout); err != nil {
-		return sqlstore.LeaseAcquireResult{}, err
-	}
-	for range acquireAttempts {
-		row, err := ex.LeaseGetForUpdate(ctx, p.Resource)
-		if err != nil {
-			return sqlstore.LeaseAcquireResult{}, err
-		}
-		if row.Live() && row.Holder == p.Holder && row.RequestID == p.RequestID {
-			return sqlstore.LeaseAcquireResult{Status: sqlstore.AcquireRetried, Lease: row}, removeWaiter(ctx, ex, p.Waiter)
-		}
-		// Another holder sending this live lease's request id is told it
-		// is held, below: the lease is neither its own nor over.
-		if !row.Live() || row.RequestID != p.RequestID {
-			fence, err := ex.RequestFence(ctx, p.Resource, p.RequestID)
-			switch {
-			case err != nil:
-				return sqlstore.LeaseAcquireResult{}, err
-			case fence != 0 && !row.Found:
-				// The request's grant, with the lease row it created,
-				// committed after the locking read found no row (READ
-				// COMMITTED reads each statement anew): read it again.
-				continue
-			case fence != 0:
-				return sqlstore.LeaseAcquireResult{Status: sqlstore.AcquireRequestExpired, Fence: fence}, nil
-			}
-		}
-		if row.Live() {
-			return sqlstore.LeaseAcquireResult{Status: sqlstore.AcquireHeld, Lease: row}, nil
-		}
-
-		// Free (never leased, expired or released): a new generation.
-		fence, err := ex.FenceNext(ctx)
-		if err != nil {
-			return sqlstore.LeaseAcquireResult{}, err
-		}
-		granted, inserted, err := ex.LeaseGrant(ctx, sqlstore.LeaseGrantParams{
-			Resource:  p.Resource,
-			Holder:    p.Holder,
-			Fence:     fence,
-			RequestID: p.RequestID,
-			TTL:       p.TTL,
-			Replace:   row.Found,
-		})
-		if err != nil {
-			return sqlstore.LeaseAcquireResult{}, err
-		}
-		if !row.Found && !inserted {
-			continue // a concurrent first acquisition created the row: read it
-		}
-
-		// Co-located mode: raise the gate's floor in this transaction, so
-		// the grant and the refusal of every older fence commit together.
-		floor, err := ex.FloorRaise(ctx, sqlstore.FloorRaiseParams{
-			Resource: p.Resource,
-			Holder:   p.Holder,
-			Fence:    fence,
-		})
-		if err != nil {
-			return sqlstore.LeaseAcquireResult{}, err
-		}
-		if !floor.Admitted {
-			// Roll the grant back: InTx commits only a nil error.
-			return sqlstore.LeaseAcquireResult{}, &floorAheadError{sqlstore.LeaseAcquireResult{
-				Status: sqlstore.AcquireFloorAhead, Fence: fence, Floor: floor.Floor, FloorHolder: floor.FloorHolder,
-			}}
-		}
-		return sqlstore.LeaseAcquireResult{Status: sqlstore.AcquireGranted, Lease: granted}, removeWaiter(ctx, ex, p.Waiter)
-	}
-	return sqlstore.LeaseAcquireResult{}, errors.New("the lease row kept changing under a concurrent acquisition")
-}
-
-// removeWaiter takes a granted waiter's place out of the queue in the
-// grant's transaction (none for 0).
-func removeWaiter(ctx context.Context, ex sqlstore.Executor, waiter int64) error {
-	if waiter == 0 {
-		return nil
-	}
-	return ex.WaiterRemove(ctx, waiter)
-}
-
-// floorAheadError makes InTx roll back a grant whose floor raise was not
-// admitted; Acquire turns it back into the result it carries.
-type floorAheadError struct{ res sqlstore.LeaseAcquireResult }
-
-func (e *floorAheadError) Error() string { return "the floor is ahead of the new fence" }
 
 // grantOf describes a lease row as a grant, with the time it has left at the
 // database's clock, less one tick of that clock (Store.ClockPrecision): the
@@ -477,10 +375,10 @@ func (c *Coordinator) Renew(ctx context.Context, req *RenewRequest) (out RenewOu
 	}
 	ex := c.store.Executor()
 	var row sqlstore.LeaseRow
-	err = c.onConn(ctx, func(pinned sqlstore.Executor) error {
+	err = c.store.OnConn(ctx, func(pinned sqlstore.Executor) error {
 		req.restamp() // the connection is in hand: the request goes out now
 		var err error
-		row, err = pinned.LeaseRenew(ctx, sqlstore.LeaseRenewParams{
+		row, err = pinned.LeaseRenew(ctx, &sqlstore.LeaseRenewParams{
 			Resource: req.Resource,
 			Holder:   req.Holder,
 			Fence:    req.Fence,
@@ -510,9 +408,9 @@ func (c *Coordinator) Renew(ctx context.Context, req *RenewRequest) (out RenewOu
 	return out, nil
 }
 
-// RenewBatch renews many leases at once, in one round trip where the
-// store can (on Postgres one statement, sqlstore.LeaseBatchRenewer), else
-// in one transaction of one renewal per lease (SQLite, MySQL). It returns
+// RenewBatch renews many leases at once, by the store's
+// Executor.LeaseRenewBatch: on Postgres one statement, so one round trip,
+// else one transaction of one renewal per lease (SQLite, MySQL). It returns
 // one outcome per request, in order, each as Renew's: OK with the grant
 // (whose TTL is dated, like Renew's, from the request's SentAt), or Expired
 // for a lease that is released, expired or superseded. Unlike Renew it does
@@ -577,33 +475,18 @@ func (c *Coordinator) RenewBatch(ctx context.Context, reqs []*RenewRequest) (out
 		}
 	}
 	var rows []sqlstore.LeaseRow
-	if len(ps) == 0 {
-		// Only sets: nothing for the batch statement.
-	} else if ex, ok := c.store.Executor().(sqlstore.LeaseBatchRenewer); ok {
-		err = c.onConn(ctx, func(pinned sqlstore.Executor) error {
-			if b, ok := pinned.(sqlstore.LeaseBatchRenewer); ok {
-				ex = b
-			}
-			restamp() // the connection is in hand: the batch goes out now
+	if len(ps) > 0 { // not only sets
+		err = c.store.OnConn(ctx, func(ex sqlstore.Executor) error {
 			var err error
-			rows, err = ex.LeaseRenewBatch(ctx, ps)
+			rows, err = ex.LeaseRenewBatch(ctx, &sqlstore.LeaseRenewBatchParams{
+				Renewals: ps,
+				Sending:  restamp, // the connection (or the transaction) is in hand
+			})
 			return err
 		})
-		if err == nil && len(rows) != len(ps) {
-			err = fmt.Errorf("the store answered %d of %d renewals", len(rows), len(ps))
-		}
-	} else {
-		err = c.store.InTx(ctx, func(ex sqlstore.Executor) error {
-			restamp() // the transaction has begun: its statements go out now
-			rows = make([]sqlstore.LeaseRow, len(ps))
-			for i, p := range ps {
-				var err error
-				if rows[i], err = ex.LeaseRenew(ctx, p); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+	}
+	if err == nil && len(rows) != len(ps) {
+		err = fmt.Errorf("the store answered %d of %d renewals", len(rows), len(ps))
 	}
 	if err != nil {
 		return nil, c.wrap(fmt.Sprintf("renew %d leases", len(reqs)), "", err)
@@ -642,17 +525,6 @@ func (c *Coordinator) takeSlot(ctx context.Context) (free func(), err error) {
 	}
 }
 
-// onConn runs fn on an executor whose connection is already taken, where
-// the store can take one first (sqlstore.ConnPinner), and otherwise on the
-// store's Executor: a request's send instant is read (restamp) once no
-// wait for a pooled connection is left before it goes out.
-func (c *Coordinator) onConn(ctx context.Context, fn func(sqlstore.Executor) error) error {
-	if p, ok := c.store.(sqlstore.ConnPinner); ok {
-		return p.OnConn(ctx, fn)
-	}
-	return fn(c.store.Executor())
-}
-
 // Release ends the live lease the token names and reports whether it did. A
 // stale token (an older fence, another holder, a lease already expired or
 // released) is a no-op that returns false: a late release never frees a
@@ -687,31 +559,27 @@ func (c *Coordinator) Release(ctx context.Context, token gate.Token) (released b
 		}
 		return ok, err
 	}
-	var (
-		ok    bool
-		first int64 // the waiter the release hands over to, 0 if unknown
-	)
-	ex := c.store.Executor()
-	// Only with waiters of its own on the resource: the read of the queue
-	// costs a release about 0.1 ms on loopback (bench/, scenario 3), and
-	// without them it would wake nobody here.
-	if fr, can := ex.(sqlstore.FirstWaiterReleaser); can && c.waits.has(token.Resource) {
-		ok, first, err = fr.LeaseReleaseFirst(ctx, token.Resource, token.Holder, token.Fence)
-	} else {
-		ok, err = ex.LeaseRelease(ctx, token.Resource, token.Holder, token.Fence)
-	}
+	// The first waiter only with waiters of its own on the resource: the
+	// read of the queue costs a release about 0.1 ms on loopback (bench/,
+	// scenario 3), and without them it would wake nobody here.
+	res, err := c.store.Executor().LeaseRelease(ctx, &sqlstore.LeaseReleaseParams{
+		Resource:        token.Resource,
+		Holder:          token.Holder,
+		Fence:           token.Fence,
+		NameFirstWaiter: c.waits.has(token.Resource),
+	})
 	free()
 	if err != nil {
 		return false, c.wrap("release", token.Resource, err)
 	}
-	if ok {
+	if res.Released {
 		// At once, as the database's announcement would: the first
 		// waiter, if it waits here, straight to its acquisition (its
 		// touch would only say it is first); if it waits elsewhere,
 		// nobody here; if the store cannot tell, this Coordinator's first.
-		c.waits.announced(sqlstore.LeaseChange{Resource: token.Resource, First: first})
+		c.waits.announced(sqlstore.LeaseChange{Resource: token.Resource, First: res.FirstWaiter})
 	}
-	return ok, nil
+	return res.Released, nil
 }
 
 // ReleaseStrict is Release for a caller that wants to know why nothing was

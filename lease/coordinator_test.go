@@ -351,7 +351,7 @@ func TestStartFence(t *testing.T) {
 func TestFloorAheadOfTheSequence(t *testing.T) {
 	forEachStore(t, func(t *testing.T, store sqlstore.Store) {
 		ctx := context.Background()
-		_, err := store.Executor().FloorRaise(ctx, sqlstore.FloorRaiseParams{Resource: "r", Holder: "etcd-holder", Fence: 500})
+		_, err := store.Executor().FloorRaise(ctx, &sqlstore.FloorRaiseParams{Resource: "r", Holder: "etcd-holder", Fence: 500})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -390,7 +390,7 @@ func TestFloorAheadOfAReleasedLease(t *testing.T) {
 		if ok, err := coord.Release(ctx, tok); err != nil || !ok {
 			t.Fatalf("Release = %v, %v", ok, err)
 		}
-		_, err := store.Executor().FloorRaise(ctx, sqlstore.FloorRaiseParams{Resource: "r", Holder: "etcd-holder", Fence: tok.Fence + 500})
+		_, err := store.Executor().FloorRaise(ctx, &sqlstore.FloorRaiseParams{Resource: "r", Holder: "etcd-holder", Fence: tok.Fence + 500})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -136,7 +136,7 @@
 // wrong way by a round trip on every renewal. Where the Coordinator runs in
 // the holder's process (the request was begun by a Client there), it reads
 // the holder's clock again for the request's first sending, once it holds a
-// database connection (sqlstore.ConnPinner) or its transaction has begun:
+// database connection (sqlstore.Store.OnConn) or its transaction has begun:
 // time queued for a small pool is then not taken off the lease, and the
 // instant still precedes the database's processing. The reliability suite
 // compares every holder's deadline with the coordinator's expiry of its

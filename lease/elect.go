@@ -258,7 +258,7 @@ func (e *Elector) Observe(ctx context.Context) <-chan Leader {
 		defer e.unwatch(wake)
 		lctx, stop := context.WithCancel(ctx)
 		defer stop()
-		if n, ok := e.coord.store.(sqlstore.Notifier); ok {
+		if n := e.coord.store; n.SupportsListener() {
 			go listenFor(lctx, n, func(res string) bool { return res == e.opts.Name }, wake)
 		}
 		var last int64
@@ -300,7 +300,7 @@ func (e *Elector) Observe(ctx context.Context) <-chan Leader {
 
 // listenFor pokes wake at each announcement of a resource match accepts,
 // and each time it starts listening, until ctx ends.
-func listenFor(ctx context.Context, n sqlstore.Notifier, match func(string) bool, wake chan struct{}) {
+func listenFor(ctx context.Context, n sqlstore.Store, match func(string) bool, wake chan struct{}) {
 	for ctx.Err() == nil {
 		_ = n.ListenLeases(ctx, func() { poke(wake) }, func(ch sqlstore.LeaseChange) {
 			if match(ch.Resource) {

@@ -10,24 +10,31 @@ import (
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
-// pgExecutor is what both Postgres drivers' Executor can do.
-type pgExecutor interface {
-	sqlstore.Executor
-	sqlstore.LeaseAcquirer
-	sqlstore.FirstWaiterReleaser
-}
+// pgExecutor is a Postgres driver's Executor.
+type pgExecutor = sqlstore.Executor
 
 // countingStore counts the queue's statements a Postgres store runs outside
-// an acquisition. It hides the store's Notifier and ConnPinner, so the only
-// wake-ups are a Coordinator's own and its timers.
+// an acquisition. It hides the store's announcements and pinned
+// connections, so the only wake-ups are a Coordinator's own and its timers.
 type countingStore struct {
 	sqlstore.Store
 	lists, touches, removes atomic.Int64
 }
 
 func (s *countingStore) Executor() sqlstore.Executor {
-	return countingExecutor{s.Store.Executor().(pgExecutor), s}
+	return countingExecutor{s.Store.Executor(), s}
 }
+
+// OnConn runs fn on the wrapper's own Executor, MaxConns sets no bound and
+// SupportsListener is false: the wrapper hides the store's pinned
+// connections and its announcements.
+func (s *countingStore) OnConn(_ context.Context, fn func(sqlstore.Executor) error) error {
+	return fn(s.Executor())
+}
+
+func (s *countingStore) MaxConns() int { return 0 }
+
+func (s *countingStore) SupportsListener() bool { return false }
 
 type countingExecutor struct {
 	pgExecutor
@@ -132,17 +139,19 @@ func TestReleaseNamesTheFirstWaiter(t *testing.T) {
 	forWaitStores(t, []string{"postgres-sql", "pgx-cache-statement"}, nil, func(t *testing.T, store sqlstore.Store, _ queryFunc) {
 		ctx := context.Background()
 		coord := NewCoordinator(store, nil)
-		ex := store.Executor().(pgExecutor)
+		ex := store.Executor()
 		r := resourceName(t)
 		a := newClient(t, "a", ClientOptions{})
 		release := func(l *Lease) (bool, int64) {
 			t.Helper()
 			tok := l.Token()
-			ok, first, err := ex.LeaseReleaseFirst(ctx, tok.Resource, tok.Holder, tok.Fence)
+			res, err := ex.LeaseRelease(ctx, &sqlstore.LeaseReleaseParams{
+				Resource: tok.Resource, Holder: tok.Holder, Fence: tok.Fence, NameFirstWaiter: true,
+			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			return ok, first
+			return res.Released, res.FirstWaiter
 		}
 
 		if ok, first := release(acquire(t, a, coord, r)); !ok || first != 0 {

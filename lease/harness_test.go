@@ -12,7 +12,7 @@ import (
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/sqlstore"
-	"github.com/fencegate/fencegate/sqlstore/pgsql"
+	"github.com/fencegate/fencegate/sqlstore/sqlstoretest"
 )
 
 // forEachStore runs fn on a fresh database of every driver of the one list
@@ -26,17 +26,11 @@ func forEachStore(t *testing.T, fn func(t *testing.T, store sqlstore.Store)) {
 		func(t *testing.T, h harness[pgx.Tx]) { fn(t, h.Driver) })
 	t.Run("postgres-stepwise", func(t *testing.T) {
 		t.Parallel()
-		fn(t, stepwise{dbtest.Postgres(t)})
+		// The shared step-by-step rules (SQLite's and MySQL's) over
+		// Postgres's statements, so that they keep running under Postgres's
+		// concurrency too.
+		fn(t, sqlstoretest.Stepwise(dbtest.Postgres(t)))
 	})
-}
-
-// stepwise hides the Postgres executor's sqlstore.LeaseAcquirer, so that the
-// coordinator acquires in a transaction of single statements, as it does on
-// a store without one (SQLite), and that path keeps running on Postgres too.
-type stepwise struct{ *pgsql.Driver }
-
-func (s stepwise) Executor() sqlstore.Executor {
-	return struct{ sqlstore.Executor }{s.Driver.Executor()}
 }
 
 // harness gives a test the driver in its native transaction type TTx, and

@@ -100,6 +100,17 @@ func (s *failingRenewals) Executor() sqlstore.Executor {
 	return failingRenewExecutor{s.Store.Executor(), &s.fail}
 }
 
+// OnConn runs fn on the wrapper's own Executor, MaxConns sets no bound and
+// SupportsListener is false: the wrapper hides the store's pinned
+// connections and its announcements.
+func (s *failingRenewals) OnConn(_ context.Context, fn func(sqlstore.Executor) error) error {
+	return fn(s.Executor())
+}
+
+func (s *failingRenewals) MaxConns() int { return 0 }
+
+func (s *failingRenewals) SupportsListener() bool { return false }
+
 // InTx fails the renewals of a transaction too: RenewBatch's, where the
 // executor renews no batch in one statement.
 func (s *failingRenewals) InTx(ctx context.Context, fn func(sqlstore.Executor) error) error {
@@ -113,11 +124,18 @@ type failingRenewExecutor struct {
 
 var errUnreachable = errors.New("coordinator unreachable")
 
-func (e failingRenewExecutor) LeaseRenew(ctx context.Context, p sqlstore.LeaseRenewParams) (sqlstore.LeaseRow, error) {
+func (e failingRenewExecutor) LeaseRenew(ctx context.Context, p *sqlstore.LeaseRenewParams) (sqlstore.LeaseRow, error) {
 	if e.fail.Load() {
 		return sqlstore.LeaseRow{}, errUnreachable
 	}
 	return e.Executor.LeaseRenew(ctx, p)
+}
+
+func (e failingRenewExecutor) LeaseRenewBatch(ctx context.Context, p *sqlstore.LeaseRenewBatchParams) ([]sqlstore.LeaseRow, error) {
+	if e.fail.Load() {
+		return nil, errUnreachable
+	}
+	return e.Executor.LeaseRenewBatch(ctx, p)
 }
 
 // When renewals keep failing, fn's context is cancelled at the holder's
@@ -225,6 +243,9 @@ func TestHoldReleaseIsBounded(t *testing.T) {
 func lockLeases(t *testing.T, store sqlstore.Store) (unlock func()) {
 	t.Helper()
 	ctx := context.Background()
+	if u, ok := store.(interface{ Unwrap() sqlstore.Store }); ok { // sqlstoretest.Stepwise
+		return lockLeases(t, u.Unwrap())
+	}
 	switch d := store.(type) {
 	case interface{ DB() *sql.DB }: // pgsql.Driver, sqlite.Driver, mysql.Driver
 		conn, err := d.DB().Conn(ctx)

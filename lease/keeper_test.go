@@ -158,12 +158,19 @@ func (s *flakyRenewals) fail() bool {
 }
 
 func (s *flakyRenewals) Executor() sqlstore.Executor {
-	ex := s.Store.Executor()
-	if b, ok := ex.(sqlstore.LeaseBatchRenewer); ok {
-		return flakyBatchExecutor{flakyExecutor{ex, s}, b}
-	}
-	return flakyExecutor{ex, s}
+	return flakyExecutor{s.Store.Executor(), s}
 }
+
+// OnConn runs fn on the wrapper's own Executor, MaxConns sets no bound and
+// SupportsListener is false: the wrapper hides the store's pinned
+// connections and its announcements.
+func (s *flakyRenewals) OnConn(_ context.Context, fn func(sqlstore.Executor) error) error {
+	return fn(s.Executor())
+}
+
+func (s *flakyRenewals) MaxConns() int { return 0 }
+
+func (s *flakyRenewals) SupportsListener() bool { return false }
 
 func (s *flakyRenewals) InTx(ctx context.Context, fn func(sqlstore.Executor) error) error {
 	return s.Store.InTx(ctx, func(ex sqlstore.Executor) error { return fn(flakyExecutor{ex, s}) })
@@ -174,23 +181,18 @@ type flakyExecutor struct {
 	s *flakyRenewals
 }
 
-func (e flakyExecutor) LeaseRenew(ctx context.Context, p sqlstore.LeaseRenewParams) (sqlstore.LeaseRow, error) {
+func (e flakyExecutor) LeaseRenew(ctx context.Context, p *sqlstore.LeaseRenewParams) (sqlstore.LeaseRow, error) {
 	if e.s.fail() {
 		return sqlstore.LeaseRow{}, errUnreachable
 	}
 	return e.Executor.LeaseRenew(ctx, p)
 }
 
-type flakyBatchExecutor struct {
-	flakyExecutor
-	b sqlstore.LeaseBatchRenewer
-}
-
-func (e flakyBatchExecutor) LeaseRenewBatch(ctx context.Context, ps []sqlstore.LeaseRenewParams) ([]sqlstore.LeaseRow, error) {
+func (e flakyExecutor) LeaseRenewBatch(ctx context.Context, p *sqlstore.LeaseRenewBatchParams) ([]sqlstore.LeaseRow, error) {
 	if e.s.fail() {
 		return nil, errUnreachable
 	}
-	return e.b.LeaseRenewBatch(ctx, ps)
+	return e.Executor.LeaseRenewBatch(ctx, p)
 }
 
 // A failed batch is retried (every tenth of the term): two failures in a

@@ -121,8 +121,8 @@ func TestPostgresReleaseCommitsAsynchronouslyOnItsOwn(t *testing.T) {
 	}
 	l = acquire(t, a, coord, "job")
 	err := store.InTx(ctx, func(ex sqlstore.Executor) error {
-		ok, err := ex.LeaseRelease(ctx, "job", "agent-a", l.Token().Fence)
-		if err == nil && !ok {
+		res, err := ex.LeaseRelease(ctx, &sqlstore.LeaseReleaseParams{Resource: "job", Holder: "agent-a", Fence: l.Token().Fence})
+		if err == nil && !res.Released {
 			t.Error("LeaseRelease in a transaction released nothing")
 		}
 		return err

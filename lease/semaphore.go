@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/gate"
-	"github.com/fencegate/fencegate/sqlstore"
 )
 
 // MaxPermits is the most permits a Semaphore has: each permit is a lease
@@ -131,7 +130,7 @@ func (s *Semaphore) acquire(ctx context.Context) (*Permit, error) {
 	lctx, stop := context.WithCancel(hctx)
 	defer stop()
 	wake := make(chan struct{}, 1)
-	if n, ok := s.coord.store.(sqlstore.Notifier); ok {
+	if n := s.coord.store; n.SupportsListener() {
 		go listenFor(lctx, n, func(res string) bool { return strings.HasPrefix(res, s.name+"#") && res != s.line }, wake)
 	}
 	for {

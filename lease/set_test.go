@@ -317,7 +317,7 @@ func TestOverlappingSetsNoDeadlock(t *testing.T) {
 func TestHoldSetAndWait(t *testing.T) {
 	forEachStore(t, func(t *testing.T, store sqlstore.Store) {
 		ctx := context.Background()
-		coord := NewCoordinator(store, &CoordinatorOptions{TTL: 200 * time.Millisecond, WaiterTTL: 300 * time.Millisecond})
+		coord := NewCoordinator(store, &CoordinatorOptions{TTL: 500 * time.Millisecond, WaiterTTL: 300 * time.Millisecond})
 		a, b := newClient(t, "a", ClientOptions{}), newClient(t, "b", ClientOptions{})
 		members := []string{"m1", path(t, "m/")}
 		held := make(chan struct{})
@@ -347,7 +347,7 @@ func TestHoldSetAndWait(t *testing.T) {
 			}
 			got <- l
 		}()
-		time.Sleep(500 * time.Millisecond) // past two terms: only the keeper's renewals keep it
+		time.Sleep(1200 * time.Millisecond) // past two terms: only the keeper's renewals keep it
 		select {
 		case <-got:
 			t.Fatal("b was granted m/q while a holds m/")

@@ -55,14 +55,14 @@ const listenRetry = 100 * time.Millisecond
 //
 // A release, and a waiter leaving the queue ungranted, wake the first
 // waiter this Coordinator has on the resource at once. On Postgres
-// (sqlstore.FirstWaiterReleaser) a release reads the first live waiter of
+// (sqlstore.LeaseReleaseParams.NameFirstWaiter) a release reads the first live waiter of
 // the whole queue in its own statement and wakes it only if it waits in
 // this Coordinator, sending it straight to its acquisition as an
 // announcement naming it does (below). A waiter's grant takes its place out
 // of the queue in the grant's own transaction, so AcquireWait returns with
 // the grant and a release that follows finds the next waiter first; it
 // wakes nobody (the next would only find the lease held). On
-// Postgres (sqlstore.Notifier) the database announces releases, and the
+// Postgres (sqlstore.Store.SupportsListener) the database announces releases, and the
 // first waiter leaving while the lease is free, to every process
 // (LISTEN/NOTIFY, one listening connection per Coordinator while it has
 // waiters), naming the first live waiter of the whole queue: only that one
@@ -397,7 +397,7 @@ func (r *waitRoom) join(c *Coordinator, resource string, seq int64) *waiter {
 	}
 	r.insertLocked(w)
 	r.n++
-	if n, ok := c.store.(sqlstore.Notifier); ok && r.stopListen == nil {
+	if n := c.store; n.SupportsListener() && r.stopListen == nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		r.stopListen = cancel
 		go r.listen(ctx, n)
@@ -551,7 +551,7 @@ func (r *waitRoom) sleep(ctx context.Context, w *waiter, d time.Duration) bool {
 // listen keeps a listening connection until ctx ends, waking every waiter
 // each time it starts listening (announcements before that were missed) and
 // the first waiter of a resource at each announcement.
-func (r *waitRoom) listen(ctx context.Context, n sqlstore.Notifier) {
+func (r *waitRoom) listen(ctx context.Context, n sqlstore.Store) {
 	h := r.hooks
 	if h == nil {
 		h = &waitHooks{}

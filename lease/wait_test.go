@@ -141,7 +141,7 @@ func (r *recorder) settle(t *testing.T, store sqlstore.Store) chan time.Time {
 func (r *recorder) settlePlace(t *testing.T, store sqlstore.Store) (chan time.Time, int64) {
 	t.Helper()
 	seq := recv(t, r.queued, "waiter joining the queue")
-	if _, ok := store.(sqlstore.Notifier); !ok {
+	if !store.SupportsListener() {
 		return recv(t, r.armed, "fallback timer armed by the waiter"), seq
 	}
 	recv(t, r.listening, "listener ready")
@@ -369,7 +369,7 @@ func TestAcquireWaitStaleReleaseWakesNobody(t *testing.T) {
 				t.Fatalf("Release(stale %v) = %v, %v; want false", stale, ok, err)
 			}
 		}
-		if _, ok := store.(sqlstore.Notifier); ok {
+		if store.SupportsListener() {
 			// Announcements arrive in commit order: once one made after the
 			// stale releases is here, any they made would be too.
 			d := newClient(t, "d", ClientOptions{})
@@ -437,7 +437,7 @@ func TestAcquireWaitReleaseWakesOnlyTheFirst(t *testing.T) {
 		if res := recv(t, w0, "grant to w0"); res.err != nil || res.l.Token().Holder != "w0" {
 			t.Fatalf("first waiter after the release: %v, %v", res.l, res.err)
 		}
-		if _, ok := store.(sqlstore.Notifier); ok {
+		if store.SupportsListener() {
 			// Announcements arrive in commit order: once one made after the
 			// grant (and w0's leaving) is at every coordinator, any wake-up
 			// the release or the grant caused has happened.
@@ -567,6 +567,17 @@ func (s removeFailingStore) Executor() sqlstore.Executor {
 	return removeFailingExecutor{s.Store.Executor()}
 }
 
+// OnConn runs fn on the wrapper's own Executor, MaxConns sets no bound and
+// SupportsListener is false: the wrapper hides the store's pinned
+// connections and its announcements.
+func (s removeFailingStore) OnConn(_ context.Context, fn func(sqlstore.Executor) error) error {
+	return fn(s.Executor())
+}
+
+func (s removeFailingStore) MaxConns() int { return 0 }
+
+func (s removeFailingStore) SupportsListener() bool { return false }
+
 type removeFailingExecutor struct{ sqlstore.Executor }
 
 func (removeFailingExecutor) WaiterRemove(context.Context, int64) error { return errRemoveFailed }
@@ -600,8 +611,8 @@ func TestAcquireWaitSaysWhenItsPlaceStays(t *testing.T) {
 // lostGrantReply is a store whose next grant of resource to holder, once
 // armed, commits and then loses its reply as a cancelled call does: the
 // caller's ctx is cancelled and the call returns context.Canceled. It hides
-// the store's optional interfaces but LeaseAcquirer (so no announcements:
-// the Coordinator's own wakes and timers only).
+// the store's announcements and pinned connections (the Coordinator's own
+// wakes and timers only).
 type lostGrantReply struct {
 	sqlstore.Store
 	resource, holder string
@@ -634,48 +645,37 @@ func (s *lostGrantReply) loseReply() bool {
 }
 
 func (s *lostGrantReply) Executor() sqlstore.Executor {
-	ex := lostReplyExecutor{s.Store.Executor(), s}
-	if a, ok := ex.Executor.(sqlstore.LeaseAcquirer); ok {
-		return lostReplyAcquirer{ex, a}
-	}
-	return ex
+	return lostReplyExecutor{s.Store.Executor(), s}
 }
+
+// OnConn runs fn on the wrapper's own Executor, MaxConns sets no bound and
+// SupportsListener is false: the wrapper hides the store's pinned
+// connections and its announcements.
+func (s *lostGrantReply) OnConn(_ context.Context, fn func(sqlstore.Executor) error) error {
+	return fn(s.Executor())
+}
+
+func (s *lostGrantReply) MaxConns() int { return 0 }
+
+func (s *lostGrantReply) SupportsListener() bool { return false }
 
 type lostReplyExecutor struct {
 	sqlstore.Executor
 	s *lostGrantReply
 }
 
-func (e lostReplyExecutor) LeaseRelease(ctx context.Context, resource, holder string, fence int64) (bool, error) {
+func (e lostReplyExecutor) LeaseRelease(ctx context.Context, p *sqlstore.LeaseReleaseParams) (sqlstore.LeaseReleaseResult, error) {
 	e.s.mu.Lock()
 	fail := e.s.failRelease
 	e.s.mu.Unlock()
 	if fail {
-		return false, errReleaseFailed
+		return sqlstore.LeaseReleaseResult{}, errReleaseFailed
 	}
-	return e.Executor.LeaseRelease(ctx, resource, holder, fence)
+	return e.Executor.LeaseRelease(ctx, p)
 }
 
-// InTx loses the reply of a committed transaction that left the lease
-// granted to holder: an acquisition on a store without LeaseAcquirer.
-func (s *lostGrantReply) InTx(ctx context.Context, fn func(sqlstore.Executor) error) error {
-	if err := s.Store.InTx(ctx, fn); err != nil {
-		return err
-	}
-	row, err := s.Store.Executor().LeaseGet(ctx, s.resource)
-	if err != nil || !row.Live() || row.Holder != s.holder || !s.loseReply() {
-		return nil
-	}
-	return context.Canceled
-}
-
-type lostReplyAcquirer struct {
-	lostReplyExecutor
-	a sqlstore.LeaseAcquirer
-}
-
-func (e lostReplyAcquirer) LeaseAcquire(ctx context.Context, p sqlstore.LeaseAcquireParams) (sqlstore.LeaseAcquireResult, error) {
-	res, err := e.a.LeaseAcquire(ctx, p)
+func (e lostReplyExecutor) LeaseAcquire(ctx context.Context, p *sqlstore.LeaseAcquireParams) (sqlstore.LeaseAcquireResult, error) {
+	res, err := e.Executor.LeaseAcquire(ctx, p)
 	if err != nil || res.Status != sqlstore.AcquireGranted || res.Lease.Holder != e.s.holder || !e.s.loseReply() {
 		return res, err
 	}
@@ -714,8 +714,10 @@ func testLostGrantReply(t *testing.T, store *lostGrantReply) {
 	// The holder's release, past the wrapper (whose releases may be set
 	// to fail), and the wake a release here makes: the waiter's grant
 	// follows, and its reply is lost.
-	if ok, err := store.Store.Executor().LeaseRelease(context.Background(), token.Resource, token.Holder, token.Fence); err != nil || !ok {
-		t.Fatalf("release = %v, %v", ok, err)
+	if res, err := store.Store.Executor().LeaseRelease(context.Background(), &sqlstore.LeaseReleaseParams{
+		Resource: token.Resource, Holder: token.Holder, Fence: token.Fence,
+	}); err != nil || !res.Released {
+		t.Fatalf("release = %+v, %v", res, err)
 	}
 	coord.waits.announced(sqlstore.LeaseChange{Resource: r})
 	res := recv(t, done, "return of the waiter")

@@ -39,7 +39,7 @@ func TestUnmigratedSaysMigrate(t *testing.T) {
 			_, err1 := ex.FenceNext(ctx)
 			_, err2 := ex.FloorGet(ctx, "r")
 			_, err3 := ex.LeaseList(ctx)
-			_, err4 := ex.FloorRaise(ctx, sqlstore.FloorRaiseParams{Resource: "r", Holder: "h", Fence: 1})
+			_, err4 := ex.FloorRaise(ctx, &sqlstore.FloorRaiseParams{Resource: "r", Holder: "h", Fence: 1})
 			_, err5 := ex.RequestFence(ctx, "r", "q")
 			for _, err := range []error{err1, err2, err3, err4, err5} {
 				if !errors.Is(err, sqlstore.ErrNotMigrated) || !strings.Contains(err.Error(), "fencegate migrate") {

@@ -28,21 +28,26 @@
 //     run by MigrateUp with fencegate's version table MigrationTable),
 //     ClockPrecision (the tick of the clock its SQL stamps times with; the
 //     lease coordinator shaves it off every TTL), and ClassifyError.
+//   - The capabilities a database may lack, each a method every Store
+//     has, answered as documented where the database lacks it (river's
+//     SupportsListener): SupportsListener and ListenLeases (Postgres:
+//     LISTEN/NOTIFY, fed by triggers in its migrations, so waiting
+//     acquisitions wake at once; elsewhere ErrNotSupported, and waiters
+//     wake by timers across processes), DurabilityWarnings (none where
+//     nothing is checked), OnConn and MaxConns (a pool's pinned connection
+//     and its size; elsewhere fn on Executor, and 0).
 //   - Executor: fencegate's statements, every argument bound, each method's
 //     contract as documented on the interface; times come from the
-//     database's clock.
-//   - Optionally, LeaseAcquirer on its Executor: a lease acquisition in
-//     one statement (the Postgres drivers call fencegate_grant on their
-//     own, with a fast path for a free lease row, and fencegate_acquire in
-//     a transaction: functions their migrations install). Without it the
-//     lease coordinator runs the acquisition's steps one statement at a
-//     time in InTx, under the same rules. A waiter's acquisition
-//     (LeaseAcquireParams.Waiter) also deletes its queue place when granted
-//     (the Postgres drivers: fencegate_acquire_turn).
-//   - Optionally, FirstWaiterReleaser on its Executor: a release that
-//     names the resource's first live waiter in the same statement, so the
-//     coordinator sends that waiter straight to its acquisition. Without it
-//     the coordinator wakes its own first waiter, which looks for itself.
+//     database's clock. The lease rules are required methods, stated once
+//     per dialect: LeaseAcquire (a waiter's turn included:
+//     LeaseAcquireParams.Waiter deletes its queue place when granted),
+//     LeaseRenew, LeaseRenewBatch and LeaseRelease (naming the first
+//     waiter where asked and able). The Postgres drivers state them in SQL
+//     (fencegate_grant on their own, with a fast path for a free lease
+//     row, and fencegate_acquire in a transaction; fencegate_acquire_turn
+//     for a waiter: functions their migrations install); a dialect that
+//     states them in no SQL calls the shared step-by-step implementation,
+//     internal/steps, over its own statements (SQLite and MySQL do).
 //   - Error classification: every error the driver returns passes through
 //     WithClass with the driver's reading of its database's errors
 //     (ErrorClass: retryable, connection lost, outcome unknown), so
@@ -51,10 +56,6 @@
 //     Retryable, ConnLost and OutcomeUnknown bool methods, pgx SafeToRetry
 //     style: the helpers ask for the behaviour, not a type. ClassifyError offers the
 //     same reading for errors of the caller's own statements.
-//   - Optionally Notifier, when its database can announce lease changes to
-//     other connections (Postgres: LISTEN/NOTIFY, fed by triggers in its
-//     migrations), so waiting acquisitions wake at once; without it they
-//     wake by timers across processes.
 //   - Its DSN handling: an Open(ctx, dsn) that returns errors matching
 //     ErrInvalidDSN for input it cannot use, never printing a password.
 //
@@ -82,8 +83,10 @@
 // (migration 00004), sqlite's on an authorizer and commit hook, mysql's on
 // an XA transaction; sqlstore/internal/confine holds what they share.
 //
-// The conformance suite, sqlstoretest.Exercise, states the contract method
-// by method on a real database; the gate's and the lease's rules run on top
+// The conformance suite, sqlstoretest.Exercise, states the contract on a
+// real database, one area per file, and every lease rule as one row of a
+// table (sqlstoretest.Rules), run on the driver's SQL and on the shared
+// steps over its statements; the gate's and the lease's rules run on top
 // of it from the same list. A database/sql dialect may instead supply only
 // its SQL text and facts to the shared machinery in internal/sqlexec (as
 // pgsql and sqlite do); the Postgres SQL both Postgres drivers use is in

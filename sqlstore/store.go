@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -55,27 +56,75 @@ type Store interface {
 	// IsConnLost answer for it; see WithClass. Errors the driver itself
 	// returns are marked already. nil stays nil.
 	ClassifyError(err error) error
+
+	// The capabilities a database may lack are said by these methods,
+	// never by optional interfaces: every Store has all of them, and a
+	// driver without the capability answers as it documents.
+
+	// SupportsListener reports whether ListenLeases announces lease
+	// changes (Postgres: LISTEN/NOTIFY). Without it, waiters are woken by
+	// their own process and by timers.
+	SupportsListener() bool
+	// ListenLeases holds one connection to listen on until ctx ends or the
+	// connection fails, and returns why it stopped (never nil). It calls
+	// ready once it listens, then changed with each lease change committed
+	// after that, from one goroutine, in commit order. A store whose
+	// SupportsListener is false returns ErrNotSupported at once, without
+	// calling ready.
+	//
+	// A lease change is a release, or the first waiter leaving a
+	// resource's queue while the lease is not live (with migration 00005's
+	// triggers alone, also a grant and any waiter leaving). Announcements
+	// may be lost (a cut connection) or spurious (with migration 00005's
+	// triggers alone, another schema's change of a resource of the same
+	// name), so a listener treats one as a hint to look again, and acts on
+	// a First only after touching its place recently enough to know it
+	// still stands.
+	ListenLeases(ctx context.Context, ready func(), changed func(LeaseChange)) error
+	// DurabilityWarnings says, one sentence each, which settings of the
+	// database can lose commits it acknowledged: on Postgres,
+	// synchronous_commit off, and standbys that replicate asynchronously
+	// (a failover to one can reissue fences: see
+	// lease.Coordinator.AdvanceFences); on SQLite, synchronous=NORMAL.
+	// None is nil; a driver that checks nothing (MySQL) always answers nil.
+	DurabilityWarnings(ctx context.Context) ([]string, error)
+	// OnConn waits for a connection from the store's pool, then runs fn
+	// with an Executor whose statements run on it, each on its own
+	// (autocommit), and gives the connection back. The lease coordinator
+	// uses it to read the holder's clock for a request once the connection
+	// is in hand, so that time queued for the pool is not taken off the
+	// lease. A store that cannot take a connection first (MySQL), or that
+	// keeps its statements prepared per pool (SQLite), runs fn on Executor.
+	OnConn(ctx context.Context, fn func(Executor) error) error
+	// MaxConns is the most connections the store's pool opens, 0 for no
+	// limit or unknown: the coordinator keeps one of them free of its own
+	// acquisitions and releases, so that renewals are not queued behind
+	// them.
+	MaxConns() int
 }
 
-// DurabilityReporter is implemented by drivers whose database can run with
-// settings that lose commits it acknowledged (pgxv5, pgsql and sqlite do).
-// DurabilityWarnings says, one sentence each, what it found: on Postgres,
-// synchronous_commit off, and standbys that replicate asynchronously (a
-// failover to one can reissue fences: see lease.Coordinator.AdvanceFences);
-// on SQLite, synchronous=NORMAL. None is nil.
+// ErrNotSupported is returned by a Store method whose capability the
+// database lacks (ListenLeases where SupportsListener is false).
+var ErrNotSupported = errors.New("sqlstore: not supported by this driver")
+
+// DurabilityReporter names Store.DurabilityWarnings for a caller that holds
+// less than a Store. Every Store implements it.
 type DurabilityReporter interface {
 	DurabilityWarnings(ctx context.Context) ([]string, error)
 }
 
 // Executor runs fencegate's statements. Implementations hold SQL text for
-// their dialect; callers hold the policy. Every argument is bound.
+// their dialect; callers hold the policy. Every argument is bound. A method
+// with more inputs than a key or two takes them as (ctx, *XParams), as
+// river's driver does, so that an input can be added without breaking
+// callers; executors never modify the params.
 type Executor interface {
 	// FloorRaise creates the resource's floor at fence, or raises it to
 	// max(floor, fence), and reports the floor after the statement. The row
 	// stays locked until the transaction ends. With verifyIssued, the floor is
 	// touched only when the lease table holds exactly (resource, holder,
 	// fence); otherwise Issued is false and nothing is written.
-	FloorRaise(ctx context.Context, p FloorRaiseParams) (FloorRaiseResult, error)
+	FloorRaise(ctx context.Context, p *FloorRaiseParams) (FloorRaiseResult, error)
 	// FloorGet reads a floor; ErrNotFound if the resource has none.
 	FloorGet(ctx context.Context, resource string) (Floor, error)
 	// FloorList reads every floor, ordered by resource.
@@ -86,7 +135,7 @@ type Executor interface {
 	RejectionInsert(ctx context.Context, r Rejection) (Rejection, error)
 	// RejectionList reads the log in sequence order, after AfterSeq, at most
 	// Limit records, for one resource when Resource is set.
-	RejectionList(ctx context.Context, p RejectionListParams) ([]Rejection, error)
+	RejectionList(ctx context.Context, p *RejectionListParams) ([]Rejection, error)
 
 	// SetLockTimeout bounds how long the current transaction waits for a row
 	// lock (Postgres SET LOCAL lock_timeout; a no-op on SQLite, whose
@@ -99,33 +148,72 @@ type Executor interface {
 	// callers until that transaction ends.
 	FenceAtLeast(ctx context.Context, min int64) error
 
+	// The lease rules. Each is required and stated once per dialect: in
+	// SQL on Postgres, and in the step-by-step implementation that the
+	// SQLite and MySQL drivers share. On Store.Executor (and OnConn's) each
+	// runs in a transaction of its own; on a transaction's executor
+	// (Driver.UnwrapExecutor, InTx) it runs in that transaction, whose
+	// caller must roll it back on an error.
+
+	// LeaseAcquire is a whole acquisition: bound every row-lock wait by
+	// LockTimeout (failing with a retryable error), lock the resource's
+	// lease row, answer a live lease this request made with
+	// AcquireRetried, a request that already made a generation with
+	// AcquireRequestExpired, someone's live lease with AcquireHeld, and
+	// otherwise take the next fence and, unless the floor is above it
+	// (AcquireFloorAhead, nothing written), write the new generation,
+	// record RequestID (see RequestFence) and raise the floor to the fence
+	// (FloorRaise), all committed together. With a Waiter, a grant (or a
+	// retry's answer) also takes the waiter's place out of the queue in
+	// that transaction. On Postgres it is one statement, so one round
+	// trip.
+	LeaseAcquire(ctx context.Context, p *LeaseAcquireParams) (LeaseAcquireResult, error)
+	// LeaseRenew extends the live lease (Resource, Holder, Fence) to TTL
+	// after the database's clock, never shortening it: the new expiry is
+	// the later of that and the current one (a holder may have been given
+	// the current one as its deadline). Found is false, and nothing is
+	// written, when that lease is released, expired, or superseded.
+	LeaseRenew(ctx context.Context, p *LeaseRenewParams) (LeaseRow, error)
+	// LeaseRenewBatch is LeaseRenew for each of p.Renewals, all in one
+	// transaction (on Postgres one statement, which reads the database's
+	// clock once): it returns one row per renewal, in order, the renewed
+	// lease with Found true, or Found false (and nothing written for it)
+	// for a lease that is released, expired or superseded. A lease named
+	// twice is renewed once: one copy answers it, the others Found false.
+	LeaseRenewBatch(ctx context.Context, p *LeaseRenewBatchParams) ([]LeaseRow, error)
+	// LeaseRelease marks the live lease (Resource, Holder, Fence) released
+	// and reports whether it did; any other lease is left alone. With
+	// NameFirstWaiter it also reads, in the same transaction, the place of
+	// the resource's first live waiter: the waiter the release hands the
+	// lease to.
+	LeaseRelease(ctx context.Context, p *LeaseReleaseParams) (LeaseReleaseResult, error)
+
+	// The steps of LeaseAcquire, which the shared step-by-step
+	// implementation runs one statement at a time; a caller outside the
+	// drivers uses LeaseAcquire.
+
 	// LeaseGetForUpdate reads a resource's lease row and locks it until the
 	// transaction ends. Now is the database's clock at the read. Found is
 	// false when the resource has never been leased.
 	LeaseGetForUpdate(ctx context.Context, resource string) (LeaseRow, error)
-	// LeaseGet reads a resource's lease row without locking it; ErrNotFound
-	// if the resource was never leased.
-	LeaseGet(ctx context.Context, resource string) (LeaseRow, error)
-	// LeaseList reads every lease row, ordered by resource.
-	LeaseList(ctx context.Context) ([]LeaseRow, error)
 	// LeaseGrant writes a new generation: inserts the row, or replaces the
 	// locked one, with expiry ttl after the database's clock. Inserted is
 	// false (and nothing is written) when a concurrent transaction created
 	// the row first; the caller should read it again. A grant also records
 	// RequestID as having made a generation (see RequestFence).
-	LeaseGrant(ctx context.Context, p LeaseGrantParams) (LeaseRow, bool, error)
+	LeaseGrant(ctx context.Context, p *LeaseGrantParams) (LeaseRow, bool, error)
 	// RequestFence returns the fence of the generation that the acquisition
 	// request requestID made on resource, or 0 if it never made one.
 	RequestFence(ctx context.Context, resource, requestID string) (int64, error)
-	// LeaseRenew extends the live lease (resource, holder, fence) to ttl after
-	// the database's clock, never shortening it: the new expiry is the later
-	// of that and the current one (a holder may have been given the current
-	// one as its deadline). Found is false, and nothing is written, when that
-	// lease is released, expired, or superseded.
-	LeaseRenew(ctx context.Context, p LeaseRenewParams) (LeaseRow, error)
-	// LeaseRelease marks the live lease (resource, holder, fence) released and
-	// reports whether it did; any other lease is left alone.
-	LeaseRelease(ctx context.Context, resource, holder string, fence int64) (bool, error)
+	// WaiterRemove takes the waiter at place seq out of the queue; removing
+	// one that is gone is not an error.
+	WaiterRemove(ctx context.Context, seq int64) error
+
+	// LeaseGet reads a resource's lease row without locking it; ErrNotFound
+	// if the resource was never leased.
+	LeaseGet(ctx context.Context, resource string) (LeaseRow, error)
+	// LeaseList reads every lease row, ordered by resource.
+	LeaseList(ctx context.Context) ([]LeaseRow, error)
 
 	// PathLock takes the lock of a path resource (gate.PathResource) until
 	// the transaction ends, creating its row in fencegate_path_lock if
@@ -160,9 +248,6 @@ type Executor interface {
 	// written, when seq is no longer queued (removed, or deleted after its
 	// time ran out).
 	WaiterTouch(ctx context.Context, resource string, seq int64, ttl time.Duration) (first int64, kept bool, err error)
-	// WaiterRemove takes the waiter at place seq out of the queue; removing
-	// one that is gone is not an error.
-	WaiterRemove(ctx context.Context, seq int64) error
 	// WaiterList reads the live waiters of resource, first place first.
 	WaiterList(ctx context.Context, resource string) ([]Waiter, error)
 }
@@ -175,28 +260,7 @@ type Waiter struct {
 	ExpiresAt time.Time // it leaves the queue then unless touched again
 }
 
-// Notifier is implemented by a Store whose database can announce lease
-// changes to other connections, so that a waiting acquisition is woken at
-// once rather than by a timer (Postgres: LISTEN/NOTIFY; pgxv5.Driver and
-// pgsql.Driver implement it). It is optional: without it, waiters are woken
-// by their own process and by timers.
-//
-// A lease change is a release, or the first waiter leaving a resource's
-// queue while the lease is not live (with migration 00005's triggers alone,
-// also a grant and any waiter leaving). Announcements may be lost (a cut
-// connection) or spurious (with migration 00005's triggers alone, another
-// schema's change of a resource of the same name), so a listener treats one
-// as a hint to look again, and acts on a First only after touching its place
-// recently enough to know it still stands.
-type Notifier interface {
-	// ListenLeases holds one connection to listen on until ctx ends or the
-	// connection fails, and returns why it stopped (never nil). It calls
-	// ready once it listens, then changed with each lease change committed
-	// after that, from one goroutine, in commit order.
-	ListenLeases(ctx context.Context, ready func(), changed func(LeaseChange)) error
-}
-
-// LeaseChange is one announcement of a Notifier. The zero value announces
+// LeaseChange is one announcement of Store.ListenLeases. The zero value announces
 // nothing.
 type LeaseChange struct {
 	Resource string
@@ -280,7 +344,8 @@ type LeaseGrantParams struct {
 	Replace bool
 }
 
-// LeaseRenewParams are the inputs of Executor.LeaseRenew.
+// LeaseRenewParams are the inputs of Executor.LeaseRenew, and one renewal
+// of Executor.LeaseRenewBatch.
 type LeaseRenewParams struct {
 	Resource string
 	Holder   string
@@ -288,74 +353,39 @@ type LeaseRenewParams struct {
 	TTL      time.Duration
 }
 
-// LeaseAcquirer is a capability an Executor may have: a whole lease
-// acquisition in one statement, so in one round trip. The lease coordinator
-// uses it when Store.Executor's value has it, and otherwise runs the same
-// steps one statement at a time in a transaction of its own (InTx).
-//
-// LeaseAcquire must keep exactly the coordinator's rules, in the
-// statement's own transaction: bound every row-lock wait by LockTimeout
-// (failing with a retryable error), lock the resource's lease row, answer a
-// live lease this request made with AcquireRetried, a request that already
-// made a generation with AcquireRequestExpired, someone's live lease with
-// AcquireHeld, and otherwise take the next fence and, unless the floor is
-// above it (AcquireFloorAhead, nothing written), write the new generation,
-// record RequestID (see Executor.RequestFence) and raise the floor to the
-// fence (Executor.FloorRaise), all committed together; with a Waiter, a
-// grant (or a retry's answer) also takes the waiter's place out of the queue
-// in that transaction (LeaseAcquireParams.Waiter).
-type LeaseAcquirer interface {
-	LeaseAcquire(ctx context.Context, p LeaseAcquireParams) (LeaseAcquireResult, error)
+// LeaseRenewBatchParams are the inputs of Executor.LeaseRenewBatch.
+type LeaseRenewBatchParams struct {
+	Renewals []LeaseRenewParams
+	// Sending, when set, is called once, right before the batch's first
+	// statement goes out: after any wait for the transaction (SQLite's
+	// write lock). The lease coordinator reads its requests' send instant
+	// there.
+	Sending func()
 }
 
-// FirstWaiterReleaser is a capability an Executor may have: a release that
-// also reads, in the same statement, the place of the resource's first live
-// waiter, the waiter the release hands the lease to (both Postgres drivers;
-// the other drivers' executors have it too, and answer 0).
-// The lease coordinator uses it to send a waiter of its own straight to its
-// acquisition, as an announcement naming it would (Notifier).
-type FirstWaiterReleaser interface {
-	// LeaseReleaseFirst is Executor.LeaseRelease, and also returns the
-	// place (Waiter.Seq) of the first live waiter of resource as the
-	// release ran: 0 when nothing was released, when no waiter was queued,
-	// or when the executor cannot tell (then any waiter may look).
-	LeaseReleaseFirst(ctx context.Context, resource, holder string, fence int64) (released bool, first int64, err error)
+// LeaseReleaseParams are the inputs of Executor.LeaseRelease.
+type LeaseReleaseParams struct {
+	Resource string
+	Holder   string
+	Fence    int64
+	// NameFirstWaiter asks for LeaseReleaseResult.FirstWaiter, which costs
+	// a release a read of the queue (about 0.1 ms on loopback Postgres).
+	NameFirstWaiter bool
 }
 
-// LeaseBatchRenewer is a capability an Executor may have: many renewals in
-// one statement, so in one round trip (both Postgres drivers). The lease
-// coordinator's batch renewal uses it when Store.Executor's value has it,
-// and otherwise renews one lease after another in a transaction of its own
-// (InTx).
-//
-// LeaseRenewBatch keeps LeaseRenew's rules for each lease, reading the
-// database's clock once for the whole statement: it returns one row per
-// request, in order, the renewed lease with Found true, or Found false (and
-// nothing written for it) for a lease that is released, expired or
-// superseded. A request repeated in the batch is renewed once; its copies
-// answer Found false.
-type LeaseBatchRenewer interface {
-	LeaseRenewBatch(ctx context.Context, ps []LeaseRenewParams) ([]LeaseRow, error)
+// LeaseReleaseResult is the outcome of Executor.LeaseRelease.
+type LeaseReleaseResult struct {
+	Released bool
+	// FirstWaiter is the place (Waiter.Seq) of the first live waiter of
+	// the resource as the release ran, asked for by NameFirstWaiter: 0 when
+	// not asked, when nothing was released, or when no waiter was queued
+	// (then any waiter may look).
+	FirstWaiter int64
 }
 
-// ConnPinner is implemented by a Store that can take a connection from its
-// pool before any statement is written (pgxv5.Driver and the database/sql
-// drivers over sqlexec). OnConn waits for the connection, then runs fn with
-// an Executor whose statements run on it, each on its own (autocommit), and
-// gives the connection back. The lease coordinator uses it to read the
-// holder's clock for a request once the connection is in hand, so that
-// time queued for the pool is not taken off the lease. A driver that keeps
-// its statements prepared per pool (SQLite) may run fn on Executor instead.
-//
-// MaxConns is the most connections the pool opens, 0 for no limit: the
-// coordinator keeps one of them free of its own acquisitions and releases,
-// so that renewals are not queued behind them.
-type ConnPinner interface {
-	OnConn(ctx context.Context, fn func(Executor) error) error
-	MaxConns() int
-}
-
-// LeaseAcquireParams are the inputs of LeaseAcquirer.LeaseAcquire.
+// LeaseAcquireParams are the inputs of Executor.LeaseAcquire. It names one
+// resource; a grant of several under one fence would add them here, so
+// callers build it by field name.
 type LeaseAcquireParams struct {
 	Resource    string
 	Holder      string
@@ -368,12 +398,27 @@ type LeaseAcquireParams struct {
 	// queue, in the same transaction, so that the queue never shows the
 	// new holder ahead of the next waiter. Any other answer leaves it.
 	Waiter int64
+	// Sending, when set, is called once, right before the acquisition's
+	// first statement goes out: after any wait for the transaction
+	// (SQLite's write lock). The lease coordinator reads the request's send
+	// instant there, so that the wait is not taken off the lease.
+	Sending func()
+	// Members, when set, makes the acquisition a claim of every member at
+	// once, under one fence, all or none (Resource is then ignored): the
+	// names sorted, valid, without duplicates or a path with its own
+	// directory (gate.ValidateSet), and the path rule kept for the path
+	// names among them (gate's doc, Paths): no live claim of a directory
+	// above one, nor, for a directory, of anything below it. A claim of one
+	// path is a Members of one. The answer's Lease is the members' row whose
+	// term ends first; a Held answer's is the blocking lease (a member, a
+	// directory above one, a lease below one).
+	Members []string
 }
 
-// AcquireStatus is the kind of answer LeaseAcquirer.LeaseAcquire gives.
+// AcquireStatus is the kind of answer Executor.LeaseAcquire gives.
 type AcquireStatus int
 
-// The answers of LeaseAcquirer.LeaseAcquire.
+// The answers of Executor.LeaseAcquire.
 const (
 	// AcquireGranted: a new generation, LeaseAcquireResult.Lease.
 	AcquireGranted AcquireStatus = iota + 1
@@ -390,7 +435,7 @@ const (
 	AcquireFloorAhead
 )
 
-// LeaseAcquireResult is the outcome of LeaseAcquirer.LeaseAcquire.
+// LeaseAcquireResult is the outcome of Executor.LeaseAcquire.
 type LeaseAcquireResult struct {
 	Status AcquireStatus
 	// Lease is the granted, retried or blocking lease row, with Now the

@@ -171,7 +171,7 @@ func TestCommitBatchVerifyIssued(t *testing.T) {
 		ctx := context.Background()
 		d, g := pipelineHarness(t, h, &gate.Options{VerifyIssued: true})
 		if err := d.InTx(ctx, func(ex sqlstore.Executor) error {
-			_, _, err := ex.LeaseGrant(ctx, sqlstore.LeaseGrantParams{Resource: "r", Holder: "a", Fence: 3, RequestID: "q", TTL: time.Minute})
+			_, _, err := ex.LeaseGrant(ctx, &sqlstore.LeaseGrantParams{Resource: "r", Holder: "a", Fence: 3, RequestID: "q", TTL: time.Minute})
 			return err
 		}); err != nil {
 			t.Fatal(err)

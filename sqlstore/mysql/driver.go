@@ -208,3 +208,25 @@ func (d *Driver) Close() error {
 	}
 	return d.db.Close()
 }
+
+// SupportsListener reports false: waiters on MySQL are woken by their own
+// process and by timers.
+func (d *Driver) SupportsListener() bool { return false }
+
+// ListenLeases returns sqlstore.ErrNotSupported at once (see
+// SupportsListener).
+func (d *Driver) ListenLeases(context.Context, func(), func(sqlstore.LeaseChange)) error {
+	return fmt.Errorf("fencegate: listen for lease changes: %w", sqlstore.ErrNotSupported)
+}
+
+// DurabilityWarnings checks nothing and reports none.
+func (d *Driver) DurabilityWarnings(context.Context) ([]string, error) { return nil, nil }
+
+// OnConn runs fn on Executor: the driver takes no connection first.
+func (d *Driver) OnConn(ctx context.Context, fn func(sqlstore.Executor) error) error {
+	return fn(d.Executor())
+}
+
+// MaxConns reports 0: the lease coordinator does not bound its
+// acquisitions and releases on MySQL.
+func (d *Driver) MaxConns() int { return 0 }

@@ -133,7 +133,7 @@ func TestOpenKeepsSession(t *testing.T) {
 	if _, err := d.Executor().RejectionInsert(ctx, sqlstore.Rejection{Resource: "r", Fence: 1, Holder: "a", Floor: 2, FloorHolder: "b"}); err != nil {
 		t.Fatal(err)
 	}
-	if rs, err := d.Executor().RejectionList(ctx, sqlstore.RejectionListParams{}); err != nil || len(rs) != 1 {
+	if rs, err := d.Executor().RejectionList(ctx, &sqlstore.RejectionListParams{}); err != nil || len(rs) != 1 {
 		t.Fatalf("RejectionList = %v, %v; want the one refusal", rs, err)
 	}
 

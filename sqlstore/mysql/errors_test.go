@@ -27,11 +27,11 @@ func TestDeadlockIsRetryable(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, err := a.FloorRaise(ctx, sqlstore.FloorRaiseParams{Resource: "r2", Holder: "h", Fence: 3})
+		_, err := a.FloorRaise(ctx, &sqlstore.FloorRaiseParams{Resource: "r2", Holder: "h", Fence: 3})
 		errc <- err
 	}()
 	waitForLockWait(t, d, done)
-	_, errB := b.FloorRaise(ctx, sqlstore.FloorRaiseParams{Resource: "r1", Holder: "h", Fence: 3})
+	_, errB := b.FloorRaise(ctx, &sqlstore.FloorRaiseParams{Resource: "r1", Holder: "h", Fence: 3})
 	if errB == nil {
 		// b won; a was the victim. Roll b back so that a's statement
 		// returns even if a was not chosen.
@@ -62,7 +62,7 @@ func TestKilledConnectionIsConnLost(t *testing.T) {
 	if _, err := d.DB().ExecContext(ctx, `KILL ?`, id); err != nil {
 		t.Fatal(err)
 	}
-	_, err := ex.FloorRaise(ctx, sqlstore.FloorRaiseParams{Resource: "r", Holder: "h", Fence: 1})
+	_, err := ex.FloorRaise(ctx, &sqlstore.FloorRaiseParams{Resource: "r", Holder: "h", Fence: 1})
 	if err == nil || !sqlstore.IsConnLost(err) || sqlstore.IsRetryable(err) {
 		t.Fatalf("statement on a killed connection = %v, want a lost connection", err)
 	}

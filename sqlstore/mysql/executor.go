@@ -11,6 +11,7 @@ import (
 
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/internal/sqlexec"
+	"github.com/fencegate/fencegate/sqlstore/internal/steps"
 )
 
 // sqlConn is what *sql.DB and *sql.Tx have in common.
@@ -65,7 +66,7 @@ func (e *executor) exec(ctx context.Context, query string, args ...any) (n, id i
 	return n, id, err
 }
 
-func (e *executor) FloorRaise(ctx context.Context, p sqlstore.FloorRaiseParams) (sqlstore.FloorRaiseResult, error) {
+func (e *executor) FloorRaise(ctx context.Context, p *sqlstore.FloorRaiseParams) (sqlstore.FloorRaiseResult, error) {
 	query := floorRaise
 	if p.VerifyIssued {
 		query = floorRaiseVerified
@@ -126,15 +127,16 @@ func (e *executor) RejectionInsert(ctx context.Context, r sqlstore.Rejection) (s
 	return r, nil
 }
 
-func (e *executor) RejectionList(ctx context.Context, p sqlstore.RejectionListParams) ([]sqlstore.Rejection, error) {
+func (e *executor) RejectionList(ctx context.Context, p *sqlstore.RejectionListParams) ([]sqlstore.Rejection, error) {
 	query := rejectionList
 	if p.Newest {
 		query = rejectionListDesc
 	}
-	if p.Limit <= 0 {
-		p.Limit = 100
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
 	}
-	return collect(ctx, e.c, "list rejections", sqlexec.ScanRejection, query, p.Resource, p.Resource, p.AfterSeq, p.Limit)
+	return collect(ctx, e.c, "list rejections", sqlexec.ScanRejection, query, p.Resource, p.Resource, p.AfterSeq, limit)
 }
 
 // SetLockTimeout sets innodb_lock_wait_timeout for the rest of the
@@ -243,7 +245,7 @@ func (e *executor) readBack(ctx context.Context, what, resource string) (sqlstor
 
 // LeaseGrant writes the row, then reads it back (MySQL has no RETURNING);
 // Now is the grant's own clock, granted_at.
-func (e *executor) LeaseGrant(ctx context.Context, p sqlstore.LeaseGrantParams) (sqlstore.LeaseRow, bool, error) {
+func (e *executor) LeaseGrant(ctx context.Context, p *sqlstore.LeaseGrantParams) (sqlstore.LeaseRow, bool, error) {
 	var r sqlstore.LeaseRow
 	err := e.atomic(ctx, func(e *executor) error {
 		var n int64
@@ -289,7 +291,7 @@ func (e *executor) RequestFence(ctx context.Context, resource, requestID string)
 // LeaseRenew extends the lease, then reads it back; Now is the renewal's
 // clock, the new expiry less the ttl. A renewal that left a later expiry as
 // it was changed no row: the live lease is read, with the clock, instead.
-func (e *executor) LeaseRenew(ctx context.Context, p sqlstore.LeaseRenewParams) (sqlstore.LeaseRow, error) {
+func (e *executor) LeaseRenew(ctx context.Context, p *sqlstore.LeaseRenewParams) (sqlstore.LeaseRow, error) {
 	var r sqlstore.LeaseRow
 	ttl := p.TTL.Microseconds()
 	err := e.atomic(ctx, func(e *executor) error {
@@ -315,12 +317,34 @@ func (e *executor) LeaseRenew(ctx context.Context, p sqlstore.LeaseRenewParams) 
 	return r, nil
 }
 
-func (e *executor) LeaseRelease(ctx context.Context, resource, holder string, fence int64) (bool, error) {
-	n, _, err := e.exec(ctx, leaseRelease, resource, holder, fence)
+// LeaseRelease releases in one statement. It names no first waiter (0:
+// unknown), whatever NameFirstWaiter asks.
+func (e *executor) LeaseRelease(ctx context.Context, p *sqlstore.LeaseReleaseParams) (sqlstore.LeaseReleaseResult, error) {
+	n, _, err := e.exec(ctx, leaseRelease, p.Resource, p.Holder, p.Fence)
 	if err != nil {
-		return false, fail("release lease", err)
+		return sqlstore.LeaseReleaseResult{}, fail("release lease", err)
 	}
-	return n > 0, nil
+	return sqlstore.LeaseReleaseResult{Released: n > 0}, nil
+}
+
+// LeaseAcquire runs the shared steps (package steps), in e's transaction
+// or one of their own.
+func (e *executor) LeaseAcquire(ctx context.Context, p *sqlstore.LeaseAcquireParams) (sqlstore.LeaseAcquireResult, error) {
+	return steps.Acquire(ctx, e, e.inTx(), p)
+}
+
+// LeaseRenewBatch runs the shared steps (package steps), in e's
+// transaction or one of their own.
+func (e *executor) LeaseRenewBatch(ctx context.Context, p *sqlstore.LeaseRenewBatchParams) ([]sqlstore.LeaseRow, error) {
+	return steps.RenewBatch(ctx, e, e.inTx(), p)
+}
+
+// inTx is how the steps begin a transaction: nil when e is in one.
+func (e *executor) inTx() steps.InTx {
+	if e.tx != nil {
+		return nil
+	}
+	return e.d.InTx
 }
 
 // collect runs a query and scans every row with scan.

@@ -24,7 +24,7 @@ func inTx(t *testing.T, d *mysql.Driver) (*sql.Tx, sqlstore.Executor) {
 
 func raise(t *testing.T, ex sqlstore.Executor, resource, holder string, fence int64, verify bool) sqlstore.FloorRaiseResult {
 	t.Helper()
-	r, err := ex.FloorRaise(context.Background(), sqlstore.FloorRaiseParams{Resource: resource, Holder: holder, Fence: fence, VerifyIssued: verify})
+	r, err := ex.FloorRaise(context.Background(), &sqlstore.FloorRaiseParams{Resource: resource, Holder: holder, Fence: fence, VerifyIssued: verify})
 	if err != nil {
 		t.Fatalf("FloorRaise(%s, %s, %d): %v", resource, holder, fence, err)
 	}
@@ -104,13 +104,13 @@ func grant(t *testing.T, d *mysql.Driver, resource, holder string) int64 {
 		if fence, err = ex.FenceNext(ctx); err != nil {
 			return err
 		}
-		got, ok, err := ex.LeaseGrant(ctx, sqlstore.LeaseGrantParams{
+		got, ok, err := ex.LeaseGrant(ctx, &sqlstore.LeaseGrantParams{
 			Resource: resource, Holder: holder, Fence: fence, RequestID: "req-" + holder, TTL: time.Microsecond, Replace: row.Found,
 		})
 		if err != nil || !ok || got.Fence != fence || got.Holder != holder {
 			t.Errorf("LeaseGrant = %+v, %v, %v", got, ok, err)
 		}
-		r, err := ex.FloorRaise(ctx, sqlstore.FloorRaiseParams{Resource: resource, Holder: holder, Fence: fence})
+		r, err := ex.FloorRaise(ctx, &sqlstore.FloorRaiseParams{Resource: resource, Holder: holder, Fence: fence})
 		if err == nil && !r.Admitted {
 			t.Errorf("grant's floor raise: %+v", r)
 		}

@@ -47,7 +47,7 @@ func TestFenceCounter(t *testing.T) {
 	// LAST_INSERT_ID: the grant's raise must read as an insert.
 	err := d.InTx(ctx, func(ex sqlstore.Executor) error {
 		f := next(ex)
-		r, err := ex.FloorRaise(ctx, sqlstore.FloorRaiseParams{Resource: "new", Holder: "h", Fence: f})
+		r, err := ex.FloorRaise(ctx, &sqlstore.FloorRaiseParams{Resource: "new", Holder: "h", Fence: f})
 		if err == nil && (!r.Admitted || r.Floor != f) {
 			t.Errorf("raise after FenceNext = %+v, want admitted at %d", r, f)
 		}
@@ -72,7 +72,7 @@ func TestLeaseLifecycle(t *testing.T) {
 			t.Fatalf("LeaseGetForUpdate of a new resource = %+v, %v", row, err)
 		}
 		var ok bool
-		granted, ok, err = ex.LeaseGrant(ctx, sqlstore.LeaseGrantParams{Resource: "r", Holder: "a", Fence: 1, RequestID: "q1", TTL: time.Hour})
+		granted, ok, err = ex.LeaseGrant(ctx, &sqlstore.LeaseGrantParams{Resource: "r", Holder: "a", Fence: 1, RequestID: "q1", TTL: time.Hour})
 		if err != nil || !ok {
 			t.Fatalf("LeaseGrant = %v, %v", ok, err)
 		}
@@ -98,7 +98,7 @@ func TestLeaseLifecycle(t *testing.T) {
 
 	// A second first grant (a concurrent acquisition that lost the race)
 	// writes nothing and says so.
-	row, ok, err := ex.LeaseGrant(ctx, sqlstore.LeaseGrantParams{Resource: "r", Holder: "b", Fence: 2, RequestID: "q2", TTL: time.Hour})
+	row, ok, err := ex.LeaseGrant(ctx, &sqlstore.LeaseGrantParams{Resource: "r", Holder: "b", Fence: 2, RequestID: "q2", TTL: time.Hour})
 	if err != nil || ok || row.Found {
 		t.Fatalf("conflicting first grant = %+v, %v, %v", row, ok, err)
 	}
@@ -109,7 +109,7 @@ func TestLeaseLifecycle(t *testing.T) {
 		t.Fatalf("LeaseGetForUpdate = %+v, %v", locked, err)
 	}
 
-	renewed, err := ex.LeaseRenew(ctx, sqlstore.LeaseRenewParams{Resource: "r", Holder: "a", Fence: 1, TTL: 2 * time.Hour})
+	renewed, err := ex.LeaseRenew(ctx, &sqlstore.LeaseRenewParams{Resource: "r", Holder: "a", Fence: 1, TTL: 2 * time.Hour})
 	if err != nil || !renewed.Found || renewed.ExpiresAt.Sub(renewed.Now) != 2*time.Hour || renewed.Now.Before(granted.Now) ||
 		!renewed.GrantedAt.Equal(granted.GrantedAt) {
 		t.Fatalf("LeaseRenew = %+v, %v", renewed, err)
@@ -119,25 +119,25 @@ func TestLeaseLifecycle(t *testing.T) {
 		{Resource: "r", Holder: "b", Fence: 1, TTL: time.Hour}, // another holder
 		{Resource: "x", Holder: "a", Fence: 1, TTL: time.Hour}, // another resource
 	} {
-		if r, err := ex.LeaseRenew(ctx, p); err != nil || r.Found {
+		if r, err := ex.LeaseRenew(ctx, &p); err != nil || r.Found {
 			t.Errorf("LeaseRenew(%+v) = %+v, %v; want not found", p, r, err)
 		}
 	}
 
-	if ok, err := ex.LeaseRelease(ctx, "r", "a", 2); err != nil || ok {
-		t.Fatalf("stale release = %v, %v", ok, err)
+	if res, err := ex.LeaseRelease(ctx, &sqlstore.LeaseReleaseParams{Resource: "r", Holder: "a", Fence: 2}); err != nil || res.Released {
+		t.Fatalf("stale release = %+v, %v", res, err)
 	}
-	if ok, err := ex.LeaseRelease(ctx, "r", "a", 1); err != nil || !ok {
-		t.Fatalf("release = %v, %v", ok, err)
+	if res, err := ex.LeaseRelease(ctx, &sqlstore.LeaseReleaseParams{Resource: "r", Holder: "a", Fence: 1}); err != nil || !res.Released {
+		t.Fatalf("release = %+v, %v", res, err)
 	}
-	if ok, err := ex.LeaseRelease(ctx, "r", "a", 1); err != nil || ok {
-		t.Fatalf("second release = %v, %v", ok, err)
+	if res, err := ex.LeaseRelease(ctx, &sqlstore.LeaseReleaseParams{Resource: "r", Holder: "a", Fence: 1}); err != nil || res.Released {
+		t.Fatalf("second release = %+v, %v", res, err)
 	}
 	got, err := ex.LeaseGet(ctx, "r")
 	if err != nil || !got.Released || got.Live() || got.ExpiresAt.After(got.Now) {
 		t.Fatalf("released lease = %+v, %v", got, err)
 	}
-	if r, err := ex.LeaseRenew(ctx, sqlstore.LeaseRenewParams{Resource: "r", Holder: "a", Fence: 1, TTL: time.Hour}); err != nil || r.Found {
+	if r, err := ex.LeaseRenew(ctx, &sqlstore.LeaseRenewParams{Resource: "r", Holder: "a", Fence: 1, TTL: time.Hour}); err != nil || r.Found {
 		t.Fatalf("renewal of a released lease = %+v, %v", r, err)
 	}
 	if f, err := ex.RequestFence(ctx, "r", "q2"); err != nil || f != 0 {
@@ -146,7 +146,7 @@ func TestLeaseLifecycle(t *testing.T) {
 
 	// A new generation replaces the row.
 	err = d.InTx(ctx, func(ex sqlstore.Executor) error {
-		row, ok, err := ex.LeaseGrant(ctx, sqlstore.LeaseGrantParams{Resource: "r", Holder: "b", Fence: 3, RequestID: "q3", TTL: time.Minute, Replace: true})
+		row, ok, err := ex.LeaseGrant(ctx, &sqlstore.LeaseGrantParams{Resource: "r", Holder: "b", Fence: 3, RequestID: "q3", TTL: time.Minute, Replace: true})
 		if err != nil || !ok || row.Holder != "b" || row.Fence != 3 || row.Released || !row.Live() {
 			t.Errorf("replacing grant = %+v, %v, %v", row, ok, err)
 		}
@@ -184,7 +184,7 @@ func grantMany(t *testing.T, d interface {
 	ctx := context.Background()
 	for i, r := range resources {
 		err := d.InTx(ctx, func(ex sqlstore.Executor) error {
-			_, _, err := ex.LeaseGrant(ctx, sqlstore.LeaseGrantParams{Resource: r, Holder: "h", Fence: int64(100 + i), RequestID: "x", TTL: time.Minute})
+			_, _, err := ex.LeaseGrant(ctx, &sqlstore.LeaseGrantParams{Resource: r, Holder: "h", Fence: int64(100 + i), RequestID: "x", TTL: time.Minute})
 			return err
 		})
 		if err != nil {
@@ -212,7 +212,7 @@ func TestRejectionLog(t *testing.T) {
 	}
 	check := func(p sqlstore.RejectionListParams, want ...int) {
 		t.Helper()
-		got, err := ex.RejectionList(ctx, p)
+		got, err := ex.RejectionList(ctx, &p)
 		if err != nil {
 			t.Fatal(err)
 		}

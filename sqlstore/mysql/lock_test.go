@@ -77,7 +77,7 @@ func TestEqualFenceBlocksRaise(t *testing.T) {
 			if err := raiser.SetLockTimeout(ctx, time.Second); err != nil {
 				t.Fatal(err)
 			}
-			_, err := raiser.FloorRaise(ctx, sqlstore.FloorRaiseParams{Resource: "r", Holder: "b", Fence: 6})
+			_, err := raiser.FloorRaise(ctx, &sqlstore.FloorRaiseParams{Resource: "r", Holder: "b", Fence: 6})
 			if !sqlstore.IsRetryable(err) {
 				t.Fatalf("raise past an in-flight equal fence = %v, want a retryable lock wait timeout", err)
 			}
@@ -113,7 +113,7 @@ func TestRaiseRefusesWaitingWriter(t *testing.T) {
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				r, err = writer.FloorRaise(ctx, sqlstore.FloorRaiseParams{Resource: "r", Holder: "a", Fence: 5})
+				r, err = writer.FloorRaise(ctx, &sqlstore.FloorRaiseParams{Resource: "r", Holder: "a", Fence: 5})
 			}()
 			waitForLockWait(t, d, done)
 			if err := d.Commit(ctx, tx); err != nil {

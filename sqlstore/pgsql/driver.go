@@ -30,13 +30,10 @@ const Dialect = pg.Dialect
 // The zero value is not usable; create one with New or Open.
 type Driver struct{ impl *sqlexec.Driver }
 
-var (
-	_ sqlstore.Driver[*sql.Tx]    = (*Driver)(nil)
-	_ sqlstore.DurabilityReporter = (*Driver)(nil)
-)
+var _ sqlstore.Driver[*sql.Tx] = (*Driver)(nil)
 
 // DurabilityWarnings reports the settings under which the database can lose
-// a commit it acknowledged (see sqlstore.DurabilityReporter).
+// a commit it acknowledged (see sqlstore.Store.DurabilityWarnings).
 func (d *Driver) DurabilityWarnings(ctx context.Context) ([]string, error) {
 	rows, err := d.DB().QueryContext(ctx, pg.DurabilitySQL)
 	if err != nil {
@@ -111,11 +108,12 @@ func Migrations() sqlstore.Migrations { return pg.Migrations() }
 // Deprecated: use Migrations().FS, or the FS of package migrations/postgres.
 func MigrationFS() fs.FS { return Migrations().FS }
 
-var _ sqlstore.Notifier = (*Driver)(nil)
+// SupportsListener reports true: ListenLeases listens by LISTEN/NOTIFY.
+func (d *Driver) SupportsListener() bool { return true }
 
 // ListenLeases takes a connection of the *sql.DB and listens on it for lease
 // changes until ctx ends or the connection fails; the connection is closed
-// afterwards, never handed back to the pool listening (sqlstore.Notifier).
+// afterwards, never handed back to the pool listening.
 func (d *Driver) ListenLeases(ctx context.Context, ready func(), changed func(sqlstore.LeaseChange)) error {
 	c, err := d.DB().Conn(ctx)
 	if err != nil {

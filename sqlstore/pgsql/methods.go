@@ -8,7 +8,7 @@ import (
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
-// The methods of sqlstore.Driver[*sql.Tx] and sqlstore.ConnPinner, and the
+// The methods of sqlstore.Driver[*sql.Tx], and the
 // driver's own, declared here so that its documentation shows them all.
 
 // DB returns the *sql.DB the driver runs on.
@@ -60,13 +60,13 @@ func (d *Driver) InTx(ctx context.Context, fn func(sqlstore.Executor) error) err
 
 // OnConn takes a connection from the *sql.DB, runs fn with an Executor on
 // it, each statement on its own, and gives the connection back
-// (sqlstore.ConnPinner).
+// (sqlstore.Store).
 func (d *Driver) OnConn(ctx context.Context, fn func(sqlstore.Executor) error) error {
 	return d.impl.OnConn(ctx, fn)
 }
 
 // MaxConns returns the *sql.DB's MaxOpenConnections, 0 for no limit
-// (sqlstore.ConnPinner).
+// (sqlstore.Store).
 func (d *Driver) MaxConns() int { return d.impl.MaxConns() }
 
 // Close closes what Open opened (the *sql.DB and its pgx pool). A driver

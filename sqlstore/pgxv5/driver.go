@@ -77,30 +77,27 @@ func (d *Driver) UnwrapExecutor(tx pgx.Tx) sqlstore.Executor {
 	if c := tx.Conn(); c != nil {
 		mode = c.Config().DefaultQueryExecMode
 	}
-	return sqlexec.New(newQuerier(tx, mode), pg.Queries, classify)
+	return sqlexec.New(newQuerier(tx, mode), pg.Queries, classify, nil)
 }
 
 // Executor runs fencegate statements on the pool, each in its own
 // transaction.
 func (d *Driver) Executor() sqlstore.Executor {
-	return sqlexec.New(newQuerier(d.pool, d.pool.Config().ConnConfig.DefaultQueryExecMode), pg.AutocommitQueries, classify)
+	return sqlexec.New(newQuerier(d.pool, d.pool.Config().ConnConfig.DefaultQueryExecMode), pg.AutocommitQueries, classify, d.InTx)
 }
 
-var _ sqlstore.ConnPinner = (*Driver)(nil)
-
 // OnConn takes a connection from the pool, then runs fn with an Executor on
-// it, each statement on its own, and gives the connection back
-// (sqlstore.ConnPinner).
+// it, each statement on its own, and gives the connection back.
 func (d *Driver) OnConn(ctx context.Context, fn func(sqlstore.Executor) error) error {
 	c, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("take a connection: %w", classify.Classify(err))
 	}
 	defer c.Release()
-	return fn(sqlexec.New(newQuerier(c, d.pool.Config().ConnConfig.DefaultQueryExecMode), pg.AutocommitQueries, classify))
+	return fn(sqlexec.New(newQuerier(c, d.pool.Config().ConnConfig.DefaultQueryExecMode), pg.AutocommitQueries, classify, d.InTx))
 }
 
-// MaxConns returns the pool's MaxConns (sqlstore.ConnPinner).
+// MaxConns returns the pool's MaxConns.
 func (d *Driver) MaxConns() int { return int(d.pool.Config().MaxConns) }
 
 // InTx runs fn in a new transaction, committing if fn returns nil.
@@ -181,12 +178,14 @@ func Migrations() sqlstore.Migrations { return pg.Migrations() }
 // Deprecated: use Migrations().FS, or the FS of package migrations/postgres.
 func MigrationFS() fs.FS { return Migrations().FS }
 
-var _ sqlstore.Notifier = (*Driver)(nil)
+var _ sqlstore.Driver[pgx.Tx] = (*Driver)(nil)
+
+// SupportsListener reports true: ListenLeases listens by LISTEN/NOTIFY.
+func (d *Driver) SupportsListener() bool { return true }
 
 // ListenLeases takes a connection out of the pool (the pool opens another
 // when it needs one) and listens on it for lease changes until ctx ends or
-// the connection fails; the connection is closed afterwards
-// (sqlstore.Notifier).
+// the connection fails; the connection is closed afterwards.
 func (d *Driver) ListenLeases(ctx context.Context, ready func(), changed func(sqlstore.LeaseChange)) error {
 	c, err := d.pool.Acquire(ctx)
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 var _ sqlstore.DurabilityReporter = (*Driver)(nil)
 
 // DurabilityWarnings reports the settings under which the database can lose
-// a commit it acknowledged (see sqlstore.DurabilityReporter).
+// a commit it acknowledged (see sqlstore.Store.DurabilityWarnings).
 func (d *Driver) DurabilityWarnings(ctx context.Context) ([]string, error) {
 	rows, err := d.pool.Query(ctx, pg.DurabilitySQL)
 	if err == nil {

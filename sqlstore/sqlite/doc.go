@@ -38,7 +38,7 @@
 // values sorted by name and _journal and _sync after them, so the DSN's
 // text cannot tell what a connection ends up with. synchronous=NORMAL is
 // legal but can lose a commit acknowledged just before an OS crash or
-// power loss: DurabilityWarnings (sqlstore.DurabilityReporter, shown by
+// power loss: DurabilityWarnings (sqlstore.Store.DurabilityWarnings, shown by
 // `fencegate status`) reports it. A rollback journal (DELETE, TRUNCATE,
 // PERSIST) instead of WAL is kept.
 //

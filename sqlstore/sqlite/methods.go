@@ -3,12 +3,13 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"time"
 
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
-// The methods of sqlstore.Driver[*sql.Tx] and sqlstore.ConnPinner, and the
+// The methods of sqlstore.Driver[*sql.Tx], and the
 // driver's own, declared here so that its documentation shows them all.
 
 // DB returns the *sql.DB the driver runs on.
@@ -58,7 +59,7 @@ func (d *Driver) InTx(ctx context.Context, fn func(sqlstore.Executor) error) err
 	return d.impl.InTx(ctx, fn)
 }
 
-// OnConn runs fn with Executor (sqlstore.ConnPinner): the driver's
+// OnConn runs fn with Executor (sqlstore.Store): the driver's
 // statements are prepared per pool, and a waiter waits for the file's write
 // lock, not for a connection.
 func (d *Driver) OnConn(ctx context.Context, fn func(sqlstore.Executor) error) error {
@@ -66,10 +67,21 @@ func (d *Driver) OnConn(ctx context.Context, fn func(sqlstore.Executor) error) e
 }
 
 // MaxConns returns the *sql.DB's MaxOpenConnections, 0 for no limit
-// (sqlstore.ConnPinner).
+// (sqlstore.Store).
 func (d *Driver) MaxConns() int { return d.impl.MaxConns() }
 
 // Close releases the driver's prepared statements and closes what Open
 // opened. A driver made with New leaves the caller's *sql.DB open; call
 // Close before closing that *sql.DB.
 func (d *Driver) Close() error { return d.impl.Close() }
+
+// SupportsListener reports false: SQLite cannot announce a change to
+// another connection, so waiters are woken by their own process and by
+// timers.
+func (d *Driver) SupportsListener() bool { return false }
+
+// ListenLeases returns sqlstore.ErrNotSupported at once (see
+// SupportsListener).
+func (d *Driver) ListenLeases(context.Context, func(), func(sqlstore.LeaseChange)) error {
+	return fmt.Errorf("fencegate: listen for lease changes: %w", sqlstore.ErrNotSupported)
+}

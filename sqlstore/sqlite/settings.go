@@ -107,7 +107,7 @@ func (c checkedConnector) Connect(ctx context.Context) (driver.Conn, error) {
 var _ sqlstore.DurabilityReporter = (*Driver)(nil)
 
 // DurabilityWarnings reports the settings under which SQLite can lose a
-// commit it acknowledged (see sqlstore.DurabilityReporter), read back from
+// commit it acknowledged (see sqlstore.Store.DurabilityWarnings), read back from
 // one of the pool's connections: synchronous=NORMAL. Settings that break
 // the guarantee outright (a *sql.DB handed to New that was not opened
 // through NewConnector can have them) are an error matching

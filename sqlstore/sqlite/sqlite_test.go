@@ -118,7 +118,7 @@ func TestCloseLeavesNoConnection(t *testing.T) {
 			t.Fatal(err)
 		}
 		err = d.InTx(ctx, func(ex sqlstore.Executor) error { // misses: prepares start
-			_, err := ex.FloorRaise(ctx, sqlstore.FloorRaiseParams{Resource: "r", Holder: "h", Fence: 1})
+			_, err := ex.FloorRaise(ctx, &sqlstore.FloorRaiseParams{Resource: "r", Holder: "h", Fence: 1})
 			return err
 		})
 		if err != nil {
@@ -246,11 +246,11 @@ func TestTxFromAnotherDB(t *testing.T) {
 			t.Fatal(err)
 		}
 		ex := d.UnwrapExecutor(tx)
-		res, err := ex.FloorRaise(ctx, sqlstore.FloorRaiseParams{Resource: "r", Holder: "h", Fence: fence})
+		res, err := ex.FloorRaise(ctx, &sqlstore.FloorRaiseParams{Resource: "r", Holder: "h", Fence: fence})
 		if err != nil || !res.Admitted {
 			t.Fatalf("fence %d: FloorRaise = %+v, %v", fence, res, err)
 		}
-		if _, err := ex.RejectionList(ctx, sqlstore.RejectionListParams{}); err != nil {
+		if _, err := ex.RejectionList(ctx, &sqlstore.RejectionListParams{}); err != nil {
 			t.Fatalf("fence %d: RejectionList: %v", fence, err)
 		}
 		if err := tx.Commit(); err != nil {

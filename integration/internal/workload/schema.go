@@ -296,7 +296,7 @@ func ReadRejections(ctx context.Context, db *sql.DB, dialect sqlstore.Dialect) (
 	ex := d.Executor()
 	var after int64
 	for {
-		page, err := ex.RejectionList(ctx, sqlstore.RejectionListParams{AfterSeq: after, Limit: 10000})
+		page, err := ex.RejectionList(ctx, &sqlstore.RejectionListParams{AfterSeq: after, Limit: 10000})
 		if err != nil {
 			return nil, err
 		}

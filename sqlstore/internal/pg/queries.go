@@ -189,6 +189,11 @@ SELECT seq, resource, holder, (extract(epoch FROM expires_at) * 1000000)::bigint
 	LeaseAcquire: `SELECT * FROM fencegate_acquire($1, $2, $3, $4::bigint, $5)`,
 	// Migration 00009: the same with a fast path for a free lease row;
 	// it raises FG004 (or 23505) where it would have to undo its writes.
+	// It restates the grant rule of fencegate_acquire for speed; the
+	// conformance table (sqlstoretest.Rules) holds the two, and the
+	// shared steps, to the same answer in every row: on the autocommit
+	// Executor (fast path first), in a transaction (fencegate_acquire
+	// only) and stepwise.
 	LeaseAcquireAutocommit: `SELECT * FROM fencegate_grant($1, $2, $3, $4::bigint, $5)`,
 	// Migration 00011: either, and a grant deletes the waiter's row.
 	LeaseAcquireTurn: `SELECT * FROM fencegate_acquire_turn($1, $2, $3, $4::bigint, $5, $6, $7)`,

@@ -26,8 +26,10 @@ type Dialect struct {
 }
 
 // Driver is a database/sql driver of one dialect: it implements
-// sqlstore.Driver[*sql.Tx]. Driver packages keep one and declare each of
-// its methods on their own Driver, so that their documentation shows them.
+// sqlstore.Driver[*sql.Tx] but for the capabilities a dialect says itself
+// (SupportsListener, ListenLeases, DurabilityWarnings). Driver packages
+// keep one and declare each of its methods on their own Driver, so that
+// their documentation shows them.
 type Driver struct {
 	db         *sql.DB
 	dialect    Dialect
@@ -35,8 +37,6 @@ type Driver struct {
 	onClose    func() error // closes what the driver's Open opened; nil after New
 	stmts      *stmtCache
 }
-
-var _ sqlstore.Driver[*sql.Tx] = (*Driver)(nil)
 
 // NewDriver returns a driver over db, which speaks dialect. onClose, when set,
 // runs at Close after the statements are closed (a driver's Open closes
@@ -94,19 +94,17 @@ func (d *Driver) Rollback(ctx context.Context, tx *sql.Tx) error {
 
 // UnwrapExecutor runs fencegate statements inside tx.
 func (d *Driver) UnwrapExecutor(tx *sql.Tx) sqlstore.Executor {
-	return New(sqlQuerier{c: tx, tx: tx, stmts: d.stmts}, d.dialect.Queries, d.dialect.Classify)
+	return New(sqlQuerier{c: tx, tx: tx, stmts: d.stmts}, d.dialect.Queries, d.dialect.Classify, nil)
 }
 
 // Executor runs fencegate statements on the pool, each on its own.
 func (d *Driver) Executor() sqlstore.Executor {
-	return New(sqlQuerier{c: d.db, stmts: d.stmts}, d.autocommit, d.dialect.Classify)
+	return New(sqlQuerier{c: d.db, stmts: d.stmts}, d.autocommit, d.dialect.Classify, d.InTx)
 }
-
-var _ sqlstore.ConnPinner = (*Driver)(nil)
 
 // OnConn takes a connection from the pool, then runs fn with an Executor on
 // it, each statement on its own, and gives the connection back
-// (sqlstore.ConnPinner). A driver that caches prepared statements (SQLite)
+// (sqlstore.Store.OnConn). A driver that caches prepared statements (SQLite)
 // runs fn on Executor instead: its statements are prepared per pool, and
 // its wait is for the database's write lock, not for a connection.
 func (d *Driver) OnConn(ctx context.Context, fn func(sqlstore.Executor) error) error {
@@ -118,11 +116,10 @@ func (d *Driver) OnConn(ctx context.Context, fn func(sqlstore.Executor) error) e
 		return fmt.Errorf("take a connection: %w", d.ClassifyError(err))
 	}
 	defer conn.Close()
-	return fn(New(sqlQuerier{c: conn}, d.autocommit, d.dialect.Classify))
+	return fn(New(sqlQuerier{c: conn}, d.autocommit, d.dialect.Classify, d.InTx))
 }
 
-// MaxConns returns the *sql.DB's MaxOpenConnections, 0 for no limit
-// (sqlstore.ConnPinner).
+// MaxConns returns the *sql.DB's MaxOpenConnections, 0 for no limit.
 func (d *Driver) MaxConns() int { return d.db.Stats().MaxOpenConnections }
 
 // InTx runs fn in a new transaction, committing if fn returns nil.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/internal/steps"
 )
 
 // Querier is the little both pgx and database/sql can do, so that the
@@ -48,20 +49,11 @@ func (c Classifier) Classify(err error) error {
 }
 
 // New returns the executor that runs queries through q, marking every error
-// by classify. With queries.LeaseAcquire set it is also a
-// sqlstore.LeaseAcquirer, and with queries.LeaseRenewBatch a
-// sqlstore.LeaseBatchRenewer.
-func New(q Querier, queries *Queries, classify Classifier) sqlstore.Executor {
-	e := &executor{q: q, sql: queries, classify: classify}
-	switch {
-	case queries.LeaseAcquire != "" && queries.LeaseRenewBatch != "":
-		return acquireBatcher{acquirer{e}}
-	case queries.LeaseAcquire != "":
-		return acquirer{e}
-	case queries.LeaseRenewBatch != "":
-		return batcher{e}
-	}
-	return e
+// by classify. inTx begins a transaction of q's store for the rules that
+// queries does not state in one statement (the shared steps); nil when q
+// is a transaction already.
+func New(q Querier, queries *Queries, classify Classifier, inTx steps.InTx) sqlstore.Executor {
+	return &executor{q: q, sql: queries, classify: classify, inTx: inTx}
 }
 
 // executor implements sqlstore.Executor over a Querier and one dialect's SQL
@@ -70,6 +62,7 @@ type executor struct {
 	q        Querier
 	sql      *Queries
 	classify Classifier
+	inTx     steps.InTx // nil in a caller's transaction
 }
 
 // fail wraps a failed statement's error with what it was doing.
@@ -81,7 +74,7 @@ func (e *executor) fail(what string, err error) error {
 // form every dialect's SQL returns times in.
 func Micros(us int64) time.Time { return time.UnixMicro(us).UTC() }
 
-func (e *executor) FloorRaise(ctx context.Context, p sqlstore.FloorRaiseParams) (sqlstore.FloorRaiseResult, error) {
+func (e *executor) FloorRaise(ctx context.Context, p *sqlstore.FloorRaiseParams) (sqlstore.FloorRaiseResult, error) {
 	query, held := e.sql.FloorRaise, e.sql.FloorHeld
 	if p.VerifyIssued {
 		query, held = e.sql.FloorRaiseVerified, e.sql.FloorHeldVerified
@@ -154,15 +147,16 @@ func ScanRejection(s Scanner) (sqlstore.Rejection, error) {
 	return r, err
 }
 
-func (e *executor) RejectionList(ctx context.Context, p sqlstore.RejectionListParams) ([]sqlstore.Rejection, error) {
+func (e *executor) RejectionList(ctx context.Context, p *sqlstore.RejectionListParams) ([]sqlstore.Rejection, error) {
 	query := e.sql.RejectionList
 	if p.Newest {
 		query = e.sql.RejectionListDesc
 	}
-	if p.Limit <= 0 {
-		p.Limit = 100
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
 	}
-	return collect(ctx, e, "list rejections", ScanRejection, query, p.Resource, p.AfterSeq, p.Limit)
+	return collect(ctx, e, "list rejections", ScanRejection, query, p.Resource, p.AfterSeq, limit)
 }
 
 // lockTimeout is d as a Postgres lock_timeout setting, in whole
@@ -293,7 +287,7 @@ func (e *executor) LeaseList(ctx context.Context) ([]sqlstore.LeaseRow, error) {
 	return collect(ctx, e, "list leases", scanLease, e.sql.LeaseList)
 }
 
-func (e *executor) LeaseGrant(ctx context.Context, p sqlstore.LeaseGrantParams) (sqlstore.LeaseRow, bool, error) {
+func (e *executor) LeaseGrant(ctx context.Context, p *sqlstore.LeaseGrantParams) (sqlstore.LeaseRow, bool, error) {
 	if err := e.tick(ctx); err != nil {
 		return sqlstore.LeaseRow{}, false, err
 	}
@@ -323,46 +317,36 @@ func (e *executor) RequestFence(ctx context.Context, resource, requestID string)
 	return fence, nil
 }
 
-func (e *executor) LeaseRenew(ctx context.Context, p sqlstore.LeaseRenewParams) (sqlstore.LeaseRow, error) {
+func (e *executor) LeaseRenew(ctx context.Context, p *sqlstore.LeaseRenewParams) (sqlstore.LeaseRow, error) {
 	if err := e.tick(ctx); err != nil {
 		return sqlstore.LeaseRow{}, err
 	}
 	return e.leaseRow(ctx, "renew lease", e.sql.LeaseRenew, p.Resource, p.Holder, p.Fence, p.TTL.Microseconds())
 }
 
-func (e *executor) LeaseRelease(ctx context.Context, resource, holder string, fence int64) (bool, error) {
+// LeaseRelease releases by Queries.LeaseRelease, or, asked to name the
+// first waiter, by Queries.LeaseReleaseFirst, which reads it in the same
+// statement (without it, the first waiter is 0: unknown).
+func (e *executor) LeaseRelease(ctx context.Context, p *sqlstore.LeaseReleaseParams) (sqlstore.LeaseReleaseResult, error) {
 	if err := e.tick(ctx); err != nil {
-		return false, err
+		return sqlstore.LeaseReleaseResult{}, err
 	}
-	n, err := e.q.Exec(ctx, e.sql.LeaseRelease, resource, holder, fence)
-	if err != nil {
-		return false, e.fail("release lease", err)
-	}
-	return n > 0, nil
-}
-
-var _ sqlstore.FirstWaiterReleaser = (*executor)(nil)
-
-// LeaseReleaseFirst releases as LeaseRelease does, and reads the first live
-// waiter in the same statement where the dialect has Queries.LeaseReleaseFirst
-// (otherwise first is 0: unknown).
-func (e *executor) LeaseReleaseFirst(ctx context.Context, resource, holder string, fence int64) (bool, int64, error) {
-	if e.sql.LeaseReleaseFirst == "" {
-		ok, err := e.LeaseRelease(ctx, resource, holder, fence)
-		return ok, 0, err
-	}
-	if err := e.tick(ctx); err != nil {
-		return false, 0, err
+	if !p.NameFirstWaiter || e.sql.LeaseReleaseFirst == "" {
+		n, err := e.q.Exec(ctx, e.sql.LeaseRelease, p.Resource, p.Holder, p.Fence)
+		if err != nil {
+			return sqlstore.LeaseReleaseResult{}, e.fail("release lease", err)
+		}
+		return sqlstore.LeaseReleaseResult{Released: n > 0}, nil
 	}
 	var first int64
-	err := e.q.QueryRow(ctx, e.sql.LeaseReleaseFirst, resource, holder, fence).Scan(&first)
+	err := e.q.QueryRow(ctx, e.sql.LeaseReleaseFirst, p.Resource, p.Holder, p.Fence).Scan(&first)
 	switch {
 	case isNoRows(err):
-		return false, 0, nil
+		return sqlstore.LeaseReleaseResult{}, nil
 	case err != nil:
-		return false, 0, e.fail("release lease", err)
+		return sqlstore.LeaseReleaseResult{}, e.fail("release lease", err)
 	}
-	return true, first, nil
+	return sqlstore.LeaseReleaseResult{Released: true, FirstWaiter: first}, nil
 }
 
 func (e *executor) WaiterAdd(ctx context.Context, resource, holder string, ttl time.Duration) (int64, error) {
@@ -425,11 +409,6 @@ func (e *executor) WaiterList(ctx context.Context, resource string) ([]sqlstore.
 	return collect(ctx, e, "list waiters", ScanWaiter, e.sql.WaiterList, resource)
 }
 
-// acquirer is an executor whose dialect acquires a lease in one statement.
-type acquirer struct{ *executor }
-
-var _ sqlstore.LeaseAcquirer = acquirer{}
-
 // acquireStatus reads the status column of Queries.LeaseAcquire.
 var acquireStatus = map[string]sqlstore.AcquireStatus{
 	"granted":         sqlstore.AcquireGranted,
@@ -439,31 +418,37 @@ var acquireStatus = map[string]sqlstore.AcquireStatus{
 	"floor_ahead":     sqlstore.AcquireFloorAhead,
 }
 
-func (e acquirer) LeaseAcquire(ctx context.Context, p sqlstore.LeaseAcquireParams) (sqlstore.LeaseAcquireResult, error) {
+// LeaseAcquire runs the dialect's one-statement acquisition
+// (Queries.LeaseAcquire), or, where it has none, the shared steps.
+func (e *executor) LeaseAcquire(ctx context.Context, p *sqlstore.LeaseAcquireParams) (sqlstore.LeaseAcquireResult, error) {
+	// A claim of several resources, or of a path, runs the shared steps on
+	// every dialect: Postgres's one statement knows one plain resource.
+	if e.sql.LeaseAcquire == "" || len(p.Members) > 0 {
+		return steps.Acquire(ctx, e, e.inTx, p)
+	}
+	if p.Sending != nil {
+		p.Sending()
+	}
+	query, args := e.sql.LeaseAcquire, []any(nil)
 	if p.Waiter != 0 {
-		return e.acquireTurn(ctx, p)
+		query, args = e.sql.LeaseAcquireTurn, []any{p.Waiter, false}
 	}
 	if e.sql.leaseAcquireFirst != "" {
-		res, err := e.acquire(ctx, e.sql.leaseAcquireFirst, p)
+		fast := e.sql.leaseAcquireFirst
+		if p.Waiter != 0 {
+			fast, args = e.sql.LeaseAcquireTurn, []any{p.Waiter, true}
+		}
+		res, err := e.acquire(ctx, fast, p, args...)
 		if !asksForRecheck(err) {
 			return res, err
 		}
 		// Rolled back, nothing written: a late retry or a floor ahead,
 		// which LeaseAcquire tells apart before it writes.
-	}
-	return e.acquire(ctx, e.sql.LeaseAcquire, p)
-}
-
-// acquireTurn is LeaseAcquire for a waiter, by Queries.LeaseAcquireTurn:
-// the fast path first where the executor is on its own.
-func (e acquirer) acquireTurn(ctx context.Context, p sqlstore.LeaseAcquireParams) (sqlstore.LeaseAcquireResult, error) {
-	if e.sql.leaseAcquireFirst != "" {
-		res, err := e.acquire(ctx, e.sql.LeaseAcquireTurn, p, p.Waiter, true)
-		if !asksForRecheck(err) {
-			return res, err
+		if p.Waiter != 0 {
+			args = []any{p.Waiter, false}
 		}
 	}
-	return e.acquire(ctx, e.sql.LeaseAcquireTurn, p, p.Waiter, false)
+	return e.acquire(ctx, query, p, args...)
 }
 
 // asksForRecheck reports whether err is Queries.LeaseAcquireAutocommit's
@@ -479,7 +464,7 @@ func asksForRecheck(err error) bool {
 
 // acquire runs one of the one-statement acquisitions and reads its row.
 // extra are the arguments after the fifth (LeaseAcquireTurn's).
-func (e acquirer) acquire(ctx context.Context, query string, p sqlstore.LeaseAcquireParams, extra ...any) (sqlstore.LeaseAcquireResult, error) {
+func (e *executor) acquire(ctx context.Context, query string, p *sqlstore.LeaseAcquireParams, extra ...any) (sqlstore.LeaseAcquireResult, error) {
 	var res sqlstore.LeaseAcquireResult
 	var status string
 	var granted, expires, now int64
@@ -505,24 +490,16 @@ func (e acquirer) acquire(ctx context.Context, query string, p sqlstore.LeaseAcq
 	return res, nil
 }
 
-// batcher is an executor whose dialect renews many leases in one statement.
-type batcher struct{ *executor }
-
-// acquireBatcher is an executor with both capabilities.
-type acquireBatcher struct{ acquirer }
-
-var (
-	_ sqlstore.LeaseBatchRenewer = batcher{}
-	_ sqlstore.LeaseBatchRenewer = acquireBatcher{}
-	_ sqlstore.LeaseAcquirer     = acquireBatcher{}
-)
-
-func (e batcher) LeaseRenewBatch(ctx context.Context, ps []sqlstore.LeaseRenewParams) ([]sqlstore.LeaseRow, error) {
-	return e.renewBatch(ctx, ps)
-}
-
-func (e acquireBatcher) LeaseRenewBatch(ctx context.Context, ps []sqlstore.LeaseRenewParams) ([]sqlstore.LeaseRow, error) {
-	return e.renewBatch(ctx, ps)
+// LeaseRenewBatch renews by Queries.LeaseRenewBatch in one statement, or,
+// where the dialect has none, by the shared steps.
+func (e *executor) LeaseRenewBatch(ctx context.Context, p *sqlstore.LeaseRenewBatchParams) ([]sqlstore.LeaseRow, error) {
+	if e.sql.LeaseRenewBatch == "" {
+		return steps.RenewBatch(ctx, e, e.inTx, p)
+	}
+	if p.Sending != nil {
+		p.Sending()
+	}
+	return e.renewBatch(ctx, p.Renewals)
 }
 
 // renewBatch runs Queries.LeaseRenewBatch: the requests go as four arrays,

@@ -27,7 +27,7 @@ type Queries struct {
 	LeaseRenew         string // $1 resource, $2 holder, $3 fence, $4 ttl µs
 	LeaseRelease       string // $1 resource, $2 holder, $3 fence
 	// LeaseRenewBatch, when set, renews many leases in one statement
-	// (sqlstore.LeaseBatchRenewer): $1 resources, $2 holders, $3 fences,
+	// (sqlstore.Executor.LeaseRenewBatch; without it, the shared steps): $1 resources, $2 holders, $3 fences,
 	// $4 ttls µs, as arrays → the request's ordinality (from 1), then the
 	// lease columns and clock, for each lease renewed.
 	LeaseRenewBatch string
@@ -36,7 +36,7 @@ type Queries struct {
 	LeaseReleaseAutocommit string
 	// LeaseReleaseFirst, when set, is LeaseRelease returning one row when
 	// it released the lease: the lowest live waiter's seq of $1, 0 when none
-	// (sqlstore.FirstWaiterReleaser); LeaseReleaseFirstAutocommit replaces
+	// (sqlstore.LeaseReleaseParams.NameFirstWaiter); LeaseReleaseFirstAutocommit replaces
 	// it as LeaseReleaseAutocommit replaces LeaseRelease.
 	LeaseReleaseFirst           string
 	LeaseReleaseFirstAutocommit string
@@ -71,7 +71,7 @@ type Queries struct {
 	// clock, which those statements then read as "now".
 	ClockTick string
 	// LeaseAcquire, when set, is a whole acquisition in one statement
-	// (sqlstore.LeaseAcquirer): $1 resource, $2 holder, $3 request id,
+	// (sqlstore.Executor.LeaseAcquire; without it, the shared steps): $1 resource, $2 holder, $3 request id,
 	// $4 ttl µs, $5 lock timeout text → status, the lease columns and
 	// clock, fence, floor, floor holder.
 	LeaseAcquire string
