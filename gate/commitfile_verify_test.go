@@ -26,7 +26,7 @@ func testCommitFileVerifiesTheFileMember[TTx any](t *testing.T, dh dbtest.Harnes
 	h := newHarness(t, dh, &gate.Options{VerifyIssued: true})
 	f := mustPath(t, "notes.txt")
 	err := h.Driver.InTx(ctx, func(ex sqlstore.Executor) error {
-		_, _, err := ex.LeaseGrant(ctx, sqlstore.LeaseGrantParams{
+		_, _, err := ex.LeaseGrant(ctx, &sqlstore.LeaseGrantParams{
 			Resource: f, Holder: "a", Fence: 3, RequestID: "req", TTL: time.Minute})
 		return err
 	})
