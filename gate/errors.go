@@ -79,3 +79,9 @@ func (e *StaleFenceError) Error() string {
 func (e *StaleFenceError) Is(target error) bool {
 	return target == ErrStaleFence || (e.NotIssued && target == ErrFenceNotIssued)
 }
+
+// ErrNotCovered is matched (errors.Is) by the error Gate.CommitFile returns
+// for a file that the token's claim does not cover: no member is the file
+// or a directory above it. The error names the file and what the token
+// claims; the transaction is rolled back and nothing is written.
+var ErrNotCovered = errors.New("fencegate: the token's claim does not cover this file")

@@ -104,6 +104,13 @@ func New[TTx any](driver sqlstore.Driver[TTx], opts *Options) *Gate[TTx] {
 // lock from BEGIN, reads first and upserts only when the floor must change.
 // (The statements are the driver's: Executor.FloorRaise.)
 //
+// A set token (Token.Members) is judged member by member in sorted order,
+// every member's floor raised and held, and refused if any member is stale,
+// each stale member logged with both holders; the first *StaleFenceError is
+// the one errors.As finds. A path member is also refused when a directory
+// above it was claimed with a higher fence (the package doc's Paths); a
+// write to one file under a path claim uses CommitFile.
+//
 // A fence equal to the floor is admitted: a renewed lease keeps its fence, so
 // its in-flight writes stay valid. A lower fence is refused with a
 // *StaleFenceError, and the refusal is recorded in the rejection log, which
@@ -127,6 +134,15 @@ func New[TTx any](driver sqlstore.Driver[TTx], opts *Options) *Gate[TTx] {
 func (g *Gate[TTx]) Commit(ctx context.Context, tx TTx, token Token) (err error) {
 	ctx, check := g.obs.start(ctx, "commit", token)
 	defer check.end(ctx, &err)
+	if !simple(token, "") {
+		if err := token.Validate(); err != nil {
+			cctx, cancel := g.Cleanup(ctx)
+			defer cancel()
+			g.rollback(cctx, tx)
+			return err
+		}
+		return g.commit(ctx, tx, token, "")
+	}
 	res, err := g.floorRaise(ctx, tx, token)
 	if err == nil && res.Admitted {
 		return nil
@@ -383,6 +399,25 @@ func (g *Gate[TTx]) Admit(ctx context.Context, token Token) (err error) {
 	if err := token.Validate(); err != nil {
 		return err
 	}
+	if !simple(token, "") {
+		var refused []refusal
+		err := g.driver.InTx(ctx, func(ex sqlstore.Executor) error {
+			var err error
+			if refused, err = g.admitSet(ctx, ex, token); err == nil && len(refused) > 0 {
+				return errRefused // roll the raises of the other members back
+			}
+			return err
+		})
+		if err != nil && !errors.Is(err, errRefused) {
+			return fmt.Errorf("fencegate: admit %s: %w", token, err)
+		}
+		if len(refused) > 0 {
+			cctx, cancel := g.Cleanup(ctx)
+			defer cancel()
+			return g.refuseSet(cctx, token, refused)
+		}
+		return nil
+	}
 	res, err := g.raise(ctx, token)
 	if err != nil {
 		return fmt.Errorf("fencegate: admit %s: %w", token, err)
@@ -395,9 +430,24 @@ func (g *Gate[TTx]) Admit(ctx context.Context, token Token) (err error) {
 	return nil
 }
 
+// errRefused makes InTx roll back a set's Admit that was refused.
+var errRefused = errors.New("fencegate: refused")
+
 // raise raises the floor to token's fence in a transaction of its own
-// (under VerifyIssued, only for a fence the coordinator issued).
+// (under VerifyIssued, only for a fence the coordinator issued). For a set
+// or path token it raises every member's, as Admit does, and reports only
+// whether all were admitted.
 func (g *Gate[TTx]) raise(ctx context.Context, token Token) (res sqlstore.FloorRaiseResult, err error) {
+	if !simple(token, "") {
+		err = g.driver.InTx(ctx, func(ex sqlstore.Executor) error {
+			refused, err := g.admitSet(ctx, ex, token)
+			if err == nil && len(refused) == 0 {
+				res = sqlstore.FloorRaiseResult{Issued: true, Admitted: true, Floor: token.Fence, FloorHolder: token.Holder}
+			}
+			return err // a refused member's raise commits no lower floor: GREATEST keeps the higher
+		})
+		return res, err
+	}
 	err = g.driver.InTx(ctx, func(ex sqlstore.Executor) error {
 		res, err = ex.FloorRaise(ctx, &sqlstore.FloorRaiseParams{
 			Resource: token.Resource, Holder: token.Holder, Fence: token.Fence, VerifyIssued: g.opts.VerifyIssued,
@@ -434,14 +484,19 @@ func (g *Gate[TTx]) WouldAdmit(ctx context.Context, token Token) (bool, error) {
 	if err := token.Validate(); err != nil {
 		return false, err
 	}
-	f, err := g.Floor(ctx, token.Resource)
-	if errors.Is(err, sqlstore.ErrNotFound) {
-		return true, nil
+	for _, m := range token.Members() {
+		f, err := g.Floor(ctx, m)
+		if errors.Is(err, sqlstore.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		if token.Fence < f.Floor {
+			return false, nil
+		}
 	}
-	if err != nil {
-		return false, err
-	}
-	return token.Fence >= f.Floor, nil
+	return true, nil
 }
 
 // RejectionQuery selects records of the rejection log.

@@ -108,7 +108,7 @@ func (o *obs) start(ctx context.Context, op string, token Token) (context.Contex
 	}
 	ctx, span := o.tracer.Start(ctx, k.span)
 	if span.IsRecording() { // the attributes cost allocations: only for a span that keeps them
-		span.SetAttributes(attribute.String(keyResource, token.Resource), attribute.String(keyHolder, token.Holder),
+		span.SetAttributes(attribute.String(keyResource, token.Name()), attribute.String(keyHolder, token.Holder),
 			attribute.Int64(keyFence, token.Fence), attribute.String("fencegate.operation", op))
 	}
 	return ctx, check{o: o, kind: k, span: span, token: token, start: time.Now()}
@@ -132,7 +132,7 @@ func (c check) end(ctx context.Context, errp *error) {
 	with := c.kind.with[outcome]
 	if c.o.byResource {
 		with = telemetry.With(attribute.String("operation", c.kind.op), attribute.String("outcome", outcomeNames[outcome]),
-			attribute.String(keyResource, c.token.Resource))
+			attribute.String(keyResource, c.token.Name()))
 	}
 	c.o.duration.Record(ctx, time.Since(c.start).Seconds(), with.Record...)
 	c.o.decisions.Add(ctx, 1, with.Add...)

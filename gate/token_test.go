@@ -172,3 +172,86 @@ func FuzzTokenRoundTrip(f *testing.F) {
 		}
 	})
 }
+
+func TestSetTokenRoundTrip(t *testing.T) {
+	tok, err := gate.NewSetToken([]string{"path:src/", "b:c", "path:go.mod"}, "agent a", 43)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := tok.String()
+	if s != "fg2:43:agent+a:b%3Ac:path%3Ago.mod:path%3Asrc%2F" {
+		t.Fatalf("String = %q", s)
+	}
+	back, err := gate.Parse(s)
+	if err != nil || back != tok || !back.IsSet() || back.Resource != "" {
+		t.Fatalf("Parse(%q) = %+v, %v", s, back, err)
+	}
+	if !tok.Covers("path:src/x/y.go") || tok.Covers("path:srcx") || !tok.Covers("b:c") || tok.Covers("path:go.sum") {
+		t.Fatal("Covers")
+	}
+	// A set of one is the plain token, in the old form.
+	one, err := gate.NewSetToken([]string{"deploy-slot"}, "agent-a", 42)
+	if err != nil || one.IsSet() || one.String() != "fg1:42:deploy-slot:agent-a" {
+		t.Fatalf("set of one: %v, %v", one, err)
+	}
+	// Old tokens keep parsing as they were.
+	old, err := gate.Parse("fg1:42:deploy-slot:agent-a")
+	if err != nil || old != (gate.Token{Resource: "deploy-slot", Holder: "agent-a", Fence: 42}) || old.IsSet() {
+		t.Fatalf("old token: %+v, %v", old, err)
+	}
+}
+
+func TestSetAndPathBadInput(t *testing.T) {
+	long := strings.Repeat("a/", 200)
+	many := make([]string, gate.MaxSetMembers+1)
+	for i := range many {
+		many[i] = strings.Repeat("r", i+1)
+	}
+	for name, set := range map[string][]string{
+		"empty":               {},
+		"duplicate":           {"a", "b", "a"},
+		"path and its dir":    {"path:src/a.go", "path:src/"},
+		"nested dirs":         {"path:a/", "path:a/b/"},
+		"absolute":            {"path:/etc/passwd"},
+		"dot dot":             {"path:a/../b"},
+		"dot":                 {"path:./a"},
+		"empty component":     {"path:a//b"},
+		"empty path":          {"path:"},
+		"root dir":            {"path:/"},
+		"backslash":           {`path:a\b`},
+		"NUL":                 {"path:a\x00b"},
+		"invalid UTF-8":       {"path:a\xffb"},
+		"too long":            {"path:" + long},
+		"more than the limit": many,
+	} {
+		if _, err := gate.ValidateSet(set); !errors.Is(err, gate.ErrInvalidInput) {
+			t.Errorf("%s: ValidateSet(%q) = %v", name, set, err)
+		}
+		if _, err := gate.NewSetToken(set, "h", 1); !errors.Is(err, gate.ErrInvalidInput) {
+			t.Errorf("%s: NewSetToken = %v", name, err)
+		}
+	}
+	for _, rel := range []string{"", "/a", "a/../b", "..", ".", "a//b", "a\x00", "\xff", `a\b`, long} {
+		if _, err := gate.PathResource(rel); !errors.Is(err, gate.ErrInvalidInput) {
+			t.Errorf("PathResource(%q) = %v", rel, err)
+		}
+	}
+	for _, s := range []string{
+		"fg2:1:h:a",                        // one member
+		"fg2:1:h:b:a",                      // not sorted
+		"fg2:1:h:a:a",                      // duplicate
+		"fg2:1:h:path%3Aa%2F:path%3Aa%2Fb", // a path with its directory
+		"fg2:0:h:a:b",
+		"fg2:1::a:b",
+		"fg2:1:h:a:%00",
+		"fg2:1:h:a:",
+	} {
+		if _, err := gate.Parse(s); !errors.Is(err, gate.ErrInvalidInput) {
+			t.Errorf("Parse(%q) = %v", s, err)
+		}
+	}
+	var zero gate.Token
+	if err := zero.Validate(); !errors.Is(err, gate.ErrInvalidInput) {
+		t.Error("zero token valid")
+	}
+}

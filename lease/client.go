@@ -103,10 +103,13 @@ func (c *Client) Holder() string { return c.holder }
 // it again (a retry after a lost reply) is safe: while the lease it was
 // granted is current, the coordinator answers with the same grant.
 type AcquireRequest struct {
-	Resource  string        // the resource to lease
+	Resource  string        // the resource to lease; empty for a set
 	Holder    string        // who asks
 	RequestID string        // random, unique per request; makes retries idempotent
 	TTL       time.Duration // the term asked for; 0 for the coordinator's default
+	// Resources, for a claim of several resources at once
+	// (BeginAcquireSet), names every member, sorted; nil otherwise.
+	Resources []string
 
 	sentAt sendStamp // holder-side only: never sent, never read by the coordinator
 	client *Client
@@ -148,6 +151,9 @@ type RenewRequest struct {
 	Fence     int64 // the lease's fence: renewal keeps it
 	RequestID string
 	TTL       time.Duration // the new term, from when the coordinator processes it; 0 for its default
+	// Resources names every member of a set's lease, sorted (Resource is
+	// then empty); nil otherwise.
+	Resources []string
 
 	sentAt sendStamp
 	lease  *Lease
@@ -193,7 +199,7 @@ func (s *sendStamp) restamp(clock Clock) {
 
 // Grant is the coordinator's answer to a successful acquisition or renewal.
 type Grant struct {
-	Resource  string
+	Resource  string // empty for a set's grant, which answers the request naming them
 	Holder    string
 	Fence     int64
 	RequestID string // the request this grant answers
@@ -244,13 +250,17 @@ func (c *Client) CompleteAcquire(req *AcquireRequest, grant Grant) (*Lease, erro
 	if err := checkGrant(grant, req.Resource, req.Holder, req.RequestID, 0); err != nil {
 		return nil, err
 	}
+	token := gate.Token{Resource: grant.Resource, Holder: grant.Holder, Fence: grant.Fence}
+	if len(req.Resources) > 0 {
+		var err error
+		if token, err = gate.NewSetToken(req.Resources, grant.Holder, grant.Fence); err != nil {
+			return nil, err
+		}
+	}
 	if !req.used.CompareAndSwap(false, true) {
 		return nil, ErrRequestUsed // a concurrent completion won
 	}
-	l := &Lease{
-		client: c,
-		token:  gate.Token{Resource: grant.Resource, Holder: grant.Holder, Fence: grant.Fence},
-	}
+	l := &Lease{client: c, token: token}
 	l.set(req.SentAt(), grant)
 	req.completed(l)
 	return l, nil
@@ -268,7 +278,12 @@ func (c *Client) BeginRenewal(l *Lease) (*RenewRequest, error) {
 	if l.isReleased() {
 		return nil, ErrReleased
 	}
+	var members []string
+	if l.token.IsSet() {
+		members = l.token.Members()
+	}
 	return &RenewRequest{
+		Resources: members,
 		Resource:  l.token.Resource,
 		Holder:    l.token.Holder,
 		Fence:     l.token.Fence,

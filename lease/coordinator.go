@@ -147,11 +147,12 @@ type AcquireOutcome struct {
 	Grant Grant
 
 	// When OK is false, someone holds a live lease on the resource:
-	HeldBy      string        // the holder
-	Fence       int64         // its fence
-	RetryAfter  time.Duration // how long until it expires, unless renewed
-	ExpiresAt   DBTime        // the same, in the database's clock, for logs
-	AlreadyHeld bool          // the holder is the requester itself (under another request)
+	HeldResource string        // the blocking lease's resource: a member, or a path above or below one
+	HeldBy       string        // the holder
+	Fence        int64         // its fence
+	RetryAfter   time.Duration // how long until it expires, unless renewed
+	ExpiresAt    DBTime        // the same, in the database's clock, for logs
+	AlreadyHeld  bool          // the holder is the requester itself (under another request)
 }
 
 // RenewOutcome is the coordinator's answer to a renewal.
@@ -233,7 +234,11 @@ func (c *Coordinator) acquire(ctx context.Context, req *AcquireRequest, waiter i
 	if req == nil {
 		return AcquireOutcome{}, invalid("request", "is nil")
 	}
-	ttl, err := c.checkRequest(req.Resource, req.Holder, req.RequestID, req.TTL)
+	members, err := checkMembers(req.Resource, req.Resources)
+	if err != nil {
+		return AcquireOutcome{}, err
+	}
+	ttl, err := c.checkRequest(members[0], req.Holder, req.RequestID, req.TTL)
 	if err != nil {
 		return AcquireOutcome{}, err
 	}
@@ -256,40 +261,55 @@ func (c *Coordinator) acquire(ctx context.Context, req *AcquireRequest, waiter i
 		// goes out now.
 		Sending: req.restamp,
 	}
+	if claimsSet(members) {
+		p.Members = members // several, or a path: acquired by the set's rules
+	}
 	var res sqlstore.LeaseAcquireResult
-	err = c.store.OnConn(ctx, func(ex sqlstore.Executor) error {
-		var err error
-		res, err = ex.LeaseAcquire(ctx, &p)
-		return err
-	})
+	if p.Members != nil {
+		// The set's steps run in a transaction of their own, which takes
+		// its connection: a pinned one would sit idle beside it, and a
+		// full pool would wait on itself.
+		res, err = c.store.Executor().LeaseAcquire(ctx, &p)
+	} else {
+		err = c.store.OnConn(ctx, func(ex sqlstore.Executor) error {
+			var err error
+			res, err = ex.LeaseAcquire(ctx, &p)
+			return err
+		})
+	}
 	if err != nil {
-		return AcquireOutcome{}, c.wrap("acquire", req.Resource, err)
+		return AcquireOutcome{}, c.wrap("acquire", req.name(), err)
 	}
 	switch res.Status {
 	case sqlstore.AcquireGranted, sqlstore.AcquireRetried:
 		// A retry of the request that made the lease gets the same grant,
 		// with the time it has left: the holder dates it from the
 		// (earlier) instant it first sent the request.
-		return AcquireOutcome{OK: true, Grant: c.grantOf(res.Lease, req.RequestID)}, nil
+		g := c.grantOf(res.Lease, req.RequestID)
+		if len(req.Resources) > 0 {
+			g.Resource = ""
+		}
+		return AcquireOutcome{OK: true, Grant: g}, nil
 	case sqlstore.AcquireHeld:
 		row := res.Lease
 		return AcquireOutcome{
-			HeldBy:      row.Holder,
-			Fence:       row.Fence,
-			RetryAfter:  row.ExpiresAt.Sub(row.Now),
-			ExpiresAt:   DBTime{row.ExpiresAt},
-			AlreadyHeld: row.Holder == req.Holder,
+			HeldResource: row.Resource,
+			HeldBy:       row.Holder,
+			Fence:        row.Fence,
+			RetryAfter:   row.ExpiresAt.Sub(row.Now),
+			ExpiresAt:    DBTime{row.ExpiresAt},
+			AlreadyHeld:  row.Holder == req.Holder,
 		}, nil
 	case sqlstore.AcquireRequestExpired:
 		// A late retry of a request whose lease is over: granting it again
 		// would lock the resource for a holder that gave up.
 		return AcquireOutcome{}, fmt.Errorf("%w: %q: request %s made the lease with fence %d, which expired or was released",
-			ErrRequestExpired, req.Resource, req.RequestID, res.Fence)
+			ErrRequestExpired, req.name(), req.RequestID, res.Fence)
 	case sqlstore.AcquireFloorAhead:
 		return AcquireOutcome{}, fmt.Errorf("%w: %q: floor %d (raised by %q) is above the new fence %d; "+
-			"set CoordinatorOptions.StartFence above %d", ErrFloorAhead, req.Resource, res.Floor, res.FloorHolder, res.Fence, res.Floor)
+			"set CoordinatorOptions.StartFence above %d", ErrFloorAhead, req.name(), res.Floor, res.FloorHolder, res.Fence, res.Floor)
 	}
-	return AcquireOutcome{}, fmt.Errorf("fencegate: acquire %q: the store answered status %d", req.Resource, res.Status)
+	return AcquireOutcome{}, fmt.Errorf("fencegate: acquire %q: the store answered status %d", req.name(), res.Status)
 }
 
 // grantOf describes a lease row as a grant, with the time it has left at the
@@ -330,12 +350,28 @@ func (c *Coordinator) Renew(ctx context.Context, req *RenewRequest) (out RenewOu
 	if req == nil {
 		return RenewOutcome{}, invalid("request", "is nil")
 	}
-	ttl, err := c.checkRequest(req.Resource, req.Holder, req.RequestID, req.TTL)
+	members, err := checkMembers(req.Resource, req.Resources)
+	if err != nil {
+		return RenewOutcome{}, err
+	}
+	ttl, err := c.checkRequest(members[0], req.Holder, req.RequestID, req.TTL)
 	if err != nil {
 		return RenewOutcome{}, err
 	}
 	if req.Fence <= 0 {
 		return RenewOutcome{}, invalid("fence", "must be positive, got %d", req.Fence)
+	}
+	if len(members) > 1 {
+		row, err := c.renewSet(ctx, req, sqlstore.LeaseRenewParams{Holder: req.Holder, Fence: req.Fence, TTL: ttl})
+		if err != nil {
+			return RenewOutcome{}, c.wrap("renew", req.name(), err)
+		}
+		if !row.Found {
+			return RenewOutcome{Expired: true}, nil
+		}
+		g := c.grantOf(row, req.RequestID)
+		g.Resource = ""
+		return RenewOutcome{OK: true, Grant: g}, nil
 	}
 	ex := c.store.Executor()
 	var row sqlstore.LeaseRow
@@ -400,9 +436,20 @@ func (c *Coordinator) RenewBatch(ctx context.Context, reqs []*RenewRequest) (out
 		fence            int64
 	}
 	seen := make(map[leaseKey]int, len(reqs))
+	var sets []int // the requests renewing a set's lease: each in a transaction of its own (renewSet)
 	for i, req := range reqs {
 		if req == nil {
 			return nil, invalid("request", "%d of the batch is nil", i)
+		}
+		if len(req.Resources) > 0 {
+			if _, err := checkMembers(req.Resource, req.Resources); err != nil {
+				return nil, err
+			}
+			if _, err := c.checkRequest(req.Resources[0], req.Holder, req.RequestID, req.TTL); err != nil {
+				return nil, err
+			}
+			sets, of[i] = append(sets, i), -1
+			continue
 		}
 		ttl, err := c.checkRequest(req.Resource, req.Holder, req.RequestID, req.TTL)
 		if err != nil {
@@ -428,14 +475,16 @@ func (c *Coordinator) RenewBatch(ctx context.Context, reqs []*RenewRequest) (out
 		}
 	}
 	var rows []sqlstore.LeaseRow
-	err = c.store.OnConn(ctx, func(ex sqlstore.Executor) error {
-		var err error
-		rows, err = ex.LeaseRenewBatch(ctx, &sqlstore.LeaseRenewBatchParams{
-			Renewals: ps,
-			Sending:  restamp, // the connection (or the transaction) is in hand
+	if len(ps) > 0 { // not only sets
+		err = c.store.OnConn(ctx, func(ex sqlstore.Executor) error {
+			var err error
+			rows, err = ex.LeaseRenewBatch(ctx, &sqlstore.LeaseRenewBatchParams{
+				Renewals: ps,
+				Sending:  restamp, // the connection (or the transaction) is in hand
+			})
+			return err
 		})
-		return err
-	})
+	}
 	if err == nil && len(rows) != len(ps) {
 		err = fmt.Errorf("the store answered %d of %d renewals", len(rows), len(ps))
 	}
@@ -443,7 +492,15 @@ func (c *Coordinator) RenewBatch(ctx context.Context, reqs []*RenewRequest) (out
 		return nil, c.wrap(fmt.Sprintf("renew %d leases", len(reqs)), "", err)
 	}
 	outs = make([]RenewOutcome, len(reqs))
+	for _, i := range sets {
+		if outs[i], err = c.Renew(ctx, reqs[i]); err != nil {
+			return nil, err
+		}
+	}
 	for i, req := range reqs {
+		if of[i] < 0 {
+			continue // a set's, answered above
+		}
 		if row := rows[of[i]]; row.Found {
 			outs[i] = RenewOutcome{OK: true, Grant: c.grantOf(row, req.RequestID)}
 		} else {
@@ -490,7 +547,17 @@ func (c *Coordinator) Release(ctx context.Context, token gate.Token) (released b
 	}
 	free, err := c.takeSlot(ctx)
 	if err != nil {
-		return false, c.wrap("release", token.Resource, err)
+		return false, c.wrap("release", token.Name(), err)
+	}
+	if token.IsSet() {
+		defer free()
+		ok, err := c.releaseSet(ctx, token)
+		if ok {
+			for _, m := range token.Members() {
+				c.waits.announced(sqlstore.LeaseChange{Resource: m})
+			}
+		}
+		return ok, err
 	}
 	// The first waiter only with waiters of its own on the resource: the
 	// read of the queue costs a release about 0.1 ms on loopback (bench/,
@@ -530,8 +597,8 @@ func (c *Coordinator) ReleaseStrict(ctx context.Context, token gate.Token) error
 	if err != nil || ok {
 		return err
 	}
-	nr := &NotReleasedError{Resource: token.Resource, Holder: token.Holder, Fence: token.Fence}
-	row, err := c.store.Executor().LeaseGet(ctx, token.Resource)
+	nr := &NotReleasedError{Resource: token.Name(), Holder: token.Holder, Fence: token.Fence}
+	row, err := c.store.Executor().LeaseGet(ctx, token.Members()[0]) // a set's members share their fate
 	switch {
 	case errors.Is(err, sqlstore.ErrNotFound):
 		nr.Reason = ErrReleaseNeverHeld

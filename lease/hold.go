@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/fencegate/fencegate/gate"
 )
 
 // Hold acquires resource for c's holder, runs fn while keeping the lease
@@ -46,7 +48,15 @@ import (
 // advanced, the lease is therefore never lost by its deadline: tests of
 // expiry should use real time, or the Client and Coordinator directly.
 func Hold(ctx context.Context, c *Client, coord *Coordinator, resource string, fn func(ctx context.Context, l *Lease) error, opts ...HoldOption) error {
-	l, err := holdAcquire(ctx, c, coord, resource, opts)
+	if err := gate.ValidateResource(resource); err != nil {
+		return err
+	}
+	return hold(ctx, c, coord, []string{resource}, fn, opts)
+}
+
+// hold is Hold for a claim of members (sorted, valid).
+func hold(ctx context.Context, c *Client, coord *Coordinator, members []string, fn func(ctx context.Context, l *Lease) error, opts []HoldOption) error {
+	l, err := holdAcquire(ctx, c, coord, members, opts)
 	if err != nil {
 		return err
 	}

@@ -45,7 +45,7 @@ func Keep(ctx context.Context, c *Client, coord *Coordinator, l *Lease) (*Kept, 
 	if l.Expired() {
 		// Born expired (a retried grant with almost no time left, or a clock
 		// skew as long as the term): never report it as held.
-		lost := &LostError{Resource: l.token.Resource, Fence: l.token.Fence, Reason: "it had no time left when granted"}
+		lost := &LostError{Resource: l.token.Name(), Fence: l.token.Fence, Reason: "it had no time left when granted"}
 		coord.obs.lose(ctx, l, "born_expired")
 		return nil, errors.Join(lost, release(ctx, c, coord, l))
 	}

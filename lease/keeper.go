@@ -272,7 +272,7 @@ func (k *keeper) apply(b *batch) {
 // e; code is the reason attribute of the lost count.
 func (k *keeper) loseLocked(e *kept, code, reason string, err error) {
 	e.coord.obs.lose(e.ctx, e.l, code)
-	e.lose(&LostError{Resource: e.l.token.Resource, Fence: e.l.token.Fence, Reason: reason, Err: err})
+	e.lose(&LostError{Resource: e.l.token.Name(), Fence: e.l.token.Fence, Reason: reason, Err: err})
 	e.done = true
 	delete(k.kept, e)
 }

@@ -160,7 +160,7 @@ func (o *obs) startAcquire(ctx context.Context, req *AcquireRequest) (context.Co
 	if o == nil || req == nil {
 		return ctx, op{}
 	}
-	return o.start(ctx, "lease.Acquire", req.Resource, req.Holder, 0)
+	return o.start(ctx, "lease.Acquire", req.name(), req.Holder, 0)
 }
 
 // endAcquire records the acquisition's outcome, and leaves its span on req
@@ -202,7 +202,7 @@ func acquireOutcome(out AcquireOutcome, err error) string {
 func (req *AcquireRequest) completed(l *Lease) {
 	l.otel = leaseOtel{acquired: req.SentAt(), span: req.span.Load()}
 	if s := l.otel.span; s != nil {
-		s.o.headroom.Record(context.Background(), l.Remaining().Seconds(), s.o.with("", "", l.token.Resource).Record...)
+		s.o.headroom.Record(context.Background(), l.Remaining().Seconds(), s.o.with("", "", l.token.Name()).Record...)
 	}
 }
 
@@ -260,7 +260,7 @@ func (o *obs) startRenew(ctx context.Context, req *RenewRequest) (context.Contex
 	if o == nil || req == nil {
 		return ctx, op{}
 	}
-	return o.start(ctx, "lease.Renew", req.Resource, req.Holder, req.Fence, req.lease.link()...)
+	return o.start(ctx, "lease.Renew", req.name(), req.Holder, req.Fence, req.lease.link()...)
 }
 
 // endRenew ends Renew's span with its outcome: renewed, expired or error.
@@ -338,7 +338,7 @@ func (o *obs) startRelease(ctx context.Context, token gate.Token) (context.Conte
 		return ctx, op{}
 	}
 	l, _ := ctx.Value(leaseKey{}).(*Lease)
-	return o.start(ctx, "lease.Release", token.Resource, token.Holder, token.Fence, l.link()...)
+	return o.start(ctx, "lease.Release", token.Name(), token.Holder, token.Fence, l.link()...)
 }
 
 // endRelease ends Release's span: released, or not (error otherwise).
@@ -362,7 +362,7 @@ func (o *obs) renewal(ctx context.Context, l *Lease, outcome string) {
 	if o == nil {
 		return
 	}
-	o.renewals.Add(ctx, 1, o.with("outcome", outcome, l.token.Resource).Add...)
+	o.renewals.Add(ctx, 1, o.with("outcome", outcome, l.token.Name()).Add...)
 }
 
 // renewedOutcome is a successful renewal's outcome: late when an attempt
@@ -379,7 +379,7 @@ func (o *obs) lose(ctx context.Context, l *Lease, reason string) {
 	if o == nil {
 		return
 	}
-	o.lost.Add(ctx, 1, o.with("reason", reason, l.token.Resource).Add...)
+	o.lost.Add(ctx, 1, o.with("reason", reason, l.token.Name()).Add...)
 	o.held(ctx, l, "lost")
 }
 
@@ -389,5 +389,5 @@ func (o *obs) held(ctx context.Context, l *Lease, outcome string) {
 		return
 	}
 	d := l.client.clock.Now().Sub(l.otel.acquired)
-	o.hold.Record(ctx, d.Seconds(), o.with("outcome", outcome, l.token.Resource).Record...)
+	o.hold.Record(ctx, d.Seconds(), o.with("outcome", outcome, l.token.Name()).Record...)
 }

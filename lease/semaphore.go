@@ -241,7 +241,7 @@ func (s *Semaphore) try(ctx context.Context) (*Permit, *HeldError, error) {
 	}
 	var held *HeldError
 	for i := 0; i < n; i++ {
-		l, out, err := s.coord.tryAcquire(ctx, s.client, s.slot(i), 0)
+		l, out, err := s.coord.tryAcquire(ctx, s.client, []string{s.slot(i)}, 0)
 		if err != nil {
 			return nil, held, err
 		}

@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -99,19 +100,26 @@ const listenRetry = 100 * time.Millisecond
 // error says so: the lease may then stay held until its term ends. Hold,
 // with or without Wait, does the same.
 func (c *Coordinator) AcquireWait(ctx context.Context, client *Client, resource string) (got *Lease, err error) {
+	if err := gate.ValidateResource(resource); err != nil {
+		return nil, err
+	}
+	return c.acquireWait(ctx, client, []string{resource})
+}
+
+// acquireWait is AcquireWait for a claim of members (sorted, valid), which
+// queues for the first.
+func (c *Coordinator) acquireWait(ctx context.Context, client *Client, members []string) (got *Lease, err error) {
+	resource := members[0] // the queue waited in
 	ctx, op := c.obs.startWait(ctx, client, resource)
 	defer op.endWait(ctx, &got, &err)
 	if client == nil {
 		return nil, invalid("client", "is nil")
 	}
-	if err := gate.ValidateResource(resource); err != nil {
-		return nil, err
-	}
 	ex := c.store.Executor()
 	// Nobody queued: try at once, as Acquire does, and queue only if held.
 	// A waiter that joins meanwhile came later, so the order holds.
 	if empty, err := c.queueEmpty(ctx, resource); err == nil && empty {
-		l, out, err := c.tryAcquire(ctx, client, resource, 0)
+		l, out, err := c.tryAcquire(ctx, client, members, 0)
 		switch {
 		case l != nil:
 			return l, nil
@@ -192,7 +200,7 @@ func (c *Coordinator) AcquireWait(ctx context.Context, client *Client, resource 
 			touched = time.Now()
 			continue
 		case first == w.place():
-			l, out, err := c.tryAcquire(ctx, client, resource, first)
+			l, out, err := c.tryAcquire(ctx, client, members, first)
 			switch {
 			case l != nil:
 				granted = true
@@ -235,8 +243,8 @@ func (c *Coordinator) queueEmpty(ctx context.Context, resource string) (bool, er
 // When the acquisition was sent and its outcome is unknown (ctx ended, or
 // the reply was lost), what it may have been granted is released
 // (releaseUnknown): the caller never sees the request, so nobody else could.
-func (c *Coordinator) tryAcquire(ctx context.Context, client *Client, resource string, waiter int64) (*Lease, AcquireOutcome, error) {
-	req, err := client.BeginAcquire(resource)
+func (c *Coordinator) tryAcquire(ctx context.Context, client *Client, members []string, waiter int64) (*Lease, AcquireOutcome, error) {
+	req, err := client.BeginAcquireSet(members)
 	if err != nil {
 		return nil, AcquireOutcome{}, err
 	}
@@ -265,14 +273,14 @@ func (c *Coordinator) releaseUnknown(ctx context.Context, req *AcquireRequest, w
 	if err == nil && out.OK {
 		g := out.Grant
 		var ok bool
-		if ok, err = c.Release(rctx, gate.Token{Resource: g.Resource, Holder: g.Holder, Fence: g.Fence}); err == nil && !ok {
+		if ok, err = c.Release(rctx, grantToken(req, g)); err == nil && !ok {
 			return nil // over already
 		}
 	}
 	if err == nil || errors.Is(err, ErrRequestExpired) { // released, never granted, or over already
 		return nil
 	}
-	return &grantLeftError{resource: req.Resource, holder: req.Holder, requestID: req.RequestID, err: err}
+	return &grantLeftError{resource: req.name(), holder: req.Holder, requestID: req.RequestID, err: err}
 }
 
 // grantLeftError says that an acquisition whose outcome is unknown may have
@@ -623,7 +631,7 @@ type holdOptions struct {
 }
 
 // holdAcquire is Hold's acquisition: one try, or a wait with Wait.
-func holdAcquire(ctx context.Context, c *Client, coord *Coordinator, resource string, opts []HoldOption) (*Lease, error) {
+func holdAcquire(ctx context.Context, c *Client, coord *Coordinator, members []string, opts []HoldOption) (*Lease, error) {
 	var o holdOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -634,11 +642,11 @@ func holdAcquire(ctx context.Context, c *Client, coord *Coordinator, resource st
 			ctx, cancel = context.WithTimeout(ctx, o.maxWait)
 			defer cancel()
 		}
-		return coord.AcquireWait(ctx, c, resource)
+		return coord.acquireWait(ctx, c, members)
 	}
-	l, out, err := coord.tryAcquire(ctx, c, resource, 0)
+	l, out, err := coord.tryAcquire(ctx, c, members, 0)
 	if err == nil && l == nil {
-		return nil, heldError(resource, out)
+		return nil, heldError(cmp.Or(out.HeldResource, members[0]), out)
 	}
 	return l, err
 }

@@ -215,6 +215,28 @@ type Executor interface {
 	// LeaseList reads every lease row, ordered by resource.
 	LeaseList(ctx context.Context) ([]LeaseRow, error)
 
+	// PathLock takes the lock of a path resource (gate.PathResource) until
+	// the transaction ends, creating its row in fencegate_path_lock if
+	// missing: exclusive for a claim of the path itself or an Admit of its
+	// fence, shared for a claim or a write below it (the path is one of
+	// their directories). Exclusive on Postgres also writes the row, so a
+	// REPEATABLE READ transaction that locks it later fails to serialize
+	// rather than read floors older than the grant. A no-op on SQLite,
+	// whose write transaction holds the whole database. Callers lock paths
+	// in sorted order (gate.Ancestors are sorted first), before any lease or
+	// floor row, so two lockers never wait on each other in a cycle.
+	PathLock(ctx context.Context, resource string, exclusive bool) error
+	// LeaseLiveBelow reads the first live lease (by name) of a resource
+	// strictly below the directory resource dir (its name starts with dir),
+	// without locking it; Found is false when there is none. The caller
+	// holds dir's PathLock exclusively, so none can be granted meanwhile.
+	LeaseLiveBelow(ctx context.Context, dir string) (LeaseRow, error)
+	// FloorGetLocked reads a floor, as FloorGet does, with a locking read
+	// (the newest committed row, at any isolation level); ErrNotFound if
+	// the resource has none. The write side of the path rule reads a
+	// directory's floor so, under the directory's shared PathLock.
+	FloorGetLocked(ctx context.Context, resource string) (Floor, error)
+
 	// WaiterAdd puts a waiter for resource at the back of its queue, live
 	// until ttl after the database's clock, and returns its place: a number
 	// above every place handed out before, on any resource. It also deletes
@@ -390,6 +412,16 @@ type LeaseAcquireParams struct {
 	// (SQLite's write lock). The lease coordinator reads the request's send
 	// instant there, so that the wait is not taken off the lease.
 	Sending func()
+	// Members, when set, makes the acquisition a claim of every member at
+	// once, under one fence, all or none (Resource is then ignored): the
+	// names sorted, valid, without duplicates or a path with its own
+	// directory (gate.ValidateSet), and the path rule kept for the path
+	// names among them (gate's doc, Paths): no live claim of a directory
+	// above one, nor, for a directory, of anything below it. A claim of one
+	// path is a Members of one. The answer's Lease is the members' row whose
+	// term ends first; a Held answer's is the blocking lease (a member, a
+	// directory above one, a lease below one).
+	Members []string
 }
 
 // AcquireStatus is the kind of answer Executor.LeaseAcquire gives.

@@ -92,7 +92,10 @@
 // # Commands
 //
 // claim --lock NAME [--ttl 30s] [--holder ID] [--wait D] claims a lock and
-// prints its token; --ttl is at least 100ms. If someone else holds it, claim exits 3 and says who
+// prints its token; --ttl is at least 100ms. claim --path FILE... [--root
+// DIR] claims files instead, relative to --root (a trailing / for a
+// directory and everything below it; repeated, all or none under one
+// fence; each path given one identity first, see docs/PATHS.md). If someone else holds it, claim exits 3 and says who
 // and when it is free at the latest; with --wait it waits its turn, in
 // arrival order across processes (lease.Coordinator.AcquireWait).
 //
@@ -112,8 +115,8 @@
 // release [--lock NAME] TOKEN frees the lock. A stale token changes nothing
 // and exits 3: a late release never frees a successor's lease.
 //
-// run --lock NAME [--ttl 30s] [--holder ID] [--wait D] [--grace 5s] -- CMD
-// [ARGS...] claims the lock, runs CMD while renewing the lease (lease.Hold),
+// run --lock NAME (or --path FILE... [--root DIR]) [--ttl 30s] [--holder ID]
+// [--wait D] [--grace 5s] -- CMD [ARGS...] claims the lock, runs CMD while renewing the lease (lease.Hold),
 // and releases it when CMD exits, with CMD's exit status. CMD's environment
 // has FENCEGATE_TOKEN, FENCEGATE_LOCK, FENCEGATE_FENCE and FENCEGATE_DSN, so
 // it can run "fencegate gate" itself. SIGINT, SIGTERM and SIGHUP are
@@ -159,12 +162,14 @@
 // agent's server would share it; renew, release and write take only the
 // server's own tokens. claim's answer when the lock is held is a
 // normal result saying who holds it; bad input, refusals and failures are
-// tool errors (isError) saying what to do. write makes a file write under
-// --root, confined to it by os.Root (absolute paths, "..", a symlink as
-// the file or one leading out, special files and the database's own files
-// are refused), while the
-// write's transaction holds the lock's floor row after gate.Commit
-// admitted the token: temp file, fsync, rename, fsync of the directory,
+// tool errors (isError) saying what to do. claim takes paths under --root
+// as well as a resource; a plain resource's token writes no files. write
+// makes a file write under --root of a file its token's claim covers
+// (refused before the disk is touched otherwise), confined to the root by
+// os.Root (absolute paths, "..", a symlink leading out, special files,
+// hard-linked files and the database's own files are refused; a symlink
+// inside is its target), while the write's transaction holds the file's
+// floor row after gate.Gate.CommitFile admitted the token: temp file, fsync, rename, fsync of the directory,
 // then the transaction commits. Fencing orders the writes that go through
 // the gate; it does not stop writers that bypass it. With --allow-sql,
 // write also takes SQL statements with bound arguments, run as gate runs

@@ -76,11 +76,26 @@ type BatchSender = pgxv5.BatchSender
 // extended protocol or pgx's simple protocol; it does not survive a pooler
 // in statement mode.
 //
+// A set or path token (gate.Token.Members) is judged by g.Commit in the
+// batch's transaction first, member by member, then the batch runs as
+// above: a round trip per member more, the same refusals and logs.
+//
 // The fence statement needs fencegate's Postgres migrations 00002, 00004,
 // 00007 and 00013.
 func CommitBatch(ctx context.Context, g *gate.Gate[pgx.Tx], conn BatchSender, token gate.Token, b *pgx.Batch) (err error) {
 	ctx, end := g.Observe(ctx, "commit_batch", token)
 	defer func() { end(err) }()
+	if !pipelined(token) {
+		if err := token.Validate(); err != nil {
+			if tx, ok := conn.(pgx.Tx); ok {
+				cctx, cancel := g.Cleanup(ctx)
+				defer cancel()
+				_ = tx.Rollback(cctx)
+			}
+			return err
+		}
+		return commitBatchSet(ctx, g, conn, token, b)
+	}
 	tx, res, err := commitBatch(ctx, g, conn, token, b)
 	if err == nil && res.Admitted {
 		if tx != nil {

@@ -64,6 +64,9 @@ var ErrBeginInTx = errors.New("fencegate: begin fenced: already in a transaction
 // first (as it does every statement). The fence needs fencegate's Postgres
 // migrations 00002 and 00007.
 //
+// A set or path token (gate.Token.Members) is judged by g.Commit right
+// after BEGIN, a round trip of its own, then one per member.
+//
 //	tx, err := pgxgate.BeginFenced(ctx, g, pool, l.Token(), pgx.TxOptions{}) // *gate.StaleFenceError if stale
 //	if err != nil {
 //		return err
@@ -81,6 +84,9 @@ func BeginFenced(ctx context.Context, g *gate.Gate[pgx.Tx], db BatchSender, toke
 	}
 	if _, inTx := db.(pgx.Tx); inTx {
 		return nil, fmt.Errorf("%w (%s)", ErrBeginInTx, token)
+	}
+	if !pipelined(token) {
+		return beginSet(ctx, g, db, token, opts)
 	}
 	tx, res, err := pgxv5.BeginFloorRaise(ctx, db, sqlstore.FloorRaiseParams{
 		Resource: token.Resource, Holder: token.Holder, Fence: token.Fence, VerifyIssued: g.Options().VerifyIssued,

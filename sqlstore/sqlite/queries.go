@@ -62,6 +62,10 @@ SELECT seq, resource, fence, holder, floor, floor_holder, not_issued, at
 	LeaseGetForUpdate: `SELECT ` + sqliteLeaseCols + `, ` + sqliteClock + ` FROM fencegate_lease WHERE resource = ?1`,
 	LeaseGet:          `SELECT ` + sqliteLeaseCols + `, ` + sqliteNow + ` FROM fencegate_lease WHERE resource = ?1`,
 	LeaseList:         `SELECT ` + sqliteLeaseCols + `, ` + sqliteNow + ` FROM fencegate_lease ORDER BY resource`,
+	LeaseLiveBelow: `
+SELECT ` + sqliteLeaseCols + `, ` + sqliteClock + ` FROM fencegate_lease
+ WHERE resource > ?1 AND resource < ?2 AND NOT released AND expires_at > ` + sqliteClock + `
+ ORDER BY resource LIMIT 1`,
 	LeaseInsert: `
 INSERT INTO fencegate_lease (resource, holder, fence, request_id, granted_at, expires_at, released)
 VALUES (?1, ?2, ?3, ?4, ` + sqliteClock + `, ` + sqliteClock + ` + ?5, 0)

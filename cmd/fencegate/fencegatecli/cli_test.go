@@ -128,7 +128,7 @@ func TestUsage(t *testing.T) {
 func TestBadFlagsBinary(t *testing.T) {
 	t.Parallel()
 	r := sub(t, nil, "claim", "--lock", "x", "--ttl", "banana").want(t, exitUsage)
-	contains(t, "stderr", r.stderr, `fencegate claim: invalid value "banana" for flag -ttl`, "usage: fencegate claim --lock NAME")
+	contains(t, "stderr", r.stderr, `fencegate claim: invalid value "banana" for flag -ttl`, "usage: fencegate claim (--lock NAME | --path FILE... [--root DIR])")
 	r = sub(t, nil).want(t, exitUsage)
 	contains(t, "stderr", r.stderr, "fencegate: missing command", "commands:")
 }

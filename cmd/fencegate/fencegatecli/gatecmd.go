@@ -129,7 +129,7 @@ func sqlOutcome(token gate.Token, n int, res confined.Result, err error) (summar
 			rows += r
 		}
 		return fmt.Sprintf("committed under %s fence %d: %d statement%s, %d row%s affected",
-			token.Resource, token.Fence, n, plural(n), rows, plural(int(rows))), rows, nil
+			token.Name(), token.Fence, n, plural(n), rows, plural(int(rows))), rows, nil
 	case res.Outcome == confined.Unknown:
 		return "", 0, fmt.Errorf("%w; the connection broke during COMMIT: the statements may or may not have committed", err)
 	case res.Outcome == confined.Committed:

@@ -5,6 +5,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/sqlstore/sqlopen"
 )
 
 // TestGateConfined runs, through the command, the SQL from issue 9 that
@@ -62,6 +66,53 @@ func TestGateConfined(t *testing.T) {
 				}
 				contains(t, "stderr", r.stderr, c.message)
 			})
+		}
+	})
+}
+
+// TestGateSetToken: gate takes a set token (a claim of several locks at
+// once, made through the library): admitted whole, then refused once one
+// member was claimed by another, nothing committed.
+func TestGateSetToken(t *testing.T) {
+	databases(t, func(t *testing.T, db database) {
+		db.createLog(t)
+		env := map[string]string{envDSN: db.dsn}
+		ctx := t.Context()
+		store, err := sqlopen.Open(ctx, db.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
+		if err := store.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		coord := lease.NewCoordinator(store, &lease.CoordinatorOptions{TTL: time.Minute})
+		client, err := lease.NewClient(&lease.ClientOptions{Holder: "a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, err := client.BeginAcquireSet([]string{"set-x", "set-y"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := coord.Acquire(ctx, req)
+		if err != nil || !out.OK {
+			t.Fatal(out, err)
+		}
+		l, err := client.CompleteAcquire(req, out.Grant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok := l.Token().String()
+		fg(t, env, "gate", "--lock", "set-y", tok, "--", db.q("INSERT INTO log VALUES (1, 'a')")).want(t, exitOK)
+		if _, err := coord.Release(ctx, l.Token()); err != nil {
+			t.Fatal(err)
+		}
+		fg(t, env, "claim", "--lock", "set-y", "--holder", "b").want(t, exitOK)
+		r := fg(t, env, "gate", tok, "--", db.q("INSERT INTO log VALUES (2, 'a')")).want(t, exitHeld)
+		contains(t, "stderr", r.stderr, "set-y")
+		if got := db.logRows(t); !slices.Equal(got, []int64{1}) {
+			t.Fatalf("log rows %v, want [1]", got)
 		}
 	})
 }

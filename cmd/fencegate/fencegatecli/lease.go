@@ -23,7 +23,7 @@ func claimCommand() *command {
 	cmd := &command{
 		name:     "claim",
 		synopsis: "claim a lock and print its token",
-		usage:    "claim --lock NAME [--ttl 30s] [--holder ID] [--wait D]",
+		usage:    "claim (--lock NAME | --path FILE... [--root DIR]) [--ttl 30s] [--holder ID] [--wait D]",
 		help: `Claim a lock for --ttl and print its token on stdout, such as
 "fg1:7:deploy-slot:build-7" (fg1:<fence>:<lock>:<holder>, lock and holder
 query-escaped). Pass the token to 'fencegate gate' for fenced writes, and to
@@ -37,16 +37,27 @@ waiter in another process notices within a second). A lock that another
 transaction is using right now (the previous holder's write in flight, a
 concurrent claim: "busy") is held too: exit 3, nothing granted, and --wait
 waits it out. A holder killed without releasing holds the lock until its
-ttl ends. --ttl is at least 100ms.`,
+ttl ends. --ttl is at least 100ms.
+
+--path claims files instead of a lock name: relative to --root (default the
+working directory), a trailing / claiming a directory and everything below
+it; repeated, all of them or none, under one fence. Two claims conflict
+when a path of one equals, contains or is contained in a path of the other
+(src/ and src/a.go; not src/a.go and src/b.go). Each path is cleaned and
+resolved first: symbolic links inside the root to their targets, links
+leading out refused, case folded on a case-insensitive root; see
+docs/PATHS.md.`,
 		db: true,
 	}
 	fs := cmd.flagSet()
-	lock := fs.String("lock", "", "the lock (resource) to claim (required)")
+	lock := fs.String("lock", "", "the lock (resource) to claim (or --path)")
+	pf := addPathFlags(fs)
 	ttl := durationFlag(fs, "ttl", defaultTTL, "`duration` of the lease, unless renewed")
 	holderFlag := fs.String("holder", "", "who claims it (default $"+envHolder+", else host-pid)")
 	wait := durationFlag(fs, "wait", 0, "if the lock is held, keep trying for this `duration` before exiting 3")
 	cmd.exec = func(ctx context.Context, c *cli, _ []string) error {
-		if err := checkLock(*lock); err != nil {
+		resources, name, err := pf.resources(*lock)
+		if err != nil {
 			return err
 		}
 		if err := checkTTL(*ttl); err != nil {
@@ -65,12 +76,12 @@ ttl ends. --ttl is at least 100ms.`,
 			return err
 		}
 
-		l, err := claimLock(ctx, b, client, *lock, *wait)
+		l, err := claimSet(ctx, b, client, resources, *wait)
 		if held, ok := errors.AsType[*lease.HeldError](err); ok {
 			return heldBy(held)
 		}
 		if errors.Is(err, lease.ErrBusy) {
-			return busy(*lock, err)
+			return busy(name, err)
 		}
 		if err != nil {
 			return err
@@ -78,34 +89,10 @@ ttl ends. --ttl is at least 100ms.`,
 		g := l.Grant()
 		fmt.Fprintln(c.stdout, l.Token())
 		c.logf(cmd, "%s: fence %d for %s, expires in %s (%s)",
-			g.Resource, g.Fence, g.Holder, dur(g.TTL), stamp(g.CoordinatorExpiresAt.Time()))
+			name, g.Fence, g.Holder, dur(g.TTL), stamp(g.CoordinatorExpiresAt.Time()))
 		return nil
 	}
 	return cmd
-}
-
-// claimLock acquires lock for client's holder, waiting its turn while it
-// is held until wait has passed (lease.Coordinator.AcquireWait). A held
-// lock is a *lease.HeldError; with wait 0, so is none of a busy one
-// (lease.ErrBusy).
-func claimLock(ctx context.Context, b *backend, client *lease.Client, lock string, wait time.Duration) (*lease.Lease, error) {
-	if wait > 0 {
-		ctx, cancel := context.WithTimeout(ctx, wait)
-		defer cancel()
-		return b.coord.AcquireWait(ctx, client, lock)
-	}
-	req, err := client.BeginAcquire(lock)
-	if err != nil {
-		return nil, err
-	}
-	out, err := b.coord.Acquire(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	if !out.OK {
-		return nil, &lease.HeldError{Resource: lock, HeldBy: out.HeldBy, Fence: out.Fence, RetryAfter: out.RetryAfter, AlreadyHeld: out.AlreadyHeld}
-	}
-	return client.CompleteAcquire(req, out.Grant)
 }
 
 // checkTTL checks a --ttl value.
@@ -161,22 +148,38 @@ database refuses once the token is stale.
 			return heldf("%s", why)
 		}
 		fmt.Fprintf(c.stdout, "current: %s fence %d held by %s, expires in %s\n",
-			token.Resource, token.Fence, token.Holder, dur(st.Remaining))
+			tokenName(token), token.Fence, token.Holder, dur(st.Remaining))
 		return nil
 	})
 }
 
 // checkToken reads token's lease and floor, and says why the token is not
 // current ("" if it is). Advisory, as check is.
+//
+// A set token is current when every member is: the answer is the first
+// member's that is not (or the first member's, if all are).
 func checkToken(ctx context.Context, b *backend, token gate.Token) (st lease.Status, floor int64, why string, err error) {
-	if st, err = b.coord.Status(ctx, token.Resource); err != nil {
-		return lease.Status{}, 0, "", err
+	for i, m := range token.Members() {
+		mst, err := b.coord.Status(ctx, m)
+		if err != nil {
+			return lease.Status{}, 0, "", err
+		}
+		f, err := b.gate.Floor(ctx, m)
+		if err != nil && !errors.Is(err, sqlstore.ErrNotFound) {
+			return lease.Status{}, 0, "", err
+		}
+		one := token
+		if token.IsSet() {
+			one = gate.Token{Resource: m, Holder: token.Holder, Fence: token.Fence}
+		}
+		if w := staleness(one, mst, f.Floor); i == 0 || w != "" {
+			st, floor, why = mst, f.Floor, w
+			if w != "" {
+				break
+			}
+		}
 	}
-	f, err := b.gate.Floor(ctx, token.Resource)
-	if err != nil && !errors.Is(err, sqlstore.ErrNotFound) {
-		return lease.Status{}, 0, "", err
-	}
-	return st, f.Floor, staleness(token, st, f.Floor), nil
+	return st, floor, why, nil
 }
 
 // staleness says why token is not current, given its lock's lease status
@@ -232,7 +235,7 @@ exit 3, and claim the lock again.`,
 	return tokenCommand(cmd, check, func(ctx context.Context, c *cli, b *backend, token gate.Token) error {
 		out, err := renewToken(ctx, b, token, *ttl)
 		if errors.Is(err, lease.ErrUnknownResource) {
-			return heldf("never issued: %s was never leased", token.Resource)
+			return heldf("never issued: %s was never leased", tokenName(token))
 		}
 		if err != nil {
 			return err
@@ -243,12 +246,21 @@ exit 3, and claim the lock again.`,
 				now = fmt.Sprintf("it is held by %q with fence %d", out.HeldBy, out.Fence)
 			}
 			return heldf("stale: the lease on %s with fence %d for %q expired, was released or was superseded (%s); claim it again",
-				token.Resource, token.Fence, token.Holder, now)
+				tokenName(token), token.Fence, token.Holder, now)
 		}
 		fmt.Fprintln(c.stdout, stamp(out.Grant.CoordinatorExpiresAt.Time()))
-		c.logf(cmd, "%s: fence %d, expires in %s", token.Resource, token.Fence, dur(out.Grant.TTL))
+		c.logf(cmd, "%s: fence %d, expires in %s", tokenName(token), token.Fence, dur(out.Grant.TTL))
 		return nil
 	})
+}
+
+// setMembers is a set token's members for a request's Resources; nil for
+// a token of one resource.
+func setMembers(token gate.Token) []string {
+	if !token.IsSet() {
+		return nil
+	}
+	return token.Members()
 }
 
 // renewToken renews the lease token names. Each invocation is a fresh
@@ -257,6 +269,7 @@ exit 3, and claim the lock again.`,
 func renewToken(ctx context.Context, b *backend, token gate.Token, ttl time.Duration) (lease.RenewOutcome, error) {
 	return b.coord.Renew(ctx, &lease.RenewRequest{
 		Resource:  token.Resource,
+		Resources: setMembers(token),
 		Holder:    token.Holder,
 		Fence:     token.Fence,
 		RequestID: newRequestID(),
@@ -284,9 +297,9 @@ someone claims the lock again.`,
 		}
 		if !released {
 			return heldf("stale: %s fence %d for %q is not the current lease (expired, released, superseded or never issued); nothing changed",
-				token.Resource, token.Fence, token.Holder)
+				tokenName(token), token.Fence, token.Holder)
 		}
-		c.logf(cmd, "released %s (fence %d)", token.Resource, token.Fence)
+		c.logf(cmd, "released %s (fence %d)", tokenName(token), token.Fence)
 		return nil
 	})
 }

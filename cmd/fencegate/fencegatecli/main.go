@@ -488,8 +488,8 @@ func (c *cli) tokenArg(args []string, lock string) (gate.Token, error) {
 	if err != nil {
 		return gate.Token{}, usagef("%s", err)
 	}
-	if lock != "" && lock != token.Resource {
-		return gate.Token{}, usagef("the token is for lock %q, not %q", token.Resource, lock)
+	if lock != "" && !slices.Contains(token.Members(), lock) {
+		return gate.Token{}, usagef("the token is for lock %q, not %q", token.Name(), lock)
 	}
 	return token, nil
 }

@@ -28,8 +28,8 @@ const maxClaimWait = 5 * time.Minute
 const defaultMaxFileBytes = 1 << 20
 
 const mcpInstructions = `fencegate: leases with fences, and writes the database refuses once your lease has passed to someone else.
-1. claim a lock (any name: a file path, "deploy-slot") and keep its token.
-2. Make every change through write with that token: the change lands only if the lease is still yours, even if you stalled past its ttl.
+1. claim the files you will change (paths: ["notes.txt", "src/"], relative to the root; a trailing / claims a directory), or a lock by name (resource: "deploy-slot") for SQL, and keep its token.
+2. Make every change through write with that token: the change lands only if the lease is still yours, even if you stalled past its ttl. A token writes only the files its claim covers; a lock name's token writes no files.
 3. renew before the ttl runs out if the work is long; release when done.
 claim answering claimed=false is normal: someone else holds the lock; wait, or claim with wait.
 assert (also named check) is advisory: never decide to write on its answer, just call write.`
@@ -42,7 +42,8 @@ func mcpCommand() *command {
 		help: `Serve fencegate as a Model Context Protocol server on stdin and stdout, for
 coding agents (Claude Code, Cursor, Codex, ...). Logs go to stderr. Tools:
 
-  claim    {resource, ttl?, wait?}   a lease and its token, or who holds it
+  claim    {resource | paths, ttl?, wait?}
+                                     a lease and its token, or who holds it
   assert   {token}                   whether a token is current (advisory);
                                      also named check, as on the command line
   renew    {token, ttl?}             a new expiry, same fence; or expired
@@ -60,14 +61,28 @@ is for one holder, --holder, else a name unique to this server process
 (host-pid-random): a restarted server is a new holder. renew, release and
 write take only this server's own tokens.
 
-A file write happens while the write's transaction holds the lock's floor
-row, after the gate admitted the token: temp file, fsync, rename, fsync of
+A file write needs a token whose claim of paths covers the file: paths
+are relative to --root, a trailing / claims a directory and everything
+below it, and a claim of several paths is all or none under one fence.
+Two claims conflict when a path of one equals, contains or is contained in
+a path of the other; siblings do not. Each path gets one identity before
+it is claimed or written (cleaned; symbolic links inside the root resolved
+to their targets, links leading out refused; case folded on a
+case-insensitive root; a file with other hard links is not written), and
+write refuses a path the token does not cover before touching the disk.
+A claim of a plain resource writes no files. Every server sharing a
+database must name one tree by the same --root (see docs/PATHS.md).
+
+A file write happens while the write's transaction holds the file's floor
+row (and those of the directories above it, shared), after the gate
+admitted the token: temp file, fsync, rename, fsync of
 the directory, then the transaction commits. So no higher fence can be
 granted while the file is written, and a stale token's write never starts;
 a server killed mid-write leaves the old file (and perhaps a
 .fencegate-*.tmp file beside it). Paths are relative to --root and stay
-inside it: absolute paths, "..", symlinks (as the file itself, or leading
-out of the root), special files and the database's own files are refused.
+inside it: absolute paths, "..", symlinks leading out of the root, special
+files, files with other hard links and the database's own files are
+refused; a symlink inside the root is written through, as its target.
 Content is at most --max-file-bytes. Fencing orders the writes that go
 through the gate; it does not stop writers that bypass it.
 

@@ -21,8 +21,10 @@ const envInspector = "FENCEGATE_TEST_INSPECTOR"
 var inspectorArgs = []string{"-y", "-p", "node@22.23.3", "-p", "@modelcontextprotocol/inspector@2.12.0", "--", "mcp-inspector", "--cli"}
 
 // The server works with a client that is not the go-sdk: the MCP
-// Inspector lists the tools, claims, writes a file, and gets a tool error
-// (its exit status 5) for a path that leaves the root.
+// Inspector lists the tools, claims paths, writes a file, and gets a tool
+// error (its exit status 5) for a write under a plain resource's token, a
+// claim of a directory with a file in it, a path the claim does not cover
+// and a path that leaves the root.
 func TestMCPInspector(t *testing.T) {
 	if os.Getenv(envInspector) != "1" {
 		t.Skipf("set %s=1 to run the MCP Inspector (needs npx and the npm registry)", envInspector)
@@ -85,10 +87,22 @@ func TestMCPInspector(t *testing.T) {
 	if out := inspect(0, "--method", "tools/list"); json.Unmarshal(out, &list) != nil || len(list.Tools) != 7 { // claim, renew, release, status, write, and assert under its two names
 		t.Fatalf("tools/list: %s", out)
 	}
+	// A claim of a plain resource writes no files: a tool error.
 	claim, _ := call(0, "claim", map[string]any{"resource": "r"})["structuredContent"].(map[string]any)
+	if res := call(5, "write", map[string]any{"token": claim["token"], "path": "a.txt", "content": "x"}); res["isError"] != true {
+		t.Fatalf("write under a plain resource: %v", res)
+	}
+	// A claim of paths: one identity each, the token covering them.
+	claim, _ = call(0, "claim", map[string]any{"paths": []string{"./a.txt", "docs/"}})["structuredContent"].(map[string]any)
 	token, _ := claim["token"].(string)
-	if claim["claimed"] != true || token == "" {
+	if paths, _ := claim["paths"].([]any); claim["claimed"] != true || token == "" || len(paths) != 2 || paths[0] != "a.txt" || paths[1] != "docs/" {
 		t.Fatalf("claim: %v", claim)
+	}
+	if res := call(5, "claim", map[string]any{"paths": []string{"docs/", "docs/x"}}); res["isError"] != true {
+		t.Fatalf("a claim of a directory and a file in it: %v", res)
+	}
+	if res := call(5, "write", map[string]any{"token": token, "path": "b.txt", "content": "x"}); res["isError"] != true {
+		t.Fatalf("a write the claim does not cover: %v", res)
 	}
 	if w, _ := call(0, "write", map[string]any{"token": token, "path": "a.txt", "content": "from the inspector"})["structuredContent"].(map[string]any); w["written"] != true {
 		t.Fatalf("write: %v", w)

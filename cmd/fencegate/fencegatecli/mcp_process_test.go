@@ -86,11 +86,11 @@ func TestMCPTwoServers(t *testing.T) {
 
 		// A ttl that outlives B's claim and A's write below on a loaded
 		// machine; B then waits it out.
-		ca := callOK[claimOutput](t, a.ClientSession, "claim", args{"resource": "report", "ttl": "5s"})
+		ca := callOK[claimOutput](t, a.ClientSession, "claim", args{"paths": []string{"report.md"}, "ttl": "5s"})
 		if !ca.Claimed {
 			t.Fatalf("A's claim: %+v", ca)
 		}
-		held := callOK[claimOutput](t, b.ClientSession, "claim", args{"resource": "report"})
+		held := callOK[claimOutput](t, b.ClientSession, "claim", args{"paths": []string{"report.md"}})
 		if held.Claimed || held.Holder != "agent-a" || held.Fence != ca.Fence {
 			t.Fatalf("B's first claim: %+v", held)
 		}
@@ -98,7 +98,7 @@ func TestMCPTwoServers(t *testing.T) {
 
 		// A stalls: it neither renews nor writes. B waits for the lease to
 		// run out (claim's wait polls the database).
-		cb := callOK[claimOutput](t, b.ClientSession, "claim", args{"resource": "report", "wait": "30s"})
+		cb := callOK[claimOutput](t, b.ClientSession, "claim", args{"paths": []string{"report.md"}, "wait": "30s"})
 		if !cb.Claimed || cb.Fence <= ca.Fence {
 			t.Fatalf("B's claim after A's ttl: %+v", cb)
 		}
@@ -119,7 +119,7 @@ func TestMCPTwoServers(t *testing.T) {
 			t.Fatalf("A's renew: %+v", rn)
 		}
 
-		st := callOK[statusReport](t, b.ClientSession, "status", args{"resource": "report"})
+		st := callOK[statusReport](t, b.ClientSession, "status", args{"resource": "path:report.md"})
 		if len(st.Locks) != 1 || st.Locks[0].Holder != "agent-b" || st.Locks[0].Floor != cb.Fence {
 			t.Fatalf("status: %+v", st)
 		}
@@ -128,7 +128,7 @@ func TestMCPTwoServers(t *testing.T) {
 		}
 		// Logs are on stderr; stdout carries only the protocol (or the
 		// client could not have parsed it).
-		contains(t, "A's stderr", a.stderr.String(), "write refused", "resource=report")
+		contains(t, "A's stderr", a.stderr.String(), "write refused", "resource=path:report.md")
 	})
 }
 
@@ -146,7 +146,7 @@ func TestMCPKilledMidWrite(t *testing.T) {
 		cmd.Env = cleanEnv(map[string]string{envHelper: "mcp-stall", envFile: stalled, envDSN: db.dsn, envRoot: root})
 		a := startServer(t, cmd)
 
-		ca := callOK[claimOutput](t, a.ClientSession, "claim", args{"resource": "state", "ttl": "5s"})
+		ca := callOK[claimOutput](t, a.ClientSession, "claim", args{"paths": []string{"state.json"}, "ttl": "5s"})
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -162,10 +162,10 @@ func TestMCPKilledMidWrite(t *testing.T) {
 		wantFile(t, target, `{"old": true}`)
 		// Nobody released it: held until its ttl, then B gets it.
 		b := newMCP(t, db.dsn, mcpConfig{holder: "agent-b", root: root})
-		if held := callOK[claimOutput](t, b.ClientSession, "claim", args{"resource": "state"}); held.Claimed || held.Holder != "stalled" {
+		if held := callOK[claimOutput](t, b.ClientSession, "claim", args{"paths": []string{"state.json"}}); held.Claimed || held.Holder != "stalled" {
 			t.Fatalf("B's claim right after the kill: %+v", held)
 		}
-		cb := callOK[claimOutput](t, b.ClientSession, "claim", args{"resource": "state", "wait": "30s"})
+		cb := callOK[claimOutput](t, b.ClientSession, "claim", args{"paths": []string{"state.json"}, "wait": "30s"})
 		if !cb.Claimed || cb.Fence <= ca.Fence {
 			t.Fatalf("B's claim after the kill: %+v", cb)
 		}

@@ -177,7 +177,7 @@ func TestMCPToolSchemas(t *testing.T) {
 		readOnly, idempotent bool
 		destructive          bool
 	}{
-		"claim":   {required: []string{"resource"}},
+		"claim":   {required: nil},
 		"assert":  {required: []string{"token"}, readOnly: true},
 		"check":   {required: []string{"token"}, readOnly: true},
 		"renew":   {required: []string{"token"}, idempotent: true},
@@ -346,7 +346,7 @@ func TestMCPWriteFile(t *testing.T) {
 		root := t.TempDir()
 		a := newMCP(t, db.dsn, mcpConfig{holder: "agent-a", root: root})
 		b := newMCP(t, db.dsn, mcpConfig{holder: "agent-b", root: root})
-		ta := callOK[claimOutput](t, a.ClientSession, "claim", args{"resource": "notes"}).Token
+		ta := callOK[claimOutput](t, a.ClientSession, "claim", args{"paths": []string{"docs/", "scratch.txt"}}).Token
 
 		w := callOK[writeOutput](t, a.ClientSession, "write", args{"token": ta, "path": "docs/notes.md", "content": "one\n"})
 		if !w.Written || w.Kind != "file" || w.Path != filepath.Join("docs", "notes.md") || w.Bytes != 4 || w.Mode != "write" {
@@ -369,7 +369,7 @@ func TestMCPWriteFile(t *testing.T) {
 		// A releases, B claims a higher fence: A's late write is refused,
 		// logged, and writes nothing.
 		callOK[releaseOutput](t, a.ClientSession, "release", args{"token": ta})
-		tb := callOK[claimOutput](t, b.ClientSession, "claim", args{"resource": "notes"})
+		tb := callOK[claimOutput](t, b.ClientSession, "claim", args{"paths": []string{"docs/notes.md"}})
 		callOK[writeOutput](t, b.ClientSession, "write", args{"token": tb.Token, "path": "docs/notes.md", "content": "B\n"})
 		for _, mode := range []string{"write", "append", "delete"} {
 			in := args{"token": ta, "path": "docs/notes.md", "mode": mode}
@@ -380,7 +380,7 @@ func TestMCPWriteFile(t *testing.T) {
 			if !res.IsError {
 				t.Fatalf("stale %s: want a tool error, got %s", mode, text(res))
 			}
-			contains(t, "refusal", text(res), "refused, nothing was written", `from "agent-a"`, `floor `+itoa(tb.Fence)+` from "agent-b"`, "rejection #", "claim notes again")
+			contains(t, "refusal", text(res), "refused, nothing was written", `from "agent-a"`, `floor `+itoa(tb.Fence)+` from "agent-b"`, "rejection #", "claim the path docs/notes.md again")
 			out := decode[writeOutput](t, res)
 			r := out.Refusal
 			if out.Written || r == nil || r.Fence != parseToken(t, ta).Fence || r.Floor != tb.Fence || r.FloorHolder != "agent-b" || r.Holder != "agent-a" || r.Seq == 0 {
@@ -389,7 +389,7 @@ func TestMCPWriteFile(t *testing.T) {
 		}
 		wantFile(t, filepath.Join(root, "docs", "notes.md"), "B\n")
 		contains(t, "A's log", a.stderr.String(), "write refused")
-		st := callOK[statusReport](t, b.ClientSession, "status", args{"resource": "notes"})
+		st := callOK[statusReport](t, b.ClientSession, "status", args{"resource": "path:docs/notes.md"})
 		if len(st.Refusals) != 3 || st.Refusals[0].Holder != "agent-a" {
 			t.Fatalf("status refusals: %+v", st.Refusals)
 		}
@@ -432,10 +432,13 @@ func TestMCPBadInput(t *testing.T) {
 	mkfifo(t, filepath.Join(root, "fifo"))
 	must(t, os.Mkdir(filepath.Join(root, "dir"), 0o755))
 	must(t, os.WriteFile(filepath.Join(root, "plain"), []byte("x"), 0o644))
+	must(t, os.WriteFile(filepath.Join(root, "hard"), []byte("h"), 0o644))
+	must(t, os.Link(filepath.Join(root, "hard"), filepath.Join(root, "hard2")))
 
 	dsn := filepath.Join(root, "fencegate.db") // under the root, as with --root . and the default database
 	s := newMCP(t, dsn, mcpConfig{holder: "agent-a", root: root, maxFileBytes: 16})
-	token := callOK[claimOutput](t, s.ClientSession, "claim", args{"resource": "r"}).Token
+	token := callOK[claimOutput](t, s.ClientSession, "claim", args{"paths": []string{"a", "nothing", "plain", "hard", "fencegate.db", "fencegate.db-wal"}}).Token
+	rtoken := callOK[claimOutput](t, s.ClientSession, "claim", args{"resource": "r"}).Token
 	stale := "fg1:1000:r:agent-a"
 
 	cases := []struct {
@@ -444,8 +447,14 @@ func TestMCPBadInput(t *testing.T) {
 		args any
 		msg  []string
 	}{
-		{"claim/no resource", "claim", args{}, []string{`missing properties: ["resource"]`}},
-		{"claim/empty resource", "claim", args{"resource": ""}, []string{"bad resource"}},
+		{"claim/no resource", "claim", args{}, []string{"missing resource", "paths"}},
+		{"claim/empty resource", "claim", args{"resource": ""}, []string{"missing resource"}},
+		{"claim/path resource", "claim", args{"resource": "path:a"}, []string{"give paths instead"}},
+		{"claim/resource and paths", "claim", args{"resource": "r", "paths": []string{"a"}}, []string{"not both"}},
+		{"claim/empty paths", "claim", args{"paths": []string{}}, []string{"no paths"}},
+		{"claim/paths wrong type", "claim", args{"paths": "a"}, []string{"paths", "type"}},
+		{"claim/path through a link out", "claim", args{"paths": []string{"out/x"}}, []string{"leads out of the root"}},
+		{"claim/fifo", "claim", args{"paths": []string{"fifo"}}, []string{"special file"}},
 		{"claim/control char", "claim", args{"resource": "a\x01b"}, []string{"control character"}},
 		{"claim/long resource", "claim", args{"resource": strings.Repeat("x", 300)}, []string{"longer than the limit"}},
 		{"claim/wrong type", "claim", args{"resource": 5}, []string{"resource", "type"}},
@@ -459,14 +468,14 @@ func TestMCPBadInput(t *testing.T) {
 		{"assert/no token", "assert", args{}, []string{`missing properties: ["token"]`}},
 		{"assert/bad token", "assert", args{"token": "banana"}, []string{`bad token "banana"`, "fg1:<fence>"}},
 		{"renew/empty token", "renew", args{"token": " "}, []string{"missing token"}},
-		{"renew/bad ttl", "renew", args{"token": token, "ttl": "-1s"}, []string{"must be at least 100ms"}},
+		{"renew/bad ttl", "renew", args{"token": rtoken, "ttl": "-1s"}, []string{"must be at least 100ms"}},
 		{"renew/unknown resource", "renew", args{"token": "fg1:1:never:agent-a"}, []string{"was never leased", "claim it first"}},
 		{"release/bad token", "release", args{"token": "fg1:0:r:h"}, []string{"fence"}},
 		{"status/bad resource", "status", args{"resource": "a\nb"}, []string{"control character"}},
 		{"write/no token", "write", args{"path": "a", "content": "x"}, []string{`missing properties: ["token"]`}},
 		{"write/nothing", "write", args{"token": token}, []string{"nothing to write"}},
 		{"write/both kinds", "write", args{"token": token, "path": "a", "content": "x", "sql": []any{args{"query": "SELECT 1"}}}, []string{"not both"}},
-		{"write/sql off", "write", args{"token": token, "sql": []any{args{"query": "SELECT 1"}}}, []string{"--allow-sql"}},
+		{"write/sql off", "write", args{"token": rtoken, "sql": []any{args{"query": "SELECT 1"}}}, []string{"--allow-sql"}},
 		{"write/bad mode", "write", args{"token": token, "path": "a", "content": "x", "mode": "truncate"}, []string{"mode"}},
 		{"write/delete content", "write", args{"token": token, "path": "plain", "mode": "delete", "content": "x"}, []string{"delete takes no content"}},
 		{"write/delete missing", "write", args{"token": token, "path": "nothing", "mode": "delete"}, []string{"does not exist"}},
@@ -476,10 +485,14 @@ func TestMCPBadInput(t *testing.T) {
 		{"write/inner dotdot", "write", args{"token": token, "path": "dir/../../x", "content": "x"}, []string{`contains ".."`}},
 		{"write/absolute", "write", args{"token": token, "path": "/etc/passwd", "content": "x"}, []string{"absolute"}},
 		{"write/root", "write", args{"token": token, "path": "./", "content": "x"}, []string{"root itself"}},
-		{"write/symlink out", "write", args{"token": token, "path": "link", "content": "x"}, []string{"symbolic link"}},
-		{"write/symlink passwd", "write", args{"token": token, "path": "passwd", "content": "x"}, []string{"symbolic link", "/etc/passwd"}},
-		{"write/through dir symlink", "write", args{"token": token, "path": "out/secret", "content": "x"}, []string{"refused", "escapes"}},
-		{"write/new through dir symlink", "write", args{"token": token, "path": "out/new/file", "content": "x"}, []string{"refused", "escapes"}},
+		{"write/symlink out", "write", args{"token": token, "path": "link", "content": "x"}, []string{"symbolic link", "leads out of the root"}},
+		{"write/symlink passwd", "write", args{"token": token, "path": "passwd", "content": "x"}, []string{"symbolic link", "/etc/passwd", "leads out of the root"}},
+		{"write/through dir symlink", "write", args{"token": token, "path": "out/secret", "content": "x"}, []string{"leads out of the root"}},
+		{"write/new through dir symlink", "write", args{"token": token, "path": "out/new/file", "content": "x"}, []string{"leads out of the root"}},
+		{"write/not covered", "write", args{"token": token, "path": "b", "content": "x"}, []string{`"b" is not covered`, "covers only a, fencegate.db, fencegate.db-wal, hard, nothing, plain"}},
+		{"write/hard link", "write", args{"token": token, "path": "hard", "content": "x"}, []string{"2 hard links", "old content"}},
+		{"write/hard link delete", "write", args{"token": token, "path": "hard", "mode": "delete"}, []string{"2 hard links"}},
+		{"write/plain resource", "write", args{"token": rtoken, "path": "a", "content": "x"}, []string{"claims no paths", "for r"}},
 		{"write/fifo", "write", args{"token": token, "path": "fifo", "content": "x"}, []string{"special file", "named pipe"}},
 		{"write/directory", "write", args{"token": token, "path": "dir", "content": "x"}, []string{"is a directory"}},
 		{"write/file as dir", "write", args{"token": token, "path": "plain/x", "content": "x"}, []string{"not a directory"}},
@@ -488,7 +501,8 @@ func TestMCPBadInput(t *testing.T) {
 		{"write/another holder's token", "write", args{"token": "fg1:1:r:agent-b", "path": "a", "content": "x"}, []string{`"agent-b"'s`, `this server is "agent-a"`}},
 		{"renew/another holder's token", "renew", args{"token": "fg1:1:r:agent-b"}, []string{`"agent-b"'s`}},
 		{"release/another holder's token", "release", args{"token": "fg1:1:r:agent-b"}, []string{`"agent-b"'s`}},
-		{"write/unknown resource", "write", args{"token": "fg1:1:never:agent-a", "path": "a", "content": "x"}, []string{"never leased", "claim it first"}},
+		{"write/unknown resource", "write", args{"token": "fg1:1:never:agent-a", "path": "a", "content": "x"}, []string{"claims no paths"}},
+		{"write/unknown path resource", "write", args{"token": "fg1:1:path%3Azzz:agent-a", "path": "zzz", "content": "x"}, []string{"never leased", "claim it first"}},
 		{"write/unknown resource, sql", "write", args{"token": "fg1:1:never:agent-a", "sql": []any{args{"query": "SELECT 1"}}}, []string{"--allow-sql"}},
 		{"write/stale token, bad path", "write", args{"token": stale, "path": "../x", "content": "x"}, []string{`contains ".."`}},
 	}
@@ -498,14 +512,15 @@ func TestMCPBadInput(t *testing.T) {
 		})
 	}
 
-	// Nothing was written: one lease (the claim above), no refusals, the
+	// Nothing was written: no refusals, the
 	// files as they were, nothing new in the root.
 	st := callOK[statusReport](t, s.ClientSession, "status", args{})
-	if len(st.Locks) != 1 || len(st.Refusals) != 0 {
+	if len(st.Locks) == 0 || len(st.Refusals) != 0 {
 		t.Fatalf("status after bad input: %+v", st)
 	}
 	wantFile(t, secret, "secret")
 	wantFile(t, filepath.Join(root, "plain"), "x")
+	wantFile(t, filepath.Join(root, "hard2"), "h")
 	ents, err := os.ReadDir(root)
 	if err != nil {
 		t.Fatal(err)
@@ -516,7 +531,7 @@ func TestMCPBadInput(t *testing.T) {
 			names = append(names, e.Name())
 		}
 	}
-	if want := []string{"dir", "fifo", "link", "out", "passwd", "plain"}; !slices.Equal(names, want) {
+	if want := []string{"dir", "fifo", "hard", "hard2", "link", "out", "passwd", "plain"}; !slices.Equal(names, want) {
 		t.Fatalf("root holds %q, want %q", names, want)
 	}
 	if ents, _ := os.ReadDir(outside); len(ents) != 1 {
@@ -527,6 +542,7 @@ func TestMCPBadInput(t *testing.T) {
 	noRoot := newMCP(t, filepath.Join(dir, "other.db"), mcpConfig{holder: "agent-c"})
 	tc := callOK[claimOutput](t, noRoot.ClientSession, "claim", args{"resource": "r"}).Token
 	callErr(t, noRoot.ClientSession, "write", args{"token": tc, "path": "a", "content": "x"}, "--root")
+	callErr(t, noRoot.ClientSession, "claim", args{"paths": []string{"a"}}, "--root")
 }
 
 func must(t *testing.T, err error) {
@@ -543,8 +559,8 @@ func TestMCPStaleToken(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
 	s := newMCP(t, dbtestSQLite(t), mcpConfig{holder: "agent-a", root: root})
-	real := callOK[claimOutput](t, s.ClientSession, "claim", args{"resource": "r"})
-	forged := gate.Token{Resource: "r", Holder: "agent-a", Fence: real.Fence + 10}.String()
+	real := callOK[claimOutput](t, s.ClientSession, "claim", args{"paths": []string{"f"}})
+	forged := gate.Token{Resource: "path:f", Holder: "agent-a", Fence: real.Fence + 10}.String()
 
 	res := call(t, s.ClientSession, "write", args{"token": forged, "path": "f", "content": "x"})
 	if !res.IsError {
@@ -621,7 +637,7 @@ func TestMCPWriteCancelled(t *testing.T) {
 			<-ctx.Done() // the client's cancellation, sent over the protocol
 		})
 	}})
-	token := callOK[claimOutput](t, s.ClientSession, "claim", args{"resource": "r"}).Token
+	token := callOK[claimOutput](t, s.ClientSession, "claim", args{"paths": []string{"f"}}).Token
 
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)

@@ -31,7 +31,7 @@ func TestMCPWriteSupersededWhileWaiting(t *testing.T) {
 	appA, appB := "fgtest_a_"+randomName(), "fgtest_b_"+randomName()
 	root := t.TempDir()
 	a := newMCP(t, withParam(t, schemaURL, "application_name", appA), mcpConfig{holder: "agent-a", root: root})
-	ta := callOK[claimOutput](t, a.ClientSession, "claim", args{"resource": "r"})
+	ta := callOK[claimOutput](t, a.ClientSession, "claim", args{"paths": []string{"f"}})
 	// A's lease ends (here by release, as it would by expiry), but its
 	// token is still the floor: its write would be admitted if it got
 	// there first.
@@ -44,7 +44,7 @@ func TestMCPWriteSupersededWhileWaiting(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rival.Rollback()
-	if _, err := rival.ExecContext(t.Context(), `SELECT floor FROM fencegate_floor WHERE resource = $1 FOR UPDATE`, "r"); err != nil {
+	if _, err := rival.ExecContext(t.Context(), `SELECT floor FROM fencegate_floor WHERE resource = $1 FOR UPDATE`, "path:f"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -54,7 +54,7 @@ func TestMCPWriteSupersededWhileWaiting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := client.BeginAcquire("r")
+	req, err := client.BeginAcquire("path:f")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestMCPWriteHoldsTheFloorRow(t *testing.T) {
 	letGo := func() { release.Do(func() { close(proceed) }) }
 	t.Cleanup(letGo) // before a's cleanup, which waits for the write
 	b := newMCP(t, dsn, mcpConfig{holder: "agent-b", root: root})
-	ta := callOK[claimOutput](t, a.ClientSession, "claim", args{"resource": "r"})
+	ta := callOK[claimOutput](t, a.ClientSession, "claim", args{"paths": []string{"f"}})
 
 	wrote := make(chan *mcp.CallToolResult, 1)
 	go func() {
@@ -185,13 +185,13 @@ func TestMCPWriteHoldsTheFloorRow(t *testing.T) {
 	// A's lease ends while its write is in flight; B cannot be granted the
 	// lock before the write is done.
 	callOK[releaseOutput](t, a.ClientSession, "release", args{"token": ta.Token})
-	callErr(t, b.ClientSession, "claim", args{"resource": "r"}, "busy", "nothing changed")
+	callErr(t, b.ClientSession, "claim", args{"paths": []string{"f"}}, "busy", "nothing changed")
 	letGo()
 	if res := <-wrote; res == nil || res.IsError {
 		t.Fatalf("A's write: %v", res)
 	}
 	wantFile(t, filepath.Join(root, "f"), "A")
-	cb := callOK[claimOutput](t, b.ClientSession, "claim", args{"resource": "r"})
+	cb := callOK[claimOutput](t, b.ClientSession, "claim", args{"paths": []string{"f"}})
 	if !cb.Claimed || cb.Fence <= ta.Fence {
 		t.Fatalf("B's claim after the write: %+v", cb)
 	}

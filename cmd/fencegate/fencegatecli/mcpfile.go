@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/fencegate/fencegate/cmd/fencegate/internal/pathid"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/sqlstore/sqlopen"
 )
@@ -33,6 +34,7 @@ const mcpWriteTxTimeout = time.Minute
 // checks before the write exist to refuse early, with a clear message.
 type fileArea struct {
 	root     *os.Root
+	ids      *pathid.Root // gives each path its one identity; owns root
 	maxBytes int64
 	// protect are the database's own files, never written even when they
 	// lie under the root (the default database is in the working
@@ -43,21 +45,29 @@ type fileArea struct {
 // openFileArea opens dir for file writes of at most maxBytes. dsn is the
 // database's, whose files are protected when it is SQLite.
 func openFileArea(dir, dsn string, maxBytes int64) (*fileArea, error) {
-	root, err := os.OpenRoot(dir)
+	ids, err := pathid.Open(dir)
 	if err != nil {
 		return nil, fmt.Errorf("--root: %w", err)
 	}
-	a := &fileArea{root: root, maxBytes: maxBytes}
+	a := &fileArea{root: ids.OS(), ids: ids, maxBytes: maxBytes}
 	if db := sqlopen.SQLiteFile(dsn); db != "" { // absolute, as resolveDSN made it
-		for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
-			a.protect = append(a.protect, db+suffix)
+		dirs := []string{filepath.Dir(db)}
+		// The root's own links are resolved: so must the database's
+		// directory be, or a file not yet there (the -wal) would not match.
+		if real, err := filepath.EvalSymlinks(dirs[0]); err == nil && real != dirs[0] {
+			dirs = append(dirs, real)
+		}
+		for _, dir := range dirs {
+			for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
+				a.protect = append(a.protect, filepath.Join(dir, filepath.Base(db)+suffix))
+			}
 		}
 	}
 	return a, nil
 }
 
 // Close closes the root.
-func (a *fileArea) Close() error { return a.root.Close() }
+func (a *fileArea) Close() error { return a.ids.Close() }
 
 // cleanPath checks a path given by the agent and returns it cleaned,
 // relative to the root.
@@ -168,6 +178,10 @@ type fileWrite struct {
 	content []byte
 	exists  bool
 	info    fs.FileInfo // the file's, when it exists
+	// recheck, if set, runs just before the change is made and stops it
+	// with its error: the path's identity must not have changed since it
+	// was checked against the claim.
+	recheck func() error
 }
 
 // writeFile is the file kind of write. Input is checked first, so a bad
@@ -176,7 +190,7 @@ type fileWrite struct {
 // file is written while the transaction holds the lock's floor row, and
 // the transaction commits.
 func (s *mcpServer) writeFile(ctx context.Context, token gate.Token, in writeInput) (*mcp.CallToolResult, writeOutput, error) {
-	out := writeOutput{Kind: "file", Resource: token.Resource, Fence: token.Fence}
+	out := writeOutput{Kind: "file", Resource: tokenName(token), Fence: token.Fence}
 	if s.files == nil {
 		return nil, out, errors.New("file writes are off: the server must be started with --root DIR")
 	}
@@ -195,17 +209,28 @@ func (s *mcpServer) writeFile(ctx context.Context, token gate.Token, in writeInp
 	if int64(len(w.content)) > s.files.maxBytes {
 		return nil, out, fmt.Errorf("content is %d bytes, more than this server's limit of %d (--max-file-bytes); split it into appends", len(w.content), s.files.maxBytes)
 	}
-	var err error
-	if w.rel, err = cleanPath(in.Path); err != nil {
+	if _, err := cleanPath(in.Path); err != nil {
 		return nil, out, err
 	}
+	paths := tokenPaths(token)
+	if len(paths) == 0 {
+		return nil, out, fmt.Errorf("this token claims no paths: it is for %s, and a claim of a plain resource writes no files; claim the file (claim with paths: [%q]) and write with that token", tokenName(token), in.Path)
+	}
+	// The path's one identity, refused unless the claim covers it, before
+	// the disk is touched; resolved again just before the rename.
+	target, err := s.files.ids.Target(pathid.ClaimOf(paths), in.Path)
+	if err != nil {
+		return nil, out, err
+	}
+	w.rel = target.Disk
+	w.recheck = func() error { return s.files.ids.Recheck(target, in.Path) }
 	if w.exists, w.info, err = s.files.checkTarget(w.rel); err != nil {
 		return nil, out, err
 	}
 	if w.mode == "delete" && !w.exists {
 		return nil, out, fmt.Errorf("path %q does not exist: nothing to delete", w.rel)
 	}
-	out.Path, out.Mode = w.rel, w.mode
+	out.Path, out.Mode = target.Name, w.mode
 	if err := s.checkLeased(ctx, token); err != nil {
 		return nil, out, err
 	}
@@ -223,7 +248,7 @@ func (s *mcpServer) writeFile(ctx context.Context, token gate.Token, in writeInp
 	if err != nil {
 		return nil, out, dbError("write", err)
 	}
-	if err := s.b.gate.Commit(ctx, tx, token); err != nil {
+	if err := commitFile(ctx, s.b, tx, token, pathResource(target.Name)); err != nil {
 		// Commit rolled tx back, whatever the error.
 		if stale, ok := errors.AsType[*gate.StaleFenceError](err); ok {
 			return s.refused(out, stale)
@@ -237,25 +262,25 @@ func (s *mcpServer) writeFile(ctx context.Context, token gate.Token, in writeInp
 	unsynced, _ := errors.AsType[*unsyncedError](err)
 	if err != nil && unsynced == nil {
 		_ = tx.Rollback()
-		s.log.Warn("write failed", "resource", token.Resource, "fence", token.Fence, "path", w.rel, "err", err)
+		s.log.Warn("write failed", "resource", tokenName(token), "fence", token.Fence, "path", w.rel, "err", err)
 		return nil, out, fmt.Errorf("%s %q failed, the file is unchanged: %w", w.mode, w.rel, err)
 	}
 	if err := tx.Commit(); err != nil {
 		// The file is in place, but the floor row may have been let go
 		// before the rename (a lost connection), so a newer holder may
 		// have written first. Say so rather than claim an order.
-		s.log.Error("write: commit after the file write failed", "resource", token.Resource, "fence", token.Fence, "path", w.rel, "err", err)
+		s.log.Error("write: commit after the file write failed", "resource", tokenName(token), "fence", token.Fence, "path", w.rel, "err", err)
 		return nil, out, fmt.Errorf("%s %q was done under fence %d, but its transaction failed to commit (%v): if the database connection was lost during the write, a newer holder may have written before it; check status", w.mode, w.rel, token.Fence, err)
 	}
 	out.Written, out.Bytes = true, size
-	out.Message = fmt.Sprintf("%s %q under %s fence %d: done (%d bytes)", w.mode, w.rel, token.Resource, token.Fence, size)
+	out.Message = fmt.Sprintf("%s %q under %s fence %d: done (%d bytes)", w.mode, target.Name, tokenName(token), token.Fence, size)
 	if unsynced != nil {
 		// Done and ordered, so not an error the agent would retry (an
 		// append twice); but not known to be on disk.
 		out.Message += fmt.Sprintf("; but %v, so the change may not survive a crash of the machine", unsynced)
 		s.log.Warn("write: directory not synced", "path", w.rel, "err", unsynced)
 	}
-	s.log.Info("write", "resource", token.Resource, "fence", token.Fence, "path", w.rel, "mode", w.mode, "bytes", size)
+	s.log.Info("write", "resource", tokenName(token), "fence", token.Fence, "path", w.rel, "mode", w.mode, "bytes", size)
 	return nil, out, nil
 }
 
@@ -273,6 +298,11 @@ func (e *unsyncedError) Unwrap() error { return e.err }
 func (a *fileArea) apply(ctx context.Context, w fileWrite, beforeRename func(context.Context)) (int64, error) {
 	dir := filepath.Dir(w.rel)
 	if w.mode == "delete" {
+		if w.recheck != nil {
+			if err := w.recheck(); err != nil {
+				return 0, err
+			}
+		}
 		if err := a.root.Remove(w.rel); err != nil {
 			return 0, err
 		}
@@ -314,6 +344,11 @@ func (a *fileArea) apply(ctx context.Context, w fileWrite, beforeRename func(con
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("cancelled before the rename: %w", err)
+	}
+	if w.recheck != nil {
+		if err := w.recheck(); err != nil {
+			return 0, err
+		}
 	}
 	if err := a.root.Rename(tmp, w.rel); err != nil {
 		return 0, err

@@ -24,7 +24,7 @@ const (
 // only together with the gate's admission of token, and that the SQL can
 // never end, restart or nest.
 func (s *mcpServer) writeSQL(ctx context.Context, token gate.Token, in []sqlStatement) (*mcp.CallToolResult, writeOutput, error) {
-	out := writeOutput{Kind: "sql", Resource: token.Resource, Fence: token.Fence}
+	out := writeOutput{Kind: "sql", Resource: tokenName(token), Fence: token.Fence}
 	if !s.cfg.allowSQL {
 		return nil, out, errors.New("SQL writes are off: the server must be started with --allow-sql")
 	}
@@ -42,12 +42,12 @@ func (s *mcpServer) writeSQL(ctx context.Context, token gate.Token, in []sqlStat
 	summary, rows, err := sqlOutcome(token, len(stmts), res, err)
 	if err != nil {
 		if res.Outcome != confined.NotCommitted {
-			s.log.Error("write: SQL failed after a commit may have happened", "resource", token.Resource, "fence", token.Fence, "outcome", res.Outcome, "err", err)
+			s.log.Error("write: SQL failed after a commit may have happened", "resource", tokenName(token), "fence", token.Fence, "outcome", res.Outcome, "err", err)
 		}
 		return nil, out, errors.New(stripPrefix(err))
 	}
 	out.Written, out.Statements, out.RowsAffected, out.Message = true, len(stmts), rows, summary
-	s.log.Info("write", "resource", token.Resource, "fence", token.Fence, "statements", len(stmts), "rows", rows)
+	s.log.Info("write", "resource", tokenName(token), "fence", token.Fence, "statements", len(stmts), "rows", rows)
 	return nil, out, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/fencegate/fencegate/cmd/fencegate/internal/pathid"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/lease"
 )
@@ -20,21 +21,23 @@ const statusRefusals = 10
 // unknown fields are refused, and the jsonschema tag is the description.
 
 type claimInput struct {
-	Resource string `json:"resource" jsonschema:"the lock to claim: any name you and the other agents agree on, such as a file path or deploy-slot (1 to 256 bytes, no control characters)"`
-	TTL      string `json:"ttl,omitempty" jsonschema:"how long the lease lasts unless renewed, such as 30s or 2m (default: the server's --ttl)"`
-	Wait     string `json:"wait,omitempty" jsonschema:"if someone else holds the lock, keep asking for this long, such as 10s (default: answer at once; at most 5m)"`
+	Resource string   `json:"resource,omitempty" jsonschema:"the lock to claim: any name you and the other agents agree on, such as deploy-slot (1 to 256 bytes, no control characters); its token writes no files. Give resource or paths"`
+	Paths    []string `json:"paths,omitempty" jsonschema:"the files to claim, relative to the server's root: such as [\"notes.txt\", \"src/\"]; a trailing / claims a directory and everything below it; up to 64, all or none, under one fence. The token writes only these files. Give resource or paths"`
+	TTL      string   `json:"ttl,omitempty" jsonschema:"how long the lease lasts unless renewed, such as 30s or 2m (default: the server's --ttl)"`
+	Wait     string   `json:"wait,omitempty" jsonschema:"if someone else holds the lock, keep asking for this long, such as 10s (default: answer at once; at most 5m)"`
 }
 
 type claimOutput struct {
-	Claimed     bool   `json:"claimed" jsonschema:"true: the lease is yours (use token); false: someone else holds it (holder, fence, expires_in_ms say who and until when), a normal answer, not an error"`
-	AlreadyHeld bool   `json:"already_held" jsonschema:"you held the lock already, under an earlier claim: token is that claim's"`
-	Resource    string `json:"resource"`
-	Token       string `json:"token,omitempty" jsonschema:"your token, for write, renew, release and assert; absent when someone else holds the lock"`
-	Holder      string `json:"holder" jsonschema:"who holds the lease now: you, or the other holder"`
-	Fence       int64  `json:"fence" jsonschema:"the lease's fence: its generation of ownership, higher than every earlier one"`
-	ExpiresAt   string `json:"expires_at,omitempty" jsonschema:"when the lease ends unless renewed, in the database's clock (UTC); for a fresh claim"`
-	ExpiresInMS int64  `json:"expires_in_ms" jsonschema:"milliseconds until then: when the lock frees at the latest, if it is someone else's"`
-	Message     string `json:"message"`
+	Claimed     bool     `json:"claimed" jsonschema:"true: the lease is yours (use token); false: someone else holds it (holder, fence, expires_in_ms say who and until when), a normal answer, not an error"`
+	AlreadyHeld bool     `json:"already_held" jsonschema:"you held the lock already, under an earlier claim: token is that claim's"`
+	Resource    string   `json:"resource"`
+	Paths       []string `json:"paths,omitempty" jsonschema:"for a claim of paths: each path's identity (cleaned, symbolic links resolved), the files the token writes"`
+	Token       string   `json:"token,omitempty" jsonschema:"your token, for write, renew, release and assert; absent when someone else holds the lock"`
+	Holder      string   `json:"holder" jsonschema:"who holds the lease now: you, or the other holder"`
+	Fence       int64    `json:"fence" jsonschema:"the lease's fence: its generation of ownership, higher than every earlier one"`
+	ExpiresAt   string   `json:"expires_at,omitempty" jsonschema:"when the lease ends unless renewed, in the database's clock (UTC); for a fresh claim"`
+	ExpiresInMS int64    `json:"expires_in_ms" jsonschema:"milliseconds until then: when the lock frees at the latest, if it is someone else's"`
+	Message     string   `json:"message"`
 }
 
 type tokenInput struct {
@@ -165,8 +168,13 @@ func (s *mcpServer) addTools() {
 
 func (s *mcpServer) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimInput) (*mcp.CallToolResult, claimOutput, error) {
 	var out claimOutput
-	if err := gate.ValidateResource(in.Resource); err != nil {
-		return nil, out, fmt.Errorf("bad resource %q: %s", in.Resource, stripPrefix(err))
+	resources, paths, err := s.claimResources(in)
+	if err != nil {
+		return nil, out, err
+	}
+	name := in.Resource
+	if paths != nil {
+		name = paths.String()
 	}
 	ttl, err := parseDurationArg("ttl", in.TTL, s.cfg.ttl)
 	if err != nil {
@@ -186,38 +194,85 @@ func (s *mcpServer) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimI
 	if err != nil {
 		return nil, out, errors.New(stripPrefix(err))
 	}
-	l, err := claimLock(ctx, s.b, client, in.Resource, wait)
+	l, err := claimSet(ctx, s.b, client, resources, wait)
 	if held, ok := errors.AsType[*lease.HeldError](err); ok {
 		out = claimOutput{
-			Resource: in.Resource, Holder: held.HeldBy, Fence: held.Fence, AlreadyHeld: held.AlreadyHeld,
+			Resource: name, Paths: paths.Names(), Holder: held.HeldBy, Fence: held.Fence, AlreadyHeld: held.AlreadyHeld,
 			ExpiresInMS: ms(held.RetryAfter),
 		}
-		if held.AlreadyHeld {
+		// The blocking claim, when it is not exactly this one: a member of
+		// the set, or a directory above (or a path below) a path.
+		exact := held.Resource == "" || (len(resources) == 1 && held.Resource == resources[0])
+		what := name
+		if !exact {
+			what = fmt.Sprintf("%s (%s is claimed)", name, displayResource(held.Resource))
+		}
+		switch {
+		case held.AlreadyHeld && exact:
 			// The lease is this server's own: an agent that lost its token
 			// gets it back rather than waiting out its own lease.
+			token, err := setToken(resources, held.HeldBy, held.Fence)
+			if err != nil {
+				return nil, out, fmt.Errorf("you already hold %s (fence %d) under an earlier claim, but its token cannot be rebuilt: %s", what, held.Fence, stripPrefix(err))
+			}
 			out.Claimed = true
-			out.Token = gate.Token{Resource: in.Resource, Holder: held.HeldBy, Fence: held.Fence}.String()
-			out.Message = fmt.Sprintf("you already hold %s (fence %d) under an earlier claim; use its token, renew it to keep it", in.Resource, held.Fence)
-		} else {
-			out.Message = fmt.Sprintf("%s is held by %q (fence %d) for %s more at most; claim again then, or with wait", in.Resource, held.HeldBy, held.Fence, dur(held.RetryAfter))
+			out.Token = token.String()
+			out.Message = fmt.Sprintf("you already hold %s (fence %d) under an earlier claim; use its token, renew it to keep it", what, held.Fence)
+		case held.AlreadyHeld:
+			// An earlier claim of this server's covers part of this one:
+			// its fence is not this claim's, so no token is made up.
+			out.Message = fmt.Sprintf("you already hold %s under an earlier claim (fence %d), which overlaps this one: write with that claim's token, or release it and claim again", displayResource(held.Resource), held.Fence)
+		default:
+			out.Message = fmt.Sprintf("%s is held by %q (fence %d) for %s more at most; claim again then, or with wait", what, held.HeldBy, held.Fence, dur(held.RetryAfter))
 		}
-		s.log.Info("claim: held", "resource", in.Resource, "by", held.HeldBy, "fence", held.Fence)
+		s.log.Info("claim: held", "resource", name, "held", held.Resource, "by", held.HeldBy, "fence", held.Fence)
 		return nil, out, nil
 	}
 	if err != nil {
 		if errors.Is(err, gate.ErrInvalidInput) {
 			return nil, out, errors.New(stripPrefix(err))
 		}
-		return nil, out, dbError("claim "+in.Resource, err)
+		return nil, out, dbError("claim "+name, err)
 	}
 	g := l.Grant()
+	token := l.Token()
 	out = claimOutput{
-		Claimed: true, Resource: g.Resource, Token: l.Token().String(), Holder: g.Holder, Fence: g.Fence,
+		Claimed: true, Resource: tokenName(token), Paths: paths.Names(), Token: token.String(), Holder: g.Holder, Fence: g.Fence,
 		ExpiresAt: stamp(g.CoordinatorExpiresAt.Time()), ExpiresInMS: ms(g.TTL),
-		Message: fmt.Sprintf("claimed %s with fence %d for %s; write with the token, renew before it expires, release when done", g.Resource, g.Fence, dur(g.TTL)),
+		Message: fmt.Sprintf("claimed %s with fence %d for %s; write with the token, renew before it expires, release when done", name, g.Fence, dur(g.TTL)),
 	}
-	s.log.Info("claim", "resource", g.Resource, "fence", g.Fence, "ttl", g.TTL)
+	s.log.Info("claim", "resource", tokenName(token), "fence", g.Fence, "ttl", g.TTL)
 	return nil, out, nil
+}
+
+// claimResources checks a claim's input: a resource, or paths, each given
+// its one identity under the root. paths is nil for a resource.
+func (s *mcpServer) claimResources(in claimInput) (resources []string, paths pathid.Claim, err error) {
+	switch {
+	case in.Resource != "" && in.Paths != nil:
+		return nil, nil, errors.New("give resource or paths, not both: a claim is of a lock name or of files")
+	case in.Paths != nil:
+		if s.files == nil {
+			return nil, nil, errors.New("claims of paths need a server started with --root DIR: paths are relative to it")
+		}
+		if paths, err = s.files.ids.ResolveAll(in.Paths); err != nil {
+			return nil, nil, err
+		}
+		for _, p := range paths {
+			resources = append(resources, pathResource(p.Name))
+		}
+		return resources, paths, nil
+	case in.Resource == "":
+		return nil, nil, errors.New("missing resource: give resource (a lock name) or paths (files under the root)")
+	}
+	if err := gate.ValidateResource(in.Resource); err != nil {
+		return nil, nil, fmt.Errorf("bad resource %q: %s", in.Resource, stripPrefix(err))
+	}
+	if _, ok := pathOf(in.Resource); ok {
+		// A path resource named by hand would skip the path's identity.
+		return nil, nil, fmt.Errorf("bad resource %q: names starting %q are path claims: give paths instead", in.Resource, pathPrefix)
+	}
+	return []string{in.Resource}, nil, nil
 }
 
 func (s *mcpServer) assert(ctx context.Context, _ *mcp.CallToolRequest, in tokenInput) (*mcp.CallToolResult, assertOutput, error) {
@@ -231,7 +286,7 @@ func (s *mcpServer) assert(ctx context.Context, _ *mcp.CallToolRequest, in token
 		return nil, out, dbError("assert", err)
 	}
 	out = assertOutput{
-		Current: why == "", Resource: token.Resource, Fence: token.Fence,
+		Current: why == "", Resource: tokenName(token), Fence: token.Fence,
 		Holder: st.Holder, HolderFence: st.Fence, Floor: floor, Message: why,
 	}
 	if out.Current {
@@ -256,7 +311,7 @@ func (s *mcpServer) renew(ctx context.Context, _ *mcp.CallToolRequest, in renewI
 	}
 	res, err := renewToken(ctx, s.b, token, ttl)
 	if errors.Is(err, lease.ErrUnknownResource) {
-		return nil, out, fmt.Errorf("unknown resource: %s was never leased; claim it first", token.Resource)
+		return nil, out, fmt.Errorf("unknown resource: %s was never leased; claim it first", tokenName(token))
 	}
 	if err != nil {
 		if errors.Is(err, gate.ErrInvalidInput) {
@@ -264,22 +319,22 @@ func (s *mcpServer) renew(ctx context.Context, _ *mcp.CallToolRequest, in renewI
 		}
 		return nil, out, dbError("renew", err)
 	}
-	out = renewOutput{Resource: token.Resource, Fence: token.Fence}
+	out = renewOutput{Resource: tokenName(token), Fence: token.Fence}
 	if !res.OK {
 		out.Expired, out.Successor, out.SuccessorFence = true, res.HeldBy, res.Fence
 		now := "it is free"
 		if res.HeldBy != "" {
 			now = fmt.Sprintf("it is held by %q with fence %d", res.HeldBy, res.Fence)
 		}
-		out.Message = fmt.Sprintf("expired: your lease on %s (fence %d) was lost (expired, released or superseded) and %s; claim it again before writing", token.Resource, token.Fence, now)
-		s.log.Info("renew: expired", "resource", token.Resource, "fence", token.Fence, "successor", res.HeldBy)
+		out.Message = fmt.Sprintf("expired: your lease on %s (fence %d) was lost (expired, released or superseded) and %s; claim it again before writing", tokenName(token), token.Fence, now)
+		s.log.Info("renew: expired", "resource", tokenName(token), "fence", token.Fence, "successor", res.HeldBy)
 		return nil, out, nil
 	}
 	out.Renewed = true
 	out.ExpiresAt = stamp(res.Grant.CoordinatorExpiresAt.Time())
 	out.ExpiresInMS = ms(res.Grant.TTL)
-	out.Message = fmt.Sprintf("renewed %s (fence %d) for %s", token.Resource, token.Fence, dur(res.Grant.TTL))
-	s.log.Info("renew", "resource", token.Resource, "fence", token.Fence, "ttl", res.Grant.TTL)
+	out.Message = fmt.Sprintf("renewed %s (fence %d) for %s", tokenName(token), token.Fence, dur(res.Grant.TTL))
+	s.log.Info("renew", "resource", tokenName(token), "fence", token.Fence, "ttl", res.Grant.TTL)
 	return nil, out, nil
 }
 
@@ -293,13 +348,13 @@ func (s *mcpServer) release(ctx context.Context, _ *mcp.CallToolRequest, in toke
 	if err != nil {
 		return nil, out, dbError("release", err)
 	}
-	out = releaseOutput{Released: released, Resource: token.Resource, Fence: token.Fence}
+	out = releaseOutput{Released: released, Resource: tokenName(token), Fence: token.Fence}
 	if released {
-		out.Message = fmt.Sprintf("released %s (fence %d); it is free", token.Resource, token.Fence)
+		out.Message = fmt.Sprintf("released %s (fence %d); it is free", tokenName(token), token.Fence)
 	} else {
-		out.Message = fmt.Sprintf("nothing changed: %s fence %d for %q is not the current lease (expired, released, superseded or never issued)", token.Resource, token.Fence, token.Holder)
+		out.Message = fmt.Sprintf("nothing changed: %s fence %d for %q is not the current lease (expired, released, superseded or never issued)", tokenName(token), token.Fence, token.Holder)
 	}
-	s.log.Info("release", "resource", token.Resource, "fence", token.Fence, "released", released)
+	s.log.Info("release", "resource", tokenName(token), "fence", token.Fence, "released", released)
 	return nil, out, nil
 }
 
@@ -340,12 +395,12 @@ func (s *mcpServer) write(ctx context.Context, _ *mcp.CallToolRequest, in writeI
 // leased a resource stays known, so this read cannot let a write through
 // that the gate would not judge.
 func (s *mcpServer) checkLeased(ctx context.Context, token gate.Token) error {
-	st, err := s.b.coord.Status(ctx, token.Resource)
+	st, err := s.b.coord.Status(ctx, tokenMembers(token)[0])
 	if err != nil {
 		return dbError("write", err)
 	}
 	if st.Fence == 0 {
-		return fmt.Errorf("unknown resource: %s was never leased; claim it first, and write with the token claim gives", token.Resource)
+		return fmt.Errorf("unknown resource: %s was never leased; claim it first, and write with the token claim gives", tokenName(token))
 	}
 	return nil
 }
@@ -356,7 +411,11 @@ func (s *mcpServer) refused(out writeOutput, stale *gate.StaleFenceError) (*mcp.
 	r := rejectionOf(stale)
 	refusal := refusalOf(r)
 	out.Written, out.Refusal = false, &refusal
-	out.Message = fmt.Sprintf("refused, nothing was written: %s. Your lease is gone: claim %s again before writing", rejectionText(r), r.Resource)
+	again := r.Resource
+	if p, ok := pathOf(r.Resource); ok {
+		again = "the path " + p // a file's or directory's, which a newer claim took
+	}
+	out.Message = fmt.Sprintf("refused, nothing was written: %s. Your lease is gone: claim %s again before writing", rejectionText(r), again)
 	s.log.Warn("write refused", "resource", r.Resource, "fence", r.Fence, "floor", r.Floor, "floor_holder", r.FloorHolder, "rejection", r.Seq)
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: out.Message}}}, out, nil
 }

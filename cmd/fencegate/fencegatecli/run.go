@@ -26,7 +26,7 @@ func runCommand() *command {
 	cmd := &command{
 		name:     "run",
 		synopsis: "hold a lock for the whole life of a command",
-		usage:    "run --lock NAME [--ttl 30s] [--holder ID] [--wait D] [--grace 5s] -- CMD [ARGS...]",
+		usage:    "run (--lock NAME | --path FILE... [--root DIR]) [--ttl 30s] [--holder ID] [--wait D] [--grace 5s] -- CMD [ARGS...]",
 		help: `Claim the lock, run CMD while renewing the lease in the background, and
 release the lock when CMD exits. Exit with CMD's status (128+N if a signal N
 killed it).
@@ -45,11 +45,14 @@ up to that long for it first, in line with other waiters, as claim does). --ttl 
 is lost while CMD runs (a renewal finds it expired, released or superseded,
 or renewals fail until its deadline), CMD's process group gets SIGTERM, then
 SIGKILL after --grace, and run exits 3. The lease is a signal, not a guard:
-CMD's writes are safe only behind 'fencegate gate' (or gate.Commit).`,
+CMD's writes are safe only behind 'fencegate gate' (or gate.Commit).
+
+--path (repeatable) and --root hold files instead of a lock, as claim's do.`,
 		db: true, args: true, dashes: true,
 	}
 	fs := cmd.flagSet()
-	lock := fs.String("lock", "", "the lock (resource) to hold (required)")
+	lock := fs.String("lock", "", "the lock (resource) to hold (or --path)")
+	pf := addPathFlags(fs)
 	ttl := durationFlag(fs, "ttl", defaultTTL, "`duration` of the lease; renewed when a third of it has passed")
 	holderFlag := fs.String("holder", "", "who holds it (default $"+envHolder+", else host-pid)")
 	wait := durationFlag(fs, "wait", 0, "if the lock is held, keep trying for this `duration` before exiting 3")
@@ -62,7 +65,8 @@ CMD's writes are safe only behind 'fencegate gate' (or gate.Commit).`,
 		case !found || len(argv) == 0:
 			return usagef("missing -- CMD [ARGS...]")
 		}
-		if err := checkLock(*lock); err != nil {
+		resources, name, err := pf.resources(*lock)
+		if err != nil {
 			return err
 		}
 		if err := checkTTL(*ttl); err != nil {
@@ -79,15 +83,16 @@ CMD's writes are safe only behind 'fencegate gate' (or gate.Commit).`,
 		if err != nil {
 			return err
 		}
-		return c.runLocked(ctx, cmd, b, client, *lock, *wait, *grace, argv)
+		return c.runLocked(ctx, cmd, b, client, resources, name, *wait, *grace, argv)
 	}
 	return cmd
 }
 
-// runLocked runs argv while holding lock for client's holder, once it is
+// runLocked runs argv while holding resources (named name in messages)
+// for client's holder, once it is
 // free or wait has passed, and returns how run ends: with argv's own exit
 // status if it ran to its end.
-func (c *cli) runLocked(ctx context.Context, cmd *command, b *backend, client *lease.Client, lock string, wait, grace time.Duration, argv []string) error {
+func (c *cli) runLocked(ctx context.Context, cmd *command, b *backend, client *lease.Client, resources []string, name string, wait, grace time.Duration, argv []string) error {
 	// From here on, signals are ours to forward (or, before CMD starts, to
 	// stop waiting): run must live to release the lease.
 	sigs := make(chan os.Signal, 8)
@@ -119,7 +124,7 @@ func (c *cli) runLocked(ctx context.Context, cmd *command, b *backend, client *l
 		out     childOutcome
 		holdErr error
 	)
-	err := lease.Hold(waitCtx, client, b.coord, lock, func(ctx context.Context, l *lease.Lease) error {
+	err := holdSet(waitCtx, client, b, resources, func(ctx context.Context, l *lease.Lease) error {
 		unwatch()
 		if err := context.Cause(waitCtx); err != nil {
 			return err // interrupted as the lease was granted: CMD never starts
@@ -139,7 +144,7 @@ func (c *cli) runLocked(ctx context.Context, cmd *command, b *backend, client *l
 		return heldf("%v", err)
 	}
 	if errors.Is(err, lease.ErrBusy) { // CMD never started
-		return busy(lock, err)
+		return busy(name, err)
 	}
 	if err != nil {
 		return err
@@ -149,7 +154,7 @@ func (c *cli) runLocked(ctx context.Context, cmd *command, b *backend, client *l
 		if holdErr != nil && !errors.Is(holdErr, lease.ErrLeaseLost) {
 			c.logf(cmd, "%v", holdErr)
 		}
-		return heldf("%s stopped after the lease on %s was lost; exit %d", argv[0], lock, exitHeld)
+		return heldf("%s stopped after the lease on %s was lost; exit %d", argv[0], name, exitHeld)
 	case out.interrupted:
 		return fmt.Errorf("interrupted: %v", context.Cause(ctx))
 	case holdErr != nil && !out.ran:
@@ -180,7 +185,7 @@ func (c *cli) supervise(ctx context.Context, cmd *command, l *lease.Lease, dsn s
 	child.Stdin, child.Stdout, child.Stderr = c.stdin, c.childStdout, c.childStderr
 	child.Env = append(os.Environ(),
 		envToken+"="+token.String(),
-		envLock+"="+token.Resource,
+		envLock+"="+tokenName(token),
 		envFence+"="+strconv.FormatInt(token.Fence, 10),
 		envDSN+"="+dsn,
 	)

@@ -86,7 +86,8 @@ type statusReport struct {
 // lockReport is one lock's lease and floor.
 type lockReport struct {
 	Lock        string     `json:"lock"`
-	State       string     `json:"state"` // held, expired, released, none
+	Path        string     `json:"path,omitempty"` // for a path resource: the file, or the directory ending in "/"
+	State       string     `json:"state"`          // held, expired, released, none
 	Holder      string     `json:"holder,omitempty"`
 	Fence       int64      `json:"fence,omitempty"`
 	GrantedAt   *time.Time `json:"granted_at,omitempty"`
@@ -148,6 +149,7 @@ func readStatus(ctx context.Context, b *backend, lock string, refusals int) (sta
 			return r
 		}
 		r := &lockReport{Lock: name, State: "none"}
+		r.Path, _ = pathOf(name)
 		byLock[name] = r
 		return r
 	}

@@ -84,7 +84,16 @@ SELECT setval('fencegate_fence_seq', $1::bigint - 1, true)
 	LeaseGetForUpdate: `
 WITH l AS MATERIALIZED (SELECT * FROM fencegate_lease WHERE resource = $1 FOR UPDATE)
 SELECT ` + pgLeaseCols + `, ` + pgNow + ` FROM l`,
-	LeaseGet:  `SELECT ` + pgLeaseCols + `, ` + pgNow + ` FROM fencegate_lease WHERE resource = $1`,
+	LeaseGet: `SELECT ` + pgLeaseCols + `, ` + pgNow + ` FROM fencegate_lease WHERE resource = $1`,
+	// Migration 00017: the function, and the pattern index the byte-wise
+	// range below uses whatever the collation.
+	PathLockShared:    `SELECT fencegate_path_lock($1, false)`,
+	PathLockExclusive: `SELECT fencegate_path_lock($1, true)`,
+	LeaseLiveBelow: `
+SELECT ` + pgLeaseCols + `, ` + pgNow + ` FROM fencegate_lease
+ WHERE resource ~>=~ $1 AND resource ~<~ $2 AND resource <> $1
+   AND NOT released AND expires_at > clock_timestamp()
+ ORDER BY resource COLLATE "C" LIMIT 1`,
 	LeaseList: `SELECT ` + pgLeaseCols + `, ` + pgNow + ` FROM fencegate_lease ORDER BY resource`,
 	LeaseInsert: `
 WITH now AS (SELECT clock_timestamp() AS t)

@@ -7,6 +7,7 @@
 package sqlexec
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -247,6 +248,41 @@ func (e *executor) LeaseGet(ctx context.Context, resource string) (sqlstore.Leas
 	return r, err
 }
 
+func (e *executor) PathLock(ctx context.Context, resource string, exclusive bool) error {
+	query := e.sql.PathLockShared
+	if exclusive {
+		query = e.sql.PathLockExclusive
+	}
+	if query == "" {
+		return nil
+	}
+	if _, err := e.q.Exec(ctx, query, resource); err != nil {
+		return e.fail("lock path", err)
+	}
+	return nil
+}
+
+func (e *executor) LeaseLiveBelow(ctx context.Context, dir string) (sqlstore.LeaseRow, error) {
+	if err := e.tick(ctx); err != nil {
+		return sqlstore.LeaseRow{}, err
+	}
+	return e.leaseRow(ctx, "read leases below", e.sql.LeaseLiveBelow, dir, DirUpperBound(dir))
+}
+
+// DirUpperBound is the first name above every name below the directory
+// name dir (which ends in "/"): dir with its last "/" made "0", the next
+// byte.
+func DirUpperBound(dir string) string { return dir[:len(dir)-1] + "0" }
+
+func (e *executor) FloorGetLocked(ctx context.Context, resource string) (sqlstore.Floor, error) {
+	query := cmp.Or(e.sql.FloorGetLocked, e.sql.FloorGet)
+	f, err := ScanFloor(e.q.QueryRow(ctx, query, resource))
+	if err != nil {
+		return sqlstore.Floor{}, e.notFound("read floor", err)
+	}
+	return f, nil
+}
+
 func (e *executor) LeaseList(ctx context.Context) ([]sqlstore.LeaseRow, error) {
 	return collect(ctx, e, "list leases", scanLease, e.sql.LeaseList)
 }
@@ -404,7 +440,9 @@ var acquireStatus = map[string]sqlstore.AcquireStatus{
 // LeaseAcquire runs the dialect's one-statement acquisition
 // (Queries.LeaseAcquire), or, where it has none, the shared steps.
 func (e *executor) LeaseAcquire(ctx context.Context, p *sqlstore.LeaseAcquireParams) (sqlstore.LeaseAcquireResult, error) {
-	if e.sql.LeaseAcquire == "" {
+	// A claim of several resources, or of a path, runs the shared steps on
+	// every dialect: Postgres's one statement knows one plain resource.
+	if e.sql.LeaseAcquire == "" || len(p.Members) > 0 {
 		return steps.Acquire(ctx, e, e.inTx, p)
 	}
 	if p.Sending != nil {

@@ -56,6 +56,19 @@ type Queries struct {
 	// (sqlstore.Executor.SemaphorePermits, SetSemaphorePermits): $1 name → permits; $1 name, $2 permits.
 	SemaphoreGet string
 	SemaphoreSet string
+	// PathLockShared and PathLockExclusive take a path's lock
+	// (sqlstore.Executor.PathLock): $1 resource. Empty where a write
+	// transaction holds the whole database (SQLite).
+	PathLockShared    string
+	PathLockExclusive string
+	// LeaseLiveBelow reads the first live lease strictly below a directory:
+	// $1 the directory (ending in "/"), $2 the same with its "/" made "0",
+	// the first name above every name under it → the lease columns and
+	// clock.
+	LeaseLiveBelow string
+	// FloorGetLocked is FloorGet as a locking read; empty where FloorGet
+	// reads the newest committed row already (Postgres and SQLite here).
+	FloorGetLocked string
 	// ClockTick, when set, runs before every statement that judges or
 	// stamps a lease (LeaseGetForUpdate, LeaseGrant, LeaseRenew,
 	// LeaseRelease): SQLite's clock high-water mark, raised to the wall

@@ -35,6 +35,9 @@ var ErrFloorMoved = errors.New("the floor moved above the new fence after the gr
 // back when the floor is ahead; with nil, ex is in the caller's
 // transaction, and the floor is checked before anything is written.
 func Acquire(ctx context.Context, ex sqlstore.Executor, inTx InTx, p *sqlstore.LeaseAcquireParams) (sqlstore.LeaseAcquireResult, error) {
+	if len(p.Members) > 0 {
+		return acquireSet(ctx, ex, inTx, p)
+	}
 	if inTx == nil {
 		sending(p.Sending)
 		res, err := acquire(ctx, ex, p, true)

@@ -1,0 +1,84 @@
+package pgxgate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/pgxv5"
+)
+
+// pipelined reports whether token takes the one-round-trip paths: one plain
+// resource. A set or path token is judged by g.Commit, member by member in
+// the path rule's order (gate's doc, Paths), which one pipelined statement
+// does not do; it costs a round trip per member.
+func pipelined(token gate.Token) bool { return !token.IsSet() && !gate.IsPath(token.Resource) }
+
+// beginSet is BeginFenced for a set or path token: BEGIN (in its own round
+// trip), then g.Commit, which admits every member or rolls back and logs.
+func beginSet(ctx context.Context, g *gate.Gate[pgx.Tx], db BatchSender, token gate.Token, opts pgx.TxOptions) (pgx.Tx, error) {
+	b := &pgx.Batch{}
+	b.BeginTx(opts)
+	br := db.SendBatch(ctx, b)
+	tx := br.Tx()
+	if err := br.Close(); err != nil {
+		if tx != nil {
+			cctx, cancel := g.Cleanup(ctx)
+			defer cancel()
+			_ = tx.Rollback(cctx)
+		}
+		return nil, fmt.Errorf("fencegate: begin fenced %s: %w", token, err)
+	}
+	if err := g.Commit(ctx, tx, token); err != nil {
+		return nil, err // tx is rolled back
+	}
+	return tx, nil
+}
+
+// commitBatchSet is CommitBatch for a set or path token: g.Commit judges
+// every member in the transaction (conn's, or one begun here), then the
+// batch runs in it behind the fence statement of the first member (which
+// arms the guard against transaction control and refuses it as
+// CommitBatch does), and the transaction begun here commits.
+func commitBatchSet(ctx context.Context, g *gate.Gate[pgx.Tx], conn BatchSender, token gate.Token, b *pgx.Batch) error {
+	tx, inTx := conn.(pgx.Tx)
+	if gate.IsNestedTx(conn) {
+		cctx, cancel := g.Cleanup(ctx)
+		defer cancel()
+		_ = tx.Rollback(cctx)
+		return fmt.Errorf("fencegate: commit batch %s: %w", token, gate.ErrNestedTx)
+	}
+	if !inTx {
+		var err error
+		if tx, err = beginSet(ctx, g, conn, token, pgx.TxOptions{}); err != nil {
+			return err
+		}
+	} else if err := g.Commit(ctx, tx, token); err != nil {
+		return err // tx is rolled back
+	}
+	m := token.Members()[0]
+	_, res, err := pgxv5.FloorRaiseBatch(ctx, tx, sqlstore.FloorRaiseParams{
+		Resource: m, Holder: token.Holder, Fence: token.Fence, VerifyIssued: g.Options().VerifyIssued,
+	}, b)
+	if err == nil && res.Admitted && !inTx {
+		err = tx.Commit(ctx)
+	}
+	if err == nil && res.Admitted {
+		return nil
+	}
+	cctx, cancel := g.Cleanup(ctx)
+	defer cancel()
+	if rbErr := tx.Rollback(cctx); rbErr != nil && !errors.Is(rbErr, pgx.ErrTxClosed) {
+		g.Options().Logger.WarnContext(ctx, "fencegate: rollback failed; the transaction cannot commit", "error", rbErr)
+	}
+	if err != nil {
+		return fmt.Errorf("fencegate: commit batch %s: %w", token, err)
+	}
+	// The member was admitted by g.Commit a moment ago, in this very
+	// transaction, with its floor row held: a refusal now cannot happen.
+	return g.Refuse(cctx, gate.Token{Resource: m, Holder: token.Holder, Fence: token.Fence}, res)
+}
