@@ -96,6 +96,20 @@ UPDATE fencegate_counter SET value = GREATEST(value, $1::bigint - 1) WHERE name 
 SELECT ` + leaseCols + `, ` + nowMicros + `
   FROM (SELECT * FROM fencegate_lease WHERE resource = $1 FOR UPDATE) l`,
 	LeaseGet:  `SELECT ` + leaseCols + `, ` + nowMicros + ` FROM fencegate_lease WHERE resource = $1`,
+	// Path locks (migration 00003): both kinds are the upsert that writes
+	// the row, shared ones included (see the migration). The range reads
+	// names byte-wise (COLLATE "C"), whatever the database's collation.
+	PathLockShared: `
+INSERT INTO fencegate_path_lock (resource) VALUES ($1)
+ON CONFLICT (resource) DO UPDATE SET resource = EXCLUDED.resource`,
+	PathLockExclusive: `
+INSERT INTO fencegate_path_lock (resource) VALUES ($1)
+ON CONFLICT (resource) DO UPDATE SET resource = EXCLUDED.resource`,
+	LeaseLiveBelow: `
+SELECT ` + leaseCols + `, ` + nowMicros + ` FROM fencegate_lease
+ WHERE resource COLLATE "C" >= $1 AND resource COLLATE "C" < $2 AND resource <> $1
+   AND NOT released AND expires_at > clock_timestamp()
+ ORDER BY resource COLLATE "C" LIMIT 1`,
 	LeaseList: `SELECT ` + leaseCols + `, ` + nowMicros + ` FROM fencegate_lease ORDER BY resource`,
 	LeaseInsert: `
 INSERT INTO fencegate_lease (resource, holder, fence, request_id, granted_at, expires_at, released)
