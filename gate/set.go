@@ -70,7 +70,7 @@ func (g *Gate[TTx]) checkSet(ctx context.Context, ex sqlstore.Executor, token To
 	for _, r := range raise {
 		res, err := ex.FloorRaise(ctx, &sqlstore.FloorRaiseParams{
 			Resource: r, Holder: token.Holder, Fence: token.Fence,
-			VerifyIssued: g.opts.VerifyIssued && r != file,
+			VerifyIssued: g.opts.VerifyIssued && slices.Contains(members, r),
 		})
 		if err != nil {
 			return nil, err
