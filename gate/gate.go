@@ -212,9 +212,9 @@ func isNested(v reflect.Value, depth int) bool {
 }
 
 // Cleanup returns the context for work that must happen even though ctx
-// may be cancelled (a driver's rollback after a failed fenced write, say):
-// ctx's values, none of its cancellation, and a bound of its own,
-// Options.CleanupTimeout from now. Given a context from Cleanup, Cleanup and
+// may be cancelled (gate/pgxgate's rollback after a failed pipelined
+// write, say): ctx's values, none of its cancellation, and a bound of its
+// own, Options.CleanupTimeout from now. Given a context from Cleanup, Cleanup and
 // Refuse keep its bound instead of starting another, so the steps of one
 // cleanup share one CleanupTimeout.
 func (g *Gate[TTx]) Cleanup(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -238,8 +238,8 @@ func (g *Gate[TTx]) rollback(ctx context.Context, tx TTx) {
 	}
 }
 
-// Refuse records that token was not admitted by a fence check a driver ran
-// in its own way (pgxgate.CommitBatch's pipeline), as Commit records its own
+// Refuse records that token was not admitted by a fence check run in
+// another way than Commit's (pgxgate.CommitBatch's pipeline), as Commit records its own
 // refusals: under Options.CleanupTimeout, whatever ctx does, it writes the
 // rejection log, logs a warning, and returns the *StaleFenceError. res is
 // the check's outcome; when res.Issued is false (Options.VerifyIssued found

@@ -162,8 +162,8 @@ func boolIndex(b bool) int {
 	return 0
 }
 
-// Observe opens the span and starts the clock of a fence check that a
-// driver runs in its own way, as Commit does for its own, and returns ctx
+// Observe opens the span and starts the clock of a fence check run in
+// another way than Commit's (gate/pgxgate's pipelines), as Commit does for its own, and returns ctx
 // with the span and the function to call once with the check's result:
 // nil when admitted, the *StaleFenceError (or an error joining it) when
 // refused, any other error when the check failed. op names the check, in

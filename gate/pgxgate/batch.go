@@ -103,16 +103,25 @@ func CommitBatch(ctx context.Context, g *gate.Gate[pgx.Tx], conn BatchSender, to
 		}
 		return nil
 	}
-	opts := g.Options()
+	err = notAdmitted(ctx, g, tx, token, res, err)
+	if errors.Is(err, sqlstore.ErrTransactionControl) {
+		g.Options().Logger.WarnContext(ctx, "fencegate: refused a fenced batch that would end its transaction; nothing of it committed", "token", token.String(), "error", err)
+	}
+	return err
+}
+
+// notAdmitted ends a pipelined write that failed (err) or was refused
+// (res): whatever failed, tx (when not nil) must not commit, and with a
+// pool rolling back is also what returns its connection (a transaction
+// that never began included); then a refusal is logged. The rollback and
+// the refusal's log share one Options.CleanupTimeout, whatever ctx does.
+func notAdmitted(ctx context.Context, g *gate.Gate[pgx.Tx], tx pgx.Tx, token gate.Token, res sqlstore.FloorRaiseResult, err error) error {
 	cctx, cancel := g.Cleanup(ctx)
 	defer cancel()
-	if tx != nil { // whatever failed, tx must not commit
+	if tx != nil {
 		if rbErr := tx.Rollback(cctx); rbErr != nil && !errors.Is(rbErr, pgx.ErrTxClosed) {
-			opts.Logger.WarnContext(ctx, "fencegate: rollback failed; the transaction cannot commit", "error", rbErr)
+			g.Options().Logger.WarnContext(ctx, "fencegate: rollback failed; the transaction cannot commit", "error", rbErr)
 		}
-	}
-	if errors.Is(err, sqlstore.ErrTransactionControl) {
-		opts.Logger.WarnContext(ctx, "fencegate: refused a fenced batch that would end its transaction; nothing of it committed", "token", token.String(), "error", err)
 	}
 	if err != nil {
 		return err

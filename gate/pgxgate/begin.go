@@ -94,21 +94,8 @@ func BeginFenced(ctx context.Context, g *gate.Gate[pgx.Tx], db BatchSender, toke
 	if err == nil && res.Admitted {
 		return tx, nil
 	}
-
-	// Whatever failed, the transaction must not commit, and with a pool,
-	// rolling back is also what returns its connection (a transaction that
-	// never began included).
-	// One bound for the rollback and the refusal's log together.
-	o := g.Options()
-	cctx, cancel := g.Cleanup(ctx)
-	defer cancel()
-	if tx != nil {
-		if rbErr := tx.Rollback(cctx); rbErr != nil && !errors.Is(rbErr, pgx.ErrTxClosed) {
-			o.Logger.WarnContext(ctx, "fencegate: rollback failed; the transaction cannot commit", "error", rbErr)
-		}
-	}
 	if err != nil {
-		return nil, fmt.Errorf("fencegate: begin fenced %s: %w", token, err)
+		err = fmt.Errorf("fencegate: begin fenced %s: %w", token, err)
 	}
-	return nil, g.Refuse(cctx, token, res)
+	return nil, notAdmitted(ctx, g, tx, token, res, err)
 }

@@ -36,7 +36,8 @@ type BatchSender interface {
 // tx is the transaction the caller must still end: whenever res is not an
 // admission or err is not nil, roll it back (it cannot commit; rolling back
 // returns a pool's connection); after an admission in a transaction of its
-// own it is already committed, and in conn's transaction it is nil (the
+// own it is already committed (roll it back all the same: with a pool that
+// returns the connection), and in conn's transaction it is nil (the
 // caller's to commit). It needs migrations 00002, 00004, 00007 and 00013.
 func FloorRaiseBatch(ctx context.Context, conn BatchSender, p sqlstore.FloorRaiseParams, b *pgx.Batch) (tx pgx.Tx, res sqlstore.FloorRaiseResult, err error) {
 	callerTx, inTx := conn.(pgx.Tx)
