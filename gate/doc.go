@@ -88,7 +88,8 @@
 // A gate alone, with fences from outside, reads and writes two tables:
 // fencegate_floor and fencegate_rejection (and, on Postgres, calls the
 // function fencegate_fence; under VerifyIssued it also reads
-// fencegate_lease). The driver's Migrate creates them with the rest of
+// fencegate_lease; a path token also locks rows of fencegate_path_lock).
+// The driver's Migrate creates them with the rest of
 // fencegate's schema, since the migrations are one sequence; the lease
 // coordinator's tables stay empty and cost nothing.
 //
