@@ -65,6 +65,7 @@ func RunAll(ctx context.Context, cfg Config, outDir, only string, quick bool) er
 		{"fairness", func() error { return Fairness(ctx, cfg, pg, r) }},
 		{"otel", func() error { return Telemetry(ctx, cfg, r) }},
 		{"elect", func() error { return Elect(ctx, cfg, pg, r) }},
+		{"sets", func() error { return Sets(ctx, cfg, r) }},
 	}
 	for _, s := range steps {
 		if !want(s.id) || (s.id == "elect" && only == "") { // elect runs only when named

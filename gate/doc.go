@@ -88,7 +88,8 @@
 // A gate alone, with fences from outside, reads and writes two tables:
 // fencegate_floor and fencegate_rejection (and, on Postgres, calls the
 // function fencegate_fence; under VerifyIssued it also reads
-// fencegate_lease). The driver's Migrate creates them with the rest of
+// fencegate_lease; a path token also locks rows of fencegate_path_lock).
+// The driver's Migrate creates them with the rest of
 // fencegate's schema, since the migrations are one sequence; the lease
 // coordinator's tables stay empty and cost nothing.
 //
@@ -97,6 +98,52 @@
 // Committed writes on a resource carry non-decreasing fences in commit order,
 // and a write under fence N never commits after a write under a fence above N
 // has committed. Writes that bypass the gate are outside the guarantee.
+//
+// # Sets of resources
+//
+// A claim may name several resources at once (lease.Client.BeginAcquireSet,
+// or NewSetToken for fences from outside), granted together under one
+// fence. Its token names them all (Token.Members; text form fg2:...), and
+// Commit, Do, Admit, CommitFile and the pgxgate calls judge every member in
+// the write's transaction, in sorted order, raising and holding each
+// member's floor: the write is refused if any member is stale, and each
+// stale member is logged with both holders. A set holds at most
+// MaxSetMembers names, no name twice, and no path together with a
+// directory above it.
+//
+// # Paths
+//
+// A resource can name a path under a root the caller chose (PathResource):
+// "path:src/a.go" a file, "path:src/" a directory and everything below it.
+// Two claims conflict when a path of one equals, contains or is contained
+// in a path of the other; siblings never conflict ("path:src/a.go" says
+// nothing about "path:src/b.go"). The guarantee, per file F: writes to F
+// land in the order of the fences of the claims that covered F, and a
+// write under fence f is refused once a claim covering F with a fence above
+// f was granted, or a write to F under a higher fence committed.
+//
+// It takes two halves, each of which the tests show is needed:
+//
+//   - The grant: a claim of a path locks that path exclusively and the
+//     directories above it shared (fencegate_path_lock, in sorted order,
+//     before any lease or floor row), refuses when a directory above it or
+//     (for a directory) anything below it holds a live lease, and raises
+//     the floor of every member, directories included, in the granting
+//     transaction.
+//   - The write: CommitFile(tx, token, F) takes the locks of F's
+//     directories shared and refuses when the floor of one of them is
+//     above f (a claim of it was granted with a higher fence), then raises
+//     and holds the floors of the token's members and of F itself.
+//
+// Why it holds: a claim covering F names F or one of its directories D;
+// its grant raises that floor to its fence g. A later write under f < g to
+// F checks F's floor and every directory's above F, D among them, so it
+// is refused. A write in flight holds D's lock shared (or, with D a
+// member, D's floor row), so D's grant waits for it to end: the write
+// lands before the grant, in fence order. Two overlapping claims both
+// lock the shallower path (one exclusively), so they cannot both be
+// granted; siblings take only shared locks on their common directories.
+// A plain resource name is only ever equal to itself, as before paths.
 //
 // # Isolation
 //

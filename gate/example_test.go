@@ -127,3 +127,27 @@ func ExampleGate_Observe() {
 	fmt.Println("admitted:", err == nil)
 	// Output: admitted: true
 }
+
+// A token of several resources at once, as an outside lock service would
+// grant them under one fence: its text form lists every member, Parse reads
+// it back, and Covers tells which files a directory member covers.
+func ExampleNewSetToken() {
+	src, _ := gate.PathResource("src/")
+	tok, err := gate.NewSetToken([]string{src, "deploy-slot"}, "agent-a", 7)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(tok)
+	back, _ := gate.Parse(tok.String())
+	fmt.Println(back == tok, back.Members())
+	fmt.Println(tok.Covers("path:src/a/b.go"), tok.Covers("path:srcs/x"))
+
+	_, err = gate.NewSetToken([]string{src, "path:src/a.go"}, "agent-a", 7)
+	fmt.Println(errors.Is(err, gate.ErrInvalidInput))
+
+	// Output:
+	// fg2:7:agent-a:deploy-slot:path%3Asrc%2F
+	// true [deploy-slot path:src/]
+	// true false
+	// true
+}

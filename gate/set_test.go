@@ -222,3 +222,28 @@ func testCommitFileBadInput[TTx any](t *testing.T, dh dbtest.Harness[TTx]) {
 		t.Fatalf("bad input wrote floors: %v, %v", fs, err)
 	}
 }
+
+func TestCommitFileVerifiesIssued(t *testing.T) {
+	forEachDriver(t, testCommitFileVerifiesIssued[*sql.Tx], testCommitFileVerifiesIssued[pgx.Tx])
+}
+
+// Under VerifyIssued a path token the coordinator never issued is refused,
+// whether its member is the file itself or a directory above it, and
+// raises no floor.
+func testCommitFileVerifiesIssued[TTx any](t *testing.T, dh dbtest.Harness[TTx]) {
+	ctx := context.Background()
+	h := newHarness(t, dh, &gate.Options{VerifyIssued: true})
+	file := mustPath(t, "src/a.go")
+	for _, tok := range []gate.Token{
+		{Resource: file, Holder: "forger", Fence: 99},
+		{Resource: mustPath(t, "src/"), Holder: "forger", Fence: 99},
+		mustSet(t, "forger", 99, "x", file),
+	} {
+		if err := h.writeFile(ctx, 1, tok, file); !errors.Is(err, gate.ErrFenceNotIssued) {
+			t.Errorf("%v: %v, want ErrFenceNotIssued", tok, err)
+		}
+	}
+	if fs, err := h.g.Floors(ctx); err != nil || len(fs) != 0 {
+		t.Fatalf("forged tokens raised floors: %+v, %v", fs, err)
+	}
+}

@@ -127,6 +127,21 @@
 // ErrBusy; it is never granted half-way. With gate.Options.VerifyIssued,
 // the gate also refuses fences this coordinator never issued.
 //
+// # Claims of several resources, and paths
+//
+// Client.BeginAcquireSet asks for several resources in one grant: all or
+// none, one fence from the sequence for the whole set, every member's floor
+// raised in the granting transaction. Coordinator.Acquire answers it as it
+// answers one resource (a retry of the same request gets the same grant;
+// AcquireOutcome.HeldResource names the member, or the path above or
+// below one, that blocks it); Renew, RenewBatch, Release, Keep, Hold
+// (HoldSet) and AcquireWait (AcquireWaitSet) work on the set's lease as on
+// one. A grant locks in one global order, path locks first, then lease rows
+// and floors, each in sorted order, so overlapping sets queue and never
+// deadlock. Members may be paths (gate.PathResource), whose rule gate's
+// package doc states under Paths: a claim of a path is refused while a
+// directory above it or, for a directory, anything below it is held.
+//
 // # Send-time anchoring and clock domains
 //
 // The coordinator starts a lease's term when it processes the request; the

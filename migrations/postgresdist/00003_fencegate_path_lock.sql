@@ -1,4 +1,4 @@
--- Path claims (gate.PathResource), as migrations/postgres 00017 does for
+-- Path claims (gate.PathResource), as migrations/postgres 00016 does for
 -- the default driver, in plain statements: a row per path ever locked,
 -- taken by an upsert the driver sends (sqlstore/pgxv5/distributed). The
 -- profile takes a directory's lock exclusively also where the default

@@ -34,7 +34,7 @@ func main() {
 		dur     = flag.Duration("duration", 1500*time.Millisecond, "run time per variant per round")
 		rounds  = flag.Int("rounds", 3, "interleaved A/B rounds")
 		out     = flag.String("out", ".", "directory for RESULTS.md and chart.svg")
-		only    = flag.String("only", "", "comma-separated scenarios to run (1,fencesql,guard,2,3,4,5,6,7,fairness,mariadb,hold,queue,otel); default all")
+		only    = flag.String("only", "", "comma-separated scenarios to run (1,fencesql,guard,2,3,4,5,6,7,fairness,mariadb,hold,queue,otel,elect,sets); default all")
 		fair    = flag.Duration("fair", 10*time.Second, "run time per variant of the fairness scenario (-quick: 2s)")
 		writers = flag.String("writers", "1,16,64", "writer counts for scenario 2")
 		rtt     = flag.Duration("rtt", time.Millisecond, "round trip a delaying proxy adds for the second network path (0: loopback only)")

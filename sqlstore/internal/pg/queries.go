@@ -85,7 +85,7 @@ SELECT setval('fencegate_fence_seq', $1::bigint - 1, true)
 WITH l AS MATERIALIZED (SELECT * FROM fencegate_lease WHERE resource = $1 FOR UPDATE)
 SELECT ` + pgLeaseCols + `, ` + pgNow + ` FROM l`,
 	LeaseGet: `SELECT ` + pgLeaseCols + `, ` + pgNow + ` FROM fencegate_lease WHERE resource = $1`,
-	// Migration 00017: the function, and the pattern index the byte-wise
+	// Migration 00016: the function, and the pattern index the byte-wise
 	// range below uses whatever the collation.
 	PathLockShared:    `SELECT fencegate_path_lock($1, false)`,
 	PathLockExclusive: `SELECT fencegate_path_lock($1, true)`,

@@ -12,6 +12,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/fencegate/fencegate/sqlstore"
@@ -442,7 +443,7 @@ var acquireStatus = map[string]sqlstore.AcquireStatus{
 func (e *executor) LeaseAcquire(ctx context.Context, p *sqlstore.LeaseAcquireParams) (sqlstore.LeaseAcquireResult, error) {
 	// A claim of several resources, or of a path, runs the shared steps on
 	// every dialect: Postgres's one statement knows one plain resource.
-	if e.sql.LeaseAcquire == "" || len(p.Members) > 0 {
+	if e.sql.LeaseAcquire == "" || len(p.Members) > 0 || strings.HasPrefix(p.Resource, "path:") {
 		return steps.Acquire(ctx, e, e.inTx, p)
 	}
 	if p.Sending != nil {

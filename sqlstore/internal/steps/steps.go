@@ -35,6 +35,13 @@ var ErrFloorMoved = errors.New("the floor moved above the new fence after the gr
 // back when the floor is ahead; with nil, ex is in the caller's
 // transaction, and the floor is checked before anything is written.
 func Acquire(ctx context.Context, ex sqlstore.Executor, inTx InTx, p *sqlstore.LeaseAcquireParams) (sqlstore.LeaseAcquireResult, error) {
+	if len(p.Members) == 0 && isPath(p.Resource) {
+		// A path is acquired under the path rule whoever asks: a copy, so
+		// that the caller's params stay as they were.
+		q := *p
+		q.Members = []string{p.Resource}
+		p = &q
+	}
 	if len(p.Members) > 0 {
 		return acquireSet(ctx, ex, inTx, p)
 	}
