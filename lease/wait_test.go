@@ -442,6 +442,7 @@ func TestAcquireWaitReleaseWakesOnlyTheFirst(t *testing.T) {
 			// grant (and w0's leaving) is at every coordinator, any wake-up
 			// the release or the grant caused has happened.
 			marker := r + "-marker"
+			watch(t, store, sqlstore.Watch{Resource: marker}) // else its release, awaited by nobody, is not announced
 			d := newClient(t, "d", ClientOptions{})
 			releaseOK(t, d, coords[0], acquire(t, d, coords[0], marker))
 			for _, rec := range recs {

@@ -81,6 +81,17 @@ type Store interface {
 	// a First only after touching its place recently enough to know it
 	// still stands.
 	ListenLeases(ctx context.Context, ready func(), changed func(LeaseChange)) error
+	// WatchLeases is ListenLeases for a listener that has no place in the
+	// waiter queue of the resources it cares about (an election's observer,
+	// a semaphore's head of line watching its permits). Since Postgres
+	// migration 00018 a release is announced only when its resource has a
+	// live waiter or a watcher; WatchLeases registers w for the listening
+	// session before it calls ready, and in such a way that a release
+	// committed after ready is announced to it, and one in flight as it
+	// registers has committed by the time ready is called (see
+	// docs/DISTRIBUTED.md, "Announcements"). The registration ends with the
+	// session. Without SupportsListener: ErrNotSupported, as ListenLeases.
+	WatchLeases(ctx context.Context, w Watch, ready func(), changed func(LeaseChange)) error
 	// DurabilityWarnings says, one sentence each, which settings of the
 	// database can lose commits it acknowledged: on Postgres,
 	// synchronous_commit off, and standbys that replicate asynchronously
@@ -236,6 +247,14 @@ type Waiter struct {
 	Resource  string
 	Holder    string
 	ExpiresAt time.Time // it leaves the queue then unless touched again
+}
+
+// Watch names the resources a WatchLeases listener watches: Resource
+// itself, or with Prefix every resource whose name begins with Resource.
+// The zero value watches nothing, and WatchLeases is then ListenLeases.
+type Watch struct {
+	Resource string
+	Prefix   bool
 }
 
 // LeaseChange is one announcement of Store.ListenLeases. The zero value announces

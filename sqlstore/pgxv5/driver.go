@@ -187,6 +187,12 @@ func (d *Driver) SupportsListener() bool { return true }
 // when it needs one) and listens on it for lease changes until ctx ends or
 // the connection fails; the connection is closed afterwards.
 func (d *Driver) ListenLeases(ctx context.Context, ready func(), changed func(sqlstore.LeaseChange)) error {
+	return d.WatchLeases(ctx, sqlstore.Watch{}, ready, changed)
+}
+
+// WatchLeases is ListenLeases with w registered as a watcher of the
+// listening session (sqlstore.Store.WatchLeases).
+func (d *Driver) WatchLeases(ctx context.Context, w sqlstore.Watch, ready func(), changed func(sqlstore.LeaseChange)) error {
 	c, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("fencegate: listen for lease changes: %w", classify.Classify(err))
@@ -197,7 +203,7 @@ func (d *Driver) ListenLeases(ctx context.Context, ready func(), changed func(sq
 		defer cancel()
 		_ = conn.Close(cctx) // a broken connection has nothing left to say
 	}()
-	return pg.ListenLeases(ctx, conn, ready, changed)
+	return pg.WatchLeases(ctx, conn, w, ready, changed)
 }
 
 // closeTimeout bounds the goodbye to the server on a listening connection's
