@@ -202,7 +202,9 @@ func TestWatcherRegisteringDuringAReleaseSeesIt(t *testing.T) {
 		wctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		ready := make(chan struct{})
-		go func() { _ = store.WatchLeases(wctx, sqlstore.Watch{Resource: r}, func() { close(ready) }, func(sqlstore.LeaseChange) {}) }()
+		go func() {
+			_ = store.WatchLeases(wctx, sqlstore.Watch{Resource: r}, func() { close(ready) }, func(sqlstore.LeaseChange) {})
+		}()
 		waitBlockedBy(t, url, pid)
 		select {
 		case <-ready:
