@@ -64,9 +64,10 @@ func RunAll(ctx context.Context, cfg Config, outDir, only string, quick bool) er
 		{"fairness", func() error { return Fairness(ctx, cfg, pg, r) }},
 		{"otel", func() error { return Telemetry(ctx, cfg, r) }},
 		{"elect", func() error { return Elect(ctx, cfg, pg, r) }},
+		{"notify", func() error { return Notify(ctx, cfg, r) }},
 	}
 	for _, s := range steps {
-		if !want(s.id) || (s.id == "elect" && only == "") { // elect runs only when named
+		if !want(s.id) || ((s.id == "elect" || s.id == "notify") && only == "") { // elect and notify run only when named
 			continue
 		}
 		if err := s.run(); err != nil {

@@ -62,6 +62,20 @@
 // the queue until its lease's term ends. Plain acquisitions do not queue;
 // see AcquireWait.
 //
+// On Postgres (migration 00018) a release is announced only when someone
+// waits for it: its resource has a live waiter, or a watcher (Observe, and
+// a semaphore's head of line watching its permits, register themselves
+// with sqlstore.Store.WatchLeases). A release nobody waits for sends no
+// NOTIFY, so its commit skips Postgres's cluster-wide notify lock, which
+// serialized every release behind the others. No wake-up is lost by it: a
+// waiter that queues after the release's trigger read the queue touches
+// its place and acquires afterwards, and the acquisition locks the lease
+// row, so it waits for the release to commit and finds the lease free; a
+// watcher registers (committed), then takes a share lock on the lease row
+// it watches (which waits for a release in flight), and only then listens
+// and looks. Either the trigger sees the watcher and announces, or the
+// watcher's look comes after the release's commit.
+//
 // # Elections
 //
 // An Elector is one participant of a leader election built on a lease: the

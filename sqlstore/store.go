@@ -88,8 +88,8 @@ type Store interface {
 	// live waiter or a watcher; WatchLeases registers w for the listening
 	// session before it calls ready, and in such a way that a release
 	// committed after ready is announced to it, and one in flight as it
-	// registers has committed by the time ready is called (see
-	// docs/DISTRIBUTED.md, "Announcements"). The registration ends with the
+	// registers has committed by the time ready is called (package
+	// lease's doc, "Waiting", has the proof). The registration ends with the
 	// session. Without SupportsListener: ErrNotSupported, as ListenLeases.
 	WatchLeases(ctx context.Context, w Watch, ready func(), changed func(LeaseChange)) error
 	// DurabilityWarnings says, one sentence each, which settings of the

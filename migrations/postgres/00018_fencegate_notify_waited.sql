@@ -10,7 +10,7 @@
 -- permits). With neither, the trigger reads two index ranges and notifies
 -- nobody, and the commit takes no notify lock.
 --
--- No wake-up is lost by skipping (docs/DISTRIBUTED.md, "Announcements"):
+-- No wake-up is lost by skipping (package lease's doc, "Waiting"):
 --   a waiter that queues after the trigger's read touches its place and
 --   tries to acquire afterwards, and the acquisition locks the lease row,
 --   so it waits for the releasing commit and finds the lease released;
