@@ -257,13 +257,24 @@ func (c *Coordinator) acquire(ctx context.Context, req *AcquireRequest, waiter i
 		Sending: req.restamp,
 	}
 	var res sqlstore.LeaseAcquireResult
+	late := false
 	err = c.store.OnConn(ctx, func(ex sqlstore.Executor) error {
+		// A retry whose first sending is more than its term ago is refused
+		// here, the connection in hand: its row may have been pruned
+		// (Coordinator.Prune says why that is safe).
+		if late = lateRetry(req, ttl); late {
+			return nil
+		}
 		var err error
 		res, err = ex.LeaseAcquire(ctx, &p)
 		return err
 	})
 	if err != nil {
 		return AcquireOutcome{}, c.wrap("acquire", req.Resource, err)
+	}
+	if late {
+		return AcquireOutcome{}, fmt.Errorf("%w: %q: request %s was first sent more than its term (%v) ago; a lease it made would be over on arrival",
+			ErrRequestExpired, req.Resource, req.RequestID, ttl)
 	}
 	switch res.Status {
 	case sqlstore.AcquireGranted, sqlstore.AcquireRetried:

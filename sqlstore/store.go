@@ -239,6 +239,34 @@ type Executor interface {
 	WaiterTouch(ctx context.Context, resource string, seq int64, ttl time.Duration) (first int64, kept bool, err error)
 	// WaiterList reads the live waiters of resource, first place first.
 	WaiterList(ctx context.Context, resource string) ([]Waiter, error)
+
+	// Prune deletes rows that can no longer matter, at most p.Limit of each
+	// table per call (a batch: call again while a count equals Limit):
+	// request rows made more than p.RequestAge ago (on the database's
+	// clock), expired waiter rows, and, when p.RejectionKeep > 0, rejection
+	// rows older than the newest RejectionKeep. It never touches floors or
+	// leases. lease.Coordinator.Prune holds the policy (why a request older
+	// than the longest term can go).
+	Prune(ctx context.Context, p *PruneParams) (PruneResult, error)
+}
+
+// PruneParams are the inputs of Executor.Prune.
+type PruneParams struct {
+	// RequestAge: request rows made longer ago than this go; 0 keeps them
+	// all.
+	RequestAge time.Duration
+	// Waiters: expired waiter rows go.
+	Waiters bool
+	// RejectionKeep: all but the newest RejectionKeep rejection rows go; 0
+	// keeps them all.
+	RejectionKeep int64
+	// Limit is the most rows deleted from each table (0: 1000).
+	Limit int
+}
+
+// PruneResult counts the rows Executor.Prune deleted, by table.
+type PruneResult struct {
+	Requests, Waiters, Rejections int64
 }
 
 // Waiter is one row of fencegate_waiter: an acquisition waiting its turn.

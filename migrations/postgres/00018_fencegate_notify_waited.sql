@@ -29,7 +29,20 @@
 -- hears, never a missed one. The table is UNLOGGED like the waiter queue:
 -- a crash takes the listening sessions with it.
 
+--
+-- fencegate_request.made_at is when the request made its lease (the
+-- database's clock), so that lease.Coordinator.Prune can delete the rows
+-- no retry can need any more (older than the longest term a request could
+-- ask for: the lease's own doc, "Bounded tables", has the proof). Rows that
+-- exist already are dated by this migration, which is later than they
+-- were made: they are kept a little longer, never pruned early. now()
+-- (stable) dates them without rewriting the table; new rows get
+-- clock_timestamp(), read when the request is recorded, after it was sent.
+
 -- +goose Up
+ALTER TABLE fencegate_request ADD COLUMN made_at timestamptz NOT NULL DEFAULT now();
+ALTER TABLE fencegate_request ALTER COLUMN made_at SET DEFAULT clock_timestamp();
+
 CREATE UNLOGGED TABLE fencegate_watcher (
     pid      integer NOT NULL,
     resource text    NOT NULL,
@@ -93,3 +106,4 @@ END
 $$;
 -- +goose StatementEnd
 DROP TABLE fencegate_watcher;
+ALTER TABLE fencegate_request DROP COLUMN made_at;
