@@ -68,11 +68,11 @@ func electResign(ctx context.Context, cfg Config, pg *PG, two bool) ([]time.Dura
 	}
 	els := make([]*lease.Elector, 2)
 	for i := range els {
-		c, err := lease.NewClient(lease.ClientOptions{Holder: fmt.Sprintf("elector-%d", i), TTL: 10 * time.Second})
+		c, err := lease.NewClient(&lease.ClientOptions{Holder: fmt.Sprintf("elector-%d", i), TTL: 10 * time.Second})
 		if err != nil {
 			return nil, err
 		}
-		if els[i], err = lease.NewElector(coords[i], c, lease.ElectorOptions{Name: name}); err != nil {
+		if els[i], err = lease.NewElector(coords[i], c, &lease.ElectorOptions{Name: name}); err != nil {
 			return nil, err
 		}
 	}
@@ -132,7 +132,7 @@ func electKilled(ctx context.Context, pg *PG, n int) ([]time.Duration, error) {
 	coord := lease.NewCoordinator(store, nil)
 	var lat []time.Duration
 	for i := range n {
-		doomed, err := lease.NewClient(lease.ClientOptions{Holder: fmt.Sprintf("doomed-%d", i), TTL: electKillTTL})
+		doomed, err := lease.NewClient(&lease.ClientOptions{Holder: fmt.Sprintf("doomed-%d", i), TTL: electKillTTL})
 		if err != nil {
 			return nil, err
 		}
@@ -148,11 +148,11 @@ func electKilled(ctx context.Context, pg *PG, n int) ([]time.Duration, error) {
 		if out, err := coord.Renew(ctx, rreq); err != nil || !out.OK {
 			return nil, errors.Join(err, errors.New("the doomed leader's renewal failed"))
 		}
-		c, err := lease.NewClient(lease.ClientOptions{Holder: fmt.Sprintf("next-%d", i), TTL: 10 * time.Second})
+		c, err := lease.NewClient(&lease.ClientOptions{Holder: fmt.Sprintf("next-%d", i), TTL: 10 * time.Second})
 		if err != nil {
 			return nil, err
 		}
-		e, err := lease.NewElector(coord, c, lease.ElectorOptions{Name: name})
+		e, err := lease.NewElector(coord, c, &lease.ElectorOptions{Name: name})
 		if err != nil {
 			return nil, err
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/gate/pgxgate"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore/pgxv5"
 )
@@ -108,7 +109,7 @@ type cycleHooks struct {
 
 // runLockWorkers runs n workers on one lock of the variant for d, each
 // looping acquire → (with write, a write under the lock) → release.
-// fencegate's write is fenced (pgxv5.CommitBatch with the lease's token);
+// fencegate's write is fenced (pgxgate.CommitBatch with the lease's token);
 // the others' is the same UPDATE, unfenced (they have no fence).
 func runLockWorkers(ctx context.Context, pg *PG, variant string, n int, d time.Duration, write bool, h cycleHooks) error {
 	resource := fmt.Sprintf("lockrun/%s/%d/%s", variant, n, randomHex(3))
@@ -147,7 +148,7 @@ func runLockWorkers(ctx context.Context, pg *PG, variant string, n int, d time.D
 		}
 		clients := make([]*lease.Client, n)
 		for w := range clients {
-			c, err := lease.NewClient(lease.ClientOptions{Holder: fmt.Sprintf("w%d", w), TTL: 30 * time.Second})
+			c, err := lease.NewClient(&lease.ClientOptions{Holder: fmt.Sprintf("w%d", w), TTL: 30 * time.Second})
 			if err != nil {
 				return err
 			}
@@ -169,7 +170,7 @@ func runLockWorkers(ctx context.Context, pg *PG, variant string, n int, d time.D
 			if write {
 				b := &pgx.Batch{}
 				b.Queue(updateItem, key)
-				err = pgxv5.CommitBatch(ctx, g, pool, l.Token(), b)
+				err = pgxgate.CommitBatch(ctx, g, pool, l.Token(), b)
 			}
 			tok, _ := c.Release(l)
 			h.releasing(w)
@@ -280,7 +281,7 @@ func Fairness(ctx context.Context, cfg Config, pg *PG, r *Report) error {
 	}
 	rounds := max(cfg.Rounds, 1)
 	r.f("## Fairness: %d workers on one lock for %v\n\n", fairWorkers, d)
-	r.f("Each worker loops: acquire the lock, write the same row under it, release. fencegate's write is fenced (pgxv5.CommitBatch with the lease's token: the fence check and the UPDATE in one round trip); pglock's and the advisory lock's is the bare UPDATE, on the advisory lock's own connection. Cycles are counted per worker when its release returns; a lock that starves workers shows a min of 0 and no ratio. The variants take turns in %d interleaved rounds of %v each (forward, then backward), loopback; a worker's cycles are summed over the rounds, and *vs advisory* is the median of the per-round throughput ratios.\n\n", rounds, d/time.Duration(rounds))
+	r.f("Each worker loops: acquire the lock, write the same row under it, release. fencegate's write is fenced (pgxgate.CommitBatch with the lease's token: the fence check and the UPDATE in one round trip); pglock's and the advisory lock's is the bare UPDATE, on the advisory lock's own connection. Cycles are counted per worker when its release returns; a lock that starves workers shows a min of 0 and no ratio. The variants take turns in %d interleaved rounds of %v each (forward, then backward), loopback; a worker's cycles are summed over the rounds, and *vs advisory* is the median of the per-round throughput ratios.\n\n", rounds, d/time.Duration(rounds))
 	r.f("| variant | cycles/s | vs advisory | cycles per worker: min | median | max | max ÷ min |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	counts := make(map[string][]int64, len(lockVariants))
 	elapsed := make(map[string]time.Duration, len(lockVariants))

@@ -135,7 +135,7 @@ func holdMany(ctx context.Context, cfg Config, pg *PG, api string, n int, ttl, w
 	}
 	defer pool.Close()
 	store := pgxv5.New(pool)
-	client, err := lease.NewClient(lease.ClientOptions{Holder: "bench-hold", TTL: ttl})
+	client, err := lease.NewClient(&lease.ClientOptions{Holder: "bench-hold", TTL: ttl})
 	if err != nil {
 		return err
 	}
@@ -315,7 +315,7 @@ func QueuedAcquirers(ctx context.Context, cfg Config, r *Report) error {
 	r.f("| network | stamp | term lost p50 | p99 | max | grants with no time left |\n|---|---|---:|---:|---:|---:|\n")
 	clock := lease.SystemClock() // the Client's clock: one origin per process
 	for _, pg := range pgs {
-		client, err := lease.NewClient(lease.ClientOptions{Holder: "bench-queue", TTL: ttl})
+		client, err := lease.NewClient(&lease.ClientOptions{Holder: "bench-queue", TTL: ttl})
 		if err != nil {
 			return err
 		}

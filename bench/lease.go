@@ -23,7 +23,7 @@ type leaseEnv struct {
 }
 
 func newLeaseEnv(pg *PG, ttl time.Duration) (*leaseEnv, error) {
-	client, err := lease.NewClient(lease.ClientOptions{Holder: "bench-holder", TTL: ttl})
+	client, err := lease.NewClient(&lease.ClientOptions{Holder: "bench-holder", TTL: ttl})
 	if err != nil {
 		return nil, err
 	}

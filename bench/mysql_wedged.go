@@ -53,7 +53,7 @@ func WedgedMySQLChild(args []string) int {
 	switch mode {
 	case "fencegate":
 		coord := lease.NewCoordinator(d, &lease.CoordinatorOptions{TTL: wedgeTTL})
-		client, _ := lease.NewClient(lease.ClientOptions{Holder: "A", TTL: wedgeTTL})
+		client, _ := lease.NewClient(&lease.ClientOptions{Holder: "A", TTL: wedgeTTL})
 		req, _ := client.BeginAcquire(mysqlWedgeLock)
 		out, err := coord.Acquire(ctx, req)
 		if err != nil || !out.OK {

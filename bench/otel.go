@@ -68,7 +68,7 @@ func Telemetry(ctx context.Context, cfg Config, r *Report) error {
 			})
 		})
 		b.coor.TTL = 30 * time.Second
-		client, err := lease.NewClient(lease.ClientOptions{Holder: "bench-otel", TTL: b.coor.TTL})
+		client, err := lease.NewClient(&lease.ClientOptions{Holder: "bench-otel", TTL: b.coor.TTL})
 		if err != nil {
 			return err
 		}
@@ -97,7 +97,7 @@ func Telemetry(ctx context.Context, cfg Config, r *Report) error {
 		fns = append(fns, func(ctx context.Context) error { return gt.Commit(ctx, nil, Token(1)) })
 	}
 	for _, b := range builds {
-		client, err := lease.NewClient(lease.ClientOptions{Holder: "bench-otel", TTL: 30 * time.Second})
+		client, err := lease.NewClient(&lease.ClientOptions{Holder: "bench-otel", TTL: 30 * time.Second})
 		if err != nil {
 			return err
 		}

@@ -157,8 +157,8 @@ func (g *grid) rows(where string, names ...string) []Result {
 const (
 	vPlainTx    = "unfenced BEGIN/UPDATE/COMMIT"
 	vFencedTx   = "fenced tx (gate.Commit)"
-	vBeginTx    = "fenced tx (pgxv5.BeginFenced)"
-	vBatch      = "fenced batch (pgxv5.CommitBatch)"
+	vBeginTx    = "fenced tx (pgxgate.BeginFenced)"
+	vBatch      = "fenced batch (pgxgate.CommitBatch)"
 	vRowLockTx  = "bound: BEGIN + a bare row lock of the floor, pipelined"
 	vAutocommit = "unfenced UPDATE, autocommit"
 	vRoundTrip  = "one round trip (SELECT 1)"
@@ -201,7 +201,7 @@ func Overhead(ctx context.Context, cfg Config, pg *PG, lite *SQLite, r *Report) 
 		res := g.rows(n.Name+", "+def, vPlainTx, vFencedTx, vBeginTx, vBatch, vAutocommit, vRoundTrip, vRowLockTx)
 		r.table(res, 0)
 		plain, fenced, begin, batch, auto, rtt := res[0], res[1], res[2], res[3], res[4], res[5]
-		r.f("A round trip costs %s here (p50 of SELECT 1); the unfenced transaction (3 round trips) spends %s, the fenced one with gate.Commit (4) %s: %s more, and with pgxv5.BeginFenced (3: BEGIN and the fence pipelined) %s. ",
+		r.f("A round trip costs %s here (p50 of SELECT 1); the unfenced transaction (3 round trips) spends %s, the fenced one with gate.Commit (4) %s: %s more, and with pgxgate.BeginFenced (3: BEGIN and the fence pipelined) %s. ",
 			fmtDur(rtt.Latency(0.5)), fmtDur(plain.Latency(0.5)), fmtDur(fenced.Latency(0.5)), fmtDur(fenced.Latency(0.5)-plain.Latency(0.5)), fmtDur(begin.Latency(0.5)))
 		r.f("The batch (1 round trip: fence, UPDATE and commit pipelined) ran at %.2fx the unfenced BEGIN/UPDATE/COMMIT and at %.2fx the bare autocommit UPDATE (1 round trip, no fence).\n\n",
 			Ratio(batch, plain), Ratio(batch, auto))
@@ -212,8 +212,8 @@ func Overhead(ctx context.Context, cfg Config, pg *PG, lite *SQLite, r *Report) 
 		}
 		r.Notes = append(r.Notes,
 			fmt.Sprintf("pgx, 1 writer, %s: fenced tx (gate.Commit) ÷ unfenced tx = %.2fx", n.Name, Ratio(fenced, plain)),
-			fmt.Sprintf("pgx, 1 writer, %s: fenced tx (pgxv5.BeginFenced) ÷ unfenced tx = %.2fx (target %s)", n.Name, Ratio(begin, plain), target),
-			fmt.Sprintf("pgx, 1 writer, %s: pgxv5.CommitBatch ÷ unfenced BEGIN/UPDATE/COMMIT = %.2fx (target %s)", n.Name, Ratio(batch, plain), batchTarget),
+			fmt.Sprintf("pgx, 1 writer, %s: fenced tx (pgxgate.BeginFenced) ÷ unfenced tx = %.2fx (target %s)", n.Name, Ratio(begin, plain), target),
+			fmt.Sprintf("pgx, 1 writer, %s: pgxgate.CommitBatch ÷ unfenced BEGIN/UPDATE/COMMIT = %.2fx (target %s)", n.Name, Ratio(batch, plain), batchTarget),
 			fmt.Sprintf("pgx, 1 writer, %s: fenced batch ÷ unfenced autocommit UPDATE (both one round trip) = %.2fx", n.Name, Ratio(batch, auto)))
 	}
 	lo := g.rows(nets[0].Name+", "+def, vBatch, vAutocommit)
@@ -269,7 +269,7 @@ func Overhead(ctx context.Context, cfg Config, pg *PG, lite *SQLite, r *Report) 
 		r.table(res, 0)
 		r.Notes = append(r.Notes, fmt.Sprintf("database/sql Postgres, 1 writer, %s: fenced ÷ unfenced = %.2fx (target ≥ 0.95)", n.Name, Ratio(res[1], res[0])))
 	}
-	r.f("database/sql has no batch: the fence could ride with BEGIN only if it were part of the BEGIN's own text (pgx's TxOptions.BeginQuery and the stdlib driver take SQL text, not arguments), which would mean formatting the resource and holder into SQL. fencegate binds every argument, so on database/sql the fence costs its own round trip; use pgxv5.CommitBatch on pgx when that round trip matters.\n\n")
+	r.f("database/sql has no batch: the fence could ride with BEGIN only if it were part of the BEGIN's own text (pgx's TxOptions.BeginQuery and the stdlib driver take SQL text, not arguments), which would mean formatting the resource and holder into SQL. fencegate binds every argument, so on database/sql the fence costs its own round trip; use pgxgate.CommitBatch on pgx when that round trip matters.\n\n")
 
 	for _, w := range []int{1, 4} {
 		r.f("### SQLite (BEGIN IMMEDIATE, WAL, synchronous=FULL), %d writer(s), distinct keys\n\n", w)

@@ -73,7 +73,7 @@ func (c *wedgedChild) close() { _ = c.cmd.Process.Kill(); _ = c.cmd.Wait() }
 // takeOver is the successor B acquiring resource from coord, trying again
 // until the frozen holder's lease has expired.
 func takeOver(ctx context.Context, coord *lease.Coordinator, resource string) (*lease.Lease, error) {
-	client, _ := lease.NewClient(lease.ClientOptions{Holder: "B", TTL: wedgeTTL})
+	client, _ := lease.NewClient(&lease.ClientOptions{Holder: "B", TTL: wedgeTTL})
 	for {
 		req, _ := client.BeginAcquire(resource)
 		out, err := coord.Acquire(ctx, req)

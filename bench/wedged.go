@@ -61,7 +61,7 @@ func WedgedChild(args []string) int {
 	case "fencegate":
 		d := pgxv5.New(pool)
 		coord := lease.NewCoordinator(d, &lease.CoordinatorOptions{TTL: wedgeTTL})
-		client, _ := lease.NewClient(lease.ClientOptions{Holder: "A", TTL: wedgeTTL})
+		client, _ := lease.NewClient(&lease.ClientOptions{Holder: "A", TTL: wedgeTTL})
 		req, _ := client.BeginAcquire("wedge")
 		out, err := coord.Acquire(ctx, req)
 		if err != nil || !out.OK {

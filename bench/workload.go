@@ -8,7 +8,7 @@ import (
 	"cirello.io/pglock"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/fencegate/fencegate/sqlstore/pgxv5"
+	"github.com/fencegate/fencegate/gate/pgxgate"
 )
 
 // Op is one guarded write of row key, start to finish.
@@ -66,10 +66,10 @@ func (p *PG) PgFencedTx(ctx context.Context, key int) error {
 	})
 }
 
-// PgBeginFencedTx is pgxv5.BeginFenced (BEGIN and the fence in one round
+// PgBeginFencedTx is pgxgate.BeginFenced (BEGIN and the fence in one round
 // trip), UPDATE, COMMIT: the round trips of PgPlainTx.
 func (p *PG) PgBeginFencedTx(ctx context.Context, key int) error {
-	tx, err := pgxv5.BeginFenced(ctx, p.GatePgx, p.Pool, Token(key), pgx.TxOptions{})
+	tx, err := pgxgate.BeginFenced(ctx, p.GatePgx, p.Pool, Token(key), pgx.TxOptions{})
 	if err != nil {
 		return err
 	}
@@ -105,11 +105,11 @@ func (p *PG) PgRowLockTx(ctx context.Context, key int) error {
 	return tx.Commit(ctx)
 }
 
-// PgFencedBatch is pgxv5.CommitBatch with the UPDATE: one round trip.
+// PgFencedBatch is pgxgate.CommitBatch with the UPDATE: one round trip.
 func (p *PG) PgFencedBatch(ctx context.Context, key int) error {
 	b := &pgx.Batch{}
 	b.Queue(updateItem, key)
-	return pgxv5.CommitBatch(ctx, p.GatePgx, p.Pool, Token(key), b)
+	return pgxgate.CommitBatch(ctx, p.GatePgx, p.Pool, Token(key), b)
 }
 
 // PgPrototypeTx is PgFencedTx with the gate statement before the hot-key fix.

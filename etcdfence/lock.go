@@ -180,7 +180,7 @@ type Lock struct {
 }
 
 // Token is the lock's fencegate token, already admitted: pass it to
-// gate.Commit (or Do, or pgxv5.CommitBatch) with every write.
+// gate.Commit (or Do, or pgxgate.CommitBatch) with every write.
 func (l *Lock) Token() gate.Token { return l.token }
 
 // Key is the lock's etcd key.

@@ -32,7 +32,7 @@
 //
 // Every error from Commit, not only a refusal, rolls the caller's
 // transaction back, so a caller that ignores it and commits anyway commits
-// nothing; pgxv5.CommitBatch does the same for a pgx.Tx. Once the database
+// nothing; pgxgate.CommitBatch does the same for a pgx.Tx. Once the database
 // has refused a token, the refusal is returned and logged even if the
 // caller's context is cancelled: that work, like every rollback and Do's fallback
 // raise, runs under Options.CleanupTimeout rather than the caller's context,
@@ -45,8 +45,8 @@
 // gate.New(pgxv5.New(pool), nil) takes pgx.Tx, and gate.New(sqlite.New(db),
 // nil) or gate.New(pgsql.New(db), nil) takes *sql.Tx. Passing the other kind
 // does not compile. The gate imports no driver: the SQL is the driver's.
-// pgxv5.CommitBatch is the one-round-trip fenced write on pgx, and
-// pgxv5.BeginFenced begins a pgx transaction with the fence already judged,
+// pgxgate.CommitBatch is the one-round-trip fenced write on pgx, and
+// pgxgate.BeginFenced begins a pgx transaction with the fence already judged,
 // in BEGIN's round trip.
 //
 // # Where fences come from
@@ -128,8 +128,8 @@
 //     so too).
 //
 // With Options.MetricsByResource each also carries fencegate.resource.
-// The spans gate.Commit, gate.Admit, pgxv5.CommitBatch and
-// pgxv5.BeginFenced are children of ctx's span, with fencegate.resource,
+// The spans gate.Commit, gate.Admit, pgxgate.CommitBatch and
+// pgxgate.BeginFenced are children of ctx's span, with fencegate.resource,
 // fencegate.holder, fencegate.fence, fencegate.operation and
 // fencegate.outcome; a refused one has an error status and
 // fencegate.floor, fencegate.floor_holder and fencegate.not_issued.

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/fencegate/fencegate/sqlstore"
 )
 
 // ErrInvalidInput is matched (errors.Is) by every error fencegate returns for
@@ -18,17 +20,18 @@ var ErrInvalidInput = errors.New("fencegate: invalid input")
 var ErrStaleFence = errors.New("fencegate: stale fence")
 
 // ErrFenceNotIssued is matched (errors.Is) by the *StaleFenceError that
-// Gate.Commit, Gate.Admit and pgxv5.CommitBatch return, under
+// Gate.Commit, Gate.Admit and pgxgate.CommitBatch return, under
 // Options.VerifyIssued, for a fence the co-located coordinator never issued
 // to that holder for that resource (forged, mistyped, or made up). The floor
 // is not raised.
 var ErrFenceNotIssued = errors.New("fencegate: fence was never issued for this resource and holder")
 
-// ErrNestedTx is returned (wrapped) by Gate.Commit and pgxv5.CommitBatch for
-// a pgx savepoint (pgx.Tx.Begin on a transaction): a refusal could roll back
-// only the savepoint, and the outer transaction would commit its writes.
-// Nothing runs; pass the outermost transaction.
-var ErrNestedTx = errors.New("fencegate: a nested transaction (savepoint) cannot be fenced; pass the outermost transaction")
+// ErrNestedTx is returned (wrapped) by Gate.Commit and pgxgate.CommitBatch
+// for a pgx savepoint (pgx.Tx.Begin on a transaction): a refusal could roll
+// back only the savepoint, and the outer transaction would commit its
+// writes. Nothing runs; pass the outermost transaction. It is
+// sqlstore.ErrNestedTx, which the pgx driver's pipeline returns.
+var ErrNestedTx = sqlstore.ErrNestedTx
 
 // InvalidInputError describes refused input. It matches ErrInvalidInput.
 type InvalidInputError struct {

@@ -68,7 +68,7 @@ func ExampleGate_Commit() {
 	// deploys: v2
 }
 
-// A driver's cleanup after a failed fenced write (pgxv5.CommitBatch's
+// The cleanup after a failed pipelined write (pgxgate.CommitBatch's
 // rollback, then the refusal's log) runs even though the caller's ctx is
 // done, and all of it under one Options.CleanupTimeout: Refuse, given the
 // cleanup context, keeps its bound, as a nested Cleanup does.
@@ -97,10 +97,10 @@ func ExampleGate_Cleanup() {
 	// one bound: true
 }
 
-// A driver that checks a fence its own way (pgxv5.CommitBatch does, in a
+// A package that checks a fence its own way (pgxgate.CommitBatch does, in a
 // pipeline) reports the check to the gate's instruments and spans as
 // Commit does: Observe before, end with the result after. Here the check is
-// WouldAdmit's read, standing in for the driver's statement.
+// WouldAdmit's read, standing in for the pipelined statement.
 func ExampleGate_Observe() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "fencegate-example")

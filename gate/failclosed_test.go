@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/gate/pgxgate"
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/mysql"
@@ -263,7 +264,7 @@ func TestCommitBatchErrorRollsBackTx(t *testing.T) {
 	tx := f.begin(t)
 	b := &pgx.Batch{}
 	b.Queue(`INSERT INTO items (id) VALUES (1)`)
-	if err := pgxv5.CommitBatch(cancelled, g, tx, gate.Token{Resource: "r", Holder: "a", Fence: 5}, b); !errors.Is(err, context.Canceled) {
+	if err := pgxgate.CommitBatch(cancelled, g, tx, gate.Token{Resource: "r", Holder: "a", Fence: 5}, b); !errors.Is(err, context.Canceled) {
 		t.Fatalf("CommitBatch with a cancelled context = %v", err)
 	}
 	writeAnyway(t, f, tx, 2)
@@ -422,7 +423,7 @@ func TestCommitRefusesNestedTx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := pgxv5.CommitBatch(ctx, g, nested, stale, &pgx.Batch{}); !errors.Is(err, gate.ErrNestedTx) {
+	if err := pgxgate.CommitBatch(ctx, g, nested, stale, &pgx.Batch{}); !errors.Is(err, gate.ErrNestedTx) {
 		t.Fatalf("CommitBatch on a savepoint = %v, want ErrNestedTx", err)
 	}
 	if n := f.count(t, `SELECT count(*) FROM fencegate_rejection`); n != 0 {
@@ -505,7 +506,7 @@ func testDoFallbackRaiseIsBounded[TTx any](t *testing.T, f fixture[TTx]) {
 // cancelOnClose cancels the caller's context as soon as the pipeline's
 // results are in: the refusal is decided, its follow-up is not run.
 type cancelOnClose struct {
-	pgxv5.BatchSender
+	pgxgate.BatchSender
 	cancel context.CancelFunc
 }
 
@@ -531,7 +532,7 @@ func TestCommitBatchRefusalSurvivesCancellation(t *testing.T) {
 	g := gate.New(f.driver, &gate.Options{VerifyIssued: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	pool := f.driver.(*pgxv5.Driver).Pool()
-	err := pgxv5.CommitBatch(ctx, g, cancelOnClose{pool, cancel}, gate.Token{Resource: "r", Holder: "a", Fence: 1000}, &pgx.Batch{})
+	err := pgxgate.CommitBatch(ctx, g, cancelOnClose{pool, cancel}, gate.Token{Resource: "r", Holder: "a", Fence: 1000}, &pgx.Batch{})
 	var stale *gate.StaleFenceError
 	if !errors.As(err, &stale) || !stale.NotIssued || stale.Seq <= 0 {
 		t.Fatalf("CommitBatch = %v; want a logged *StaleFenceError", err)

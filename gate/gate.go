@@ -161,13 +161,13 @@ func (g *Gate[TTx]) floorRaise(ctx context.Context, tx TTx, token Token) (sqlsto
 }
 
 // IsNestedTx reports whether tx is a pgx savepoint, which pgx.Tx.Begin on a
-// transaction returns, and which Commit and pgxv5.CommitBatch refuse with
+// transaction returns, and which Commit and pgxgate.CommitBatch refuse with
 // ErrNestedTx: tx itself or, through any depth of embedding, a value that
 // embeds one (a caller's struct{ pgx.Tx }). pgx does not export the type, so
 // its name tells it; TestCommitRefusesNestedTx keeps the name honest across
 // pgx upgrades. A wrapper that keeps the savepoint in a named field, behind
 // methods of its own, cannot be told from a transaction by its type (the
-// connection does not know either); pgxv5.CommitBatch asks the server
+// connection does not know either); pgxgate.CommitBatch asks the server
 // instead. A *sql.Tx is never nested: database/sql has no savepoints.
 func IsNestedTx(tx any) bool {
 	return isNested(reflect.ValueOf(tx), 0)
@@ -196,9 +196,9 @@ func isNested(v reflect.Value, depth int) bool {
 }
 
 // Cleanup returns the context for work that must happen even though ctx
-// may be cancelled (a driver's rollback after a failed fenced write, say):
-// ctx's values, none of its cancellation, and a bound of its own,
-// Options.CleanupTimeout from now. Given a context from Cleanup, Cleanup and
+// may be cancelled (gate/pgxgate's rollback after a failed pipelined
+// write, say): ctx's values, none of its cancellation, and a bound of its
+// own, Options.CleanupTimeout from now. Given a context from Cleanup, Cleanup and
 // Refuse keep its bound instead of starting another, so the steps of one
 // cleanup share one CleanupTimeout.
 func (g *Gate[TTx]) Cleanup(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -222,8 +222,8 @@ func (g *Gate[TTx]) rollback(ctx context.Context, tx TTx) {
 	}
 }
 
-// Refuse records that token was not admitted by a fence check a driver ran
-// in its own way (pgxv5.CommitBatch's pipeline), as Commit records its own
+// Refuse records that token was not admitted by a fence check run in
+// another way than Commit's (pgxgate.CommitBatch's pipeline), as Commit records its own
 // refusals: under Options.CleanupTimeout, whatever ctx does, it writes the
 // rejection log, logs a warning, and returns the *StaleFenceError. res is
 // the check's outcome; when res.Issued is false (Options.VerifyIssued found
@@ -239,10 +239,6 @@ func (g *Gate[TTx]) Refuse(ctx context.Context, token Token, res sqlstore.FloorR
 
 // Options returns the gate's options, defaults filled in.
 func (g *Gate[TTx]) Options() Options { return g.opts }
-
-// Driver returns the driver the gate runs on, for its optional capabilities
-// (sqlstore.Confiner, say).
-func (g *Gate[TTx]) Driver() sqlstore.Driver[TTx] { return g.driver }
 
 // refuse logs a refusal and returns it as a *StaleFenceError; ctx is a
 // cleanup context. A fence that was not issued (nothing written) gets the

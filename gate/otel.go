@@ -56,8 +56,8 @@ type obs struct {
 var checkSpans = map[string]string{
 	"commit":       "gate.Commit",
 	"admit":        "gate.Admit",
-	"commit_batch": "pgxv5.CommitBatch",
-	"begin_fenced": "pgxv5.BeginFenced",
+	"commit_batch": "pgxgate.CommitBatch",
+	"begin_fenced": "pgxgate.BeginFenced",
 	"other":        "gate.Observe",
 }
 
@@ -162,13 +162,13 @@ func boolIndex(b bool) int {
 	return 0
 }
 
-// Observe opens the span and starts the clock of a fence check that a
-// driver runs in its own way, as Commit does for its own, and returns ctx
+// Observe opens the span and starts the clock of a fence check run in
+// another way than Commit's (gate/pgxgate's pipelines), as Commit does for its own, and returns ctx
 // with the span and the function to call once with the check's result:
 // nil when admitted, the *StaleFenceError (or an error joining it) when
 // refused, any other error when the check failed. op names the check, in
-// the span's name and the operation attribute: pgxv5.CommitBatch passes
-// "commit_batch", pgxv5.BeginFenced "begin_fenced"; another name counts as
+// the span's name and the operation attribute: pgxgate.CommitBatch passes
+// "commit_batch", pgxgate.BeginFenced "begin_fenced"; another name counts as
 // "other". The instruments are the package doc's (Observability).
 func (g *Gate[TTx]) Observe(ctx context.Context, op string, token Token) (context.Context, func(error)) {
 	ctx, c := g.obs.start(ctx, op, token)

@@ -85,7 +85,7 @@ type spec struct {
 	// off).
 	WorkerAlt string
 	// BeginStalls, when set, is the chance of a stall inside a write's
-	// transaction for the writes begun with pgxv5.BeginFenced (Postgres).
+	// transaction for the writes begun with pgxgate.BeginFenced (Postgres).
 	BeginStalls float64
 }
 

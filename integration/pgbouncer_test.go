@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/gate/pgxgate"
 	"github.com/fencegate/fencegate/integration/internal/faults"
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/lease"
@@ -115,9 +116,9 @@ func TestPgBouncerTransactionPooling(t *testing.T) {
 			}, func(ctx context.Context, l *lease.Lease) error {
 				b := &pgx.Batch{}
 				b.Queue(`INSERT INTO writes (resource, fence) VALUES ($1, $2)`, l.Token().Resource, l.Token().Fence)
-				return pgxv5.CommitBatch(ctx, g, pool, l.Token(), b)
+				return pgxgate.CommitBatch(ctx, g, pool, l.Token(), b)
 			}, func(ctx context.Context, l *lease.Lease) error {
-				tx, err := pgxv5.BeginFenced(ctx, g, pool, l.Token(), pgx.TxOptions{})
+				tx, err := pgxgate.BeginFenced(ctx, g, pool, l.Token(), pgx.TxOptions{})
 				if err != nil {
 					return err
 				}
@@ -165,7 +166,7 @@ func bouncerCycles(t *testing.T, store sqlstore.Store, writes ...func(context.Co
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			client, err := lease.NewClient(lease.ClientOptions{Holder: fmt.Sprintf("w%d", w)})
+			client, err := lease.NewClient(&lease.ClientOptions{Holder: fmt.Sprintf("w%d", w)})
 			if err != nil {
 				errs <- err
 				return
@@ -246,7 +247,7 @@ func checkStaleRefused(t *testing.T, g *gate.Gate[pgx.Tx], pool *pgxpool.Pool) {
 	if err := tx.Commit(ctx); err == nil {
 		t.Fatal("a refused transaction committed")
 	}
-	if tx, err := pgxv5.BeginFenced(ctx, g, pool, stale, pgx.TxOptions{}); !errors.As(err, &sfe) || sfe.Seq == 0 || tx != nil {
+	if tx, err := pgxgate.BeginFenced(ctx, g, pool, stale, pgx.TxOptions{}); !errors.As(err, &sfe) || sfe.Seq == 0 || tx != nil {
 		t.Fatalf("stale fence through the pooler, BeginFenced: got %v, want a logged *StaleFenceError", err)
 	}
 }

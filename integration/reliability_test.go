@@ -136,7 +136,7 @@ func runHistories(t *testing.T, dialect sqlstore.Dialect) {
 				t.Errorf("no acquisition that waited its turn was granted: %v", r.Waited)
 			}
 			if dialect == pgsql.Dialect && (r.Via["batch"] == 0 || r.Via["begin"] == 0) {
-				t.Errorf("writes through pgxv5.CommitBatch: %d, pgxv5.BeginFenced: %d; want some of each", r.Via["batch"], r.Via["begin"])
+				t.Errorf("writes through pgxgate.CommitBatch: %d, pgxgate.BeginFenced: %d; want some of each", r.Via["batch"], r.Via["begin"])
 			}
 			if r.Linearizable == porcupine.Unknown {
 				t.Logf("*** porcupine timed out on %d operations: linearizability not established for this history ***", r.LinearOps)

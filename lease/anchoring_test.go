@@ -34,7 +34,7 @@ func TestHolderDeadlineNeverExceedsCoordinatorExpiry(t *testing.T) {
 		t.Logf("seed %d", seed)
 
 		clock := wallClock{origin: time.Now().Round(0)}
-		c, err := NewClient(ClientOptions{Holder: "agent-a", Clock: clock, TTL: 5 * time.Second})
+		c, err := NewClient(&ClientOptions{Holder: "agent-a", Clock: clock, TTL: 5 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,7 +12,8 @@ import (
 	"github.com/fencegate/fencegate/gate"
 )
 
-// ClientOptions configure a Client.
+// ClientOptions configure a Client (NewClient takes a pointer, as every
+// constructor of fencegate's takes its options). Holder is required.
 type ClientOptions struct {
 	// Holder names this holder: a process, pod or agent. Required; the same
 	// rules as gate.ValidateHolder. Two holders must not share a name, or
@@ -62,9 +63,14 @@ type Client struct {
 	keeper         keeper // renews the leases held through Hold
 }
 
-// NewClient returns a Client for one holder. Invalid options return an error
-// matching gate.ErrInvalidInput.
-func NewClient(opts ClientOptions) (*Client, error) {
+// NewClient returns a Client for one holder. Invalid options (a nil opts
+// has no Holder) return an error matching gate.ErrInvalidInput. The Client
+// keeps a copy of *opts.
+func NewClient(o *ClientOptions) (*Client, error) {
+	var opts ClientOptions
+	if o != nil {
+		opts = *o
+	}
 	if err := gate.ValidateHolder(opts.Holder); err != nil {
 		return nil, err
 	}

@@ -19,7 +19,7 @@ func newTestClient(t *testing.T, opts ClientOptions) (*Client, *ManualClock) {
 	if opts.Holder == "" {
 		opts.Holder = "agent-a"
 	}
-	c, err := NewClient(opts)
+	c, err := NewClient(&opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,12 +43,15 @@ func TestNewClientRejectsBadOptions(t *testing.T) {
 		"huge holder name": {Holder: string(make([]byte, gate.MaxNameLen+1))},
 	} {
 		t.Run(name, func(t *testing.T) {
-			c, err := NewClient(opts)
+			c, err := NewClient(&opts)
 			if !errors.Is(err, gate.ErrInvalidInput) {
 				t.Fatalf("NewClient(%+v) = %v, %v; want gate.ErrInvalidInput", opts, c, err)
 			}
 			t.Log(err)
 		})
+	}
+	if c, err := NewClient(nil); !errors.Is(err, gate.ErrInvalidInput) {
+		t.Fatalf("NewClient(nil) = %v, %v; want gate.ErrInvalidInput (no holder)", c, err)
 	}
 }
 
@@ -148,7 +151,7 @@ func TestRequestsAreSingleUse(t *testing.T) {
 
 func TestCompleteAcquireRejectsAnotherRequestsGrant(t *testing.T) {
 	c, _ := newTestClient(t, ClientOptions{})
-	other, _ := NewClient(ClientOptions{Holder: "agent-b"})
+	other, _ := NewClient(&ClientOptions{Holder: "agent-b"})
 	req, _ := c.BeginAcquire("r")
 	otherReq, _ := c.BeginAcquire("r")
 	good := grantFor(req, 3, time.Second)
@@ -264,7 +267,7 @@ func TestReleaseOnTheHolderSide(t *testing.T) {
 	if _, err := c.Release(l); err != nil {
 		t.Errorf("second Release: %v", err)
 	}
-	other, _ := NewClient(ClientOptions{Holder: "agent-b"})
+	other, _ := NewClient(&ClientOptions{Holder: "agent-b"})
 	if _, err := other.Release(l); !errors.Is(err, gate.ErrInvalidInput) {
 		t.Errorf("releasing another client's lease: %v", err)
 	}

@@ -71,7 +71,7 @@ func (t DBTime) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
 func (t *DBTime) UnmarshalText(b []byte) error {
 	parsed, err := time.Parse(time.RFC3339Nano, string(b))
 	if err != nil {
-		return fmt.Errorf("lease: decode DBTime: %w", err)
+		return fmt.Errorf("fencegate: decode DBTime: %w", err)
 	}
 	t.t = parsed.UTC()
 	return nil
@@ -116,7 +116,7 @@ type ManualClock struct {
 // stepPerRead after every reading. It panics if either is negative.
 func NewManualClock(start, stepPerRead time.Duration) *ManualClock {
 	if start < 0 || stepPerRead < 0 {
-		panic(fmt.Sprintf("lease: NewManualClock(%v, %v): negative durations would run the clock backwards", start, stepPerRead))
+		panic(fmt.Sprintf("fencegate: NewManualClock(%v, %v): negative durations would run the clock backwards", start, stepPerRead))
 	}
 	return &ManualClock{now: start, step: stepPerRead}
 }
@@ -141,7 +141,7 @@ func (c *ManualClock) Peek() Instant {
 // that runs backwards would make expired leases look valid.
 func (c *ManualClock) Advance(d time.Duration) {
 	if d < 0 {
-		panic(fmt.Sprintf("lease: ManualClock.Advance(%v): a clock must not run backwards", d))
+		panic(fmt.Sprintf("fencegate: ManualClock.Advance(%v): a clock must not run backwards", d))
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -154,7 +154,7 @@ func (c *ManualClock) AdvanceTo(i Instant) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if i.d < c.now {
-		panic(fmt.Sprintf("lease: ManualClock.AdvanceTo(%v): the clock already reads %v", i, Instant{c.now}))
+		panic(fmt.Sprintf("fencegate: ManualClock.AdvanceTo(%v): the clock already reads %v", i, Instant{c.now}))
 	}
 	c.now = i.d
 }
@@ -174,7 +174,7 @@ func (c *checkedClock) Now() Instant {
 	defer c.mu.Unlock()
 	now := c.clock.Now()
 	if c.read && now.Before(c.last) {
-		panic(fmt.Sprintf("lease: the holder's clock went backwards from %v to %v; deadlines computed from it would be wrong", c.last, now))
+		panic(fmt.Sprintf("fencegate: the holder's clock went backwards from %v to %v; deadlines computed from it would be wrong", c.last, now))
 	}
 	c.last, c.read = now, true
 	return now

@@ -155,7 +155,7 @@ func (c *backwardsClock) Now() Instant {
 // that could outlast the coordinator's.
 func TestClientPanicsOnClockGoingBackwards(t *testing.T) {
 	clock := &backwardsClock{reads: []Instant{{time.Second}, {time.Second}, {999 * time.Millisecond}}}
-	c, err := NewClient(ClientOptions{Holder: "a", Clock: clock})
+	c, err := NewClient(&ClientOptions{Holder: "a", Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}

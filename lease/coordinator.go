@@ -300,7 +300,7 @@ func (c *Coordinator) acquire(ctx context.Context, req *AcquireRequest, waiter i
 		return AcquireOutcome{}, fmt.Errorf("%w: %q: floor %d (raised by %q) is above the new fence %d; "+
 			"set CoordinatorOptions.StartFence above %d", ErrFloorAhead, req.Resource, res.Floor, res.FloorHolder, res.Fence, res.Floor)
 	}
-	return AcquireOutcome{}, fmt.Errorf("lease: acquire %q: the store answered status %d", req.Resource, res.Status)
+	return AcquireOutcome{}, fmt.Errorf("fencegate: acquire %q: the store answered status %d", req.Resource, res.Status)
 }
 
 // grantOf describes a lease row as a grant, with the time it has left at the
@@ -548,7 +548,7 @@ func (c *Coordinator) ReleaseStrict(ctx context.Context, token gate.Token) error
 		nr.Reason = ErrReleaseNeverHeld
 		return nr
 	case err != nil:
-		return fmt.Errorf("lease: release %q released nothing, and reading why failed: %w", token.Resource, err)
+		return fmt.Errorf("fencegate: release %q released nothing, and reading why failed: %w", token.Resource, err)
 	}
 	nr.HeldBy, nr.CurrentFence = row.Holder, row.Fence
 	switch {
@@ -588,7 +588,7 @@ func (c *Coordinator) Status(ctx context.Context, resource string) (Status, erro
 func (c *Coordinator) List(ctx context.Context) ([]Status, error) {
 	rows, err := c.store.Executor().LeaseList(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("lease: list: %w", err)
+		return nil, fmt.Errorf("fencegate: list: %w", err)
 	}
 	out := make([]Status, len(rows))
 	for i, row := range rows {
@@ -683,7 +683,7 @@ func (c *Coordinator) wrap(op, resource string, err error) error {
 		err = &busyError{err}
 	}
 	if resource == "" {
-		return fmt.Errorf("lease: %s: %w", op, err)
+		return fmt.Errorf("fencegate: %s: %w", op, err)
 	}
-	return fmt.Errorf("lease: %s %q: %w", op, resource, err)
+	return fmt.Errorf("fencegate: %s %q: %w", op, resource, err)
 }

@@ -15,19 +15,20 @@ import (
 // ErrNotLeader is returned by Elector.Resign when the Elector holds no
 // term, and by Term.Resign for a term already resigned or lost: nothing is
 // released.
-var ErrNotLeader = errors.New("lease: not the leader")
+var ErrNotLeader = errors.New("fencegate: not the leader")
 
 // ErrCampaigning is returned by Elector.Campaign and Elector.Run while the
 // same Elector already campaigns or leads: one Elector leads at most one
 // term at a time.
-var ErrCampaigning = errors.New("lease: this elector already campaigns or leads")
+var ErrCampaigning = errors.New("fencegate: this elector already campaigns or leads")
 
 // ErrUnhealthy is matched by the error Elector.Check returns for a leader
 // whose renewals are overdue.
-var ErrUnhealthy = errors.New("lease: leader unable to renew")
+var ErrUnhealthy = errors.New("fencegate: leader unable to renew")
 
-// ElectorOptions configure an Elector. Name is required; the zero value of
-// every other field is its default.
+// ElectorOptions configure an Elector (NewElector takes a pointer, as every
+// constructor of fencegate's takes its options). Name is required; the zero
+// value of every other field is its default.
 type ElectorOptions struct {
 	// Name is the election: the lease resource its leaders hold, under the
 	// rules of gate.ValidateResource. Every participant of one election
@@ -112,8 +113,13 @@ type Term struct {
 // Electors of one holder on one election are one participant to the
 // database (the second's Campaign is refused with ErrHeld while the first
 // leads). Errors: gate.ErrInvalidInput for a nil coord or client,
-// or an invalid Name; nothing is written.
-func NewElector(coord *Coordinator, client *Client, opts ElectorOptions) (*Elector, error) {
+// or an invalid Name (a nil opts has none); nothing is written. The
+// Elector keeps a copy of *opts.
+func NewElector(coord *Coordinator, client *Client, o *ElectorOptions) (*Elector, error) {
+	var opts ElectorOptions
+	if o != nil {
+		opts = *o
+	}
 	if coord == nil {
 		return nil, invalid("coordinator", "is nil")
 	}

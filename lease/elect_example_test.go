@@ -23,8 +23,8 @@ func ExampleElector() {
 	g := gate.New(store, nil)
 
 	elector := func(holder string) *lease.Elector {
-		c, _ := lease.NewClient(lease.ClientOptions{Holder: holder})
-		e, err := lease.NewElector(coord, c, lease.ElectorOptions{Name: "scheduler"})
+		c, _ := lease.NewClient(&lease.ClientOptions{Holder: holder})
+		e, err := lease.NewElector(coord, c, &lease.ElectorOptions{Name: "scheduler"})
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -59,7 +59,7 @@ func ExampleElector() {
 	// a's write: <nil>
 	// b leads with fence 2
 	// a's late write refused: true
-	// a resigns again: lease: not the leader
+	// a resigns again: fencegate: not the leader
 }
 
 // Two permits on a pool of build runners: a third worker is told it must
@@ -72,7 +72,7 @@ func ExampleSemaphore() {
 	coord := lease.NewCoordinator(store, &lease.CoordinatorOptions{TTL: 10 * time.Second})
 
 	worker := func(holder string) *lease.Semaphore {
-		c, _ := lease.NewClient(lease.ClientOptions{Holder: holder})
+		c, _ := lease.NewClient(&lease.ClientOptions{Holder: holder})
 		s, err := lease.NewSemaphore(coord, c, "runners", 2)
 		if err != nil {
 			log.Fatal(err)

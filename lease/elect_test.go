@@ -93,7 +93,7 @@ func testElection[TTx any](t *testing.T, h harness[TTx]) {
 		// The skew keeps a deposed leader's belief well inside the
 		// coordinator's term on a loaded machine.
 		c := newClient(t, fmt.Sprintf("elector-%d", i), ClientOptions{ClockSkew: 300 * time.Millisecond})
-		e, err := NewElector(coord, c, ElectorOptions{Name: "leader"})
+		e, err := NewElector(coord, c, &ElectorOptions{Name: "leader"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -215,7 +215,7 @@ func TestElectorRunCallbacks(t *testing.T) {
 		coord := NewCoordinator(store, &CoordinatorOptions{TTL: time.Second})
 		mk := func(holder string, cb ElectorOptions) *Elector {
 			cb.Name = "run"
-			e, err := NewElector(coord, newClient(t, holder, ClientOptions{}), cb)
+			e, err := NewElector(coord, newClient(t, holder, ClientOptions{}), &cb)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -281,7 +281,7 @@ func TestElectorCheck(t *testing.T) {
 	store := &failingRenewals{Store: dbtest.SQLite(t)}
 	coord := NewCoordinator(store, &CoordinatorOptions{TTL: 3 * time.Second})
 	clock := NewManualClock(time.Hour, 0)
-	e, err := NewElector(coord, newClient(t, "a", ClientOptions{Clock: clock}), ElectorOptions{Name: "health", HealthTimeout: 500 * time.Millisecond})
+	e, err := NewElector(coord, newClient(t, "a", ClientOptions{Clock: clock}), &ElectorOptions{Name: "health", HealthTimeout: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,14 +321,17 @@ func TestElectorBadInput(t *testing.T) {
 		"control in name":  {Name: "a\x00b"},
 		"negative observe": {Name: "x", ObserveInterval: -1},
 	} {
-		if _, err := NewElector(coord, c, opts); !errors.Is(err, gate.ErrInvalidInput) {
+		if _, err := NewElector(coord, c, &opts); !errors.Is(err, gate.ErrInvalidInput) {
 			t.Errorf("%s: NewElector = %v, want ErrInvalidInput", name, err)
 		}
 	}
-	if _, err := NewElector(nil, c, ElectorOptions{Name: "x"}); !errors.Is(err, gate.ErrInvalidInput) {
+	if _, err := NewElector(coord, c, nil); !errors.Is(err, gate.ErrInvalidInput) {
+		t.Errorf("nil options (no name): %v", err)
+	}
+	if _, err := NewElector(nil, c, &ElectorOptions{Name: "x"}); !errors.Is(err, gate.ErrInvalidInput) {
 		t.Errorf("nil coordinator: %v", err)
 	}
-	e, err := NewElector(coord, c, ElectorOptions{Name: "x"})
+	e, err := NewElector(coord, c, &ElectorOptions{Name: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}

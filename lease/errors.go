@@ -10,50 +10,50 @@ import (
 // ErrRequestUsed is returned by Client.CompleteAcquire and
 // Client.CompleteRenewal for a request that was already completed. Requests
 // are single-use: a grant can be turned into a lease once.
-var ErrRequestUsed = errors.New("lease: request already completed")
+var ErrRequestUsed = errors.New("fencegate: request already completed")
 
 // ErrGrantMismatch is returned (wrapped, with the differing field) by
 // Client.CompleteAcquire and Client.CompleteRenewal when the grant answers a
 // different request: another resource, holder, fence or request id.
-var ErrGrantMismatch = errors.New("lease: grant does not answer this request")
+var ErrGrantMismatch = errors.New("fencegate: grant does not answer this request")
 
 // ErrReleased is returned by Client.BeginRenewal and Client.CompleteRenewal
 // for a lease the Client has released.
-var ErrReleased = errors.New("lease: lease was released")
+var ErrReleased = errors.New("fencegate: lease was released")
 
 // ErrUnknownResource is returned (wrapped) by Coordinator.Renew for a
 // resource that was never leased.
-var ErrUnknownResource = errors.New("lease: resource was never leased")
+var ErrUnknownResource = errors.New("fencegate: resource was never leased")
 
 // ErrFloorAhead is returned (wrapped) by Coordinator.Acquire when the gate's
 // floor for the resource is above the next fence from the sequence: some
 // other fence source raised it. Nothing is granted; set
 // CoordinatorOptions.StartFence above the floor.
-var ErrFloorAhead = errors.New("lease: the resource's floor is ahead of the fence sequence")
+var ErrFloorAhead = errors.New("fencegate: the resource's floor is ahead of the fence sequence")
 
 // ErrRequestExpired is returned (wrapped, with the lease's fence) by
 // Coordinator.Acquire, and so by Hold, for a request that already made a
 // lease which has since expired or been released: a late retry. It is never
 // granted again; begin a new request (Client.BeginAcquire).
-var ErrRequestExpired = errors.New("lease: request already made a lease, which is over")
+var ErrRequestExpired = errors.New("fencegate: request already made a lease, which is over")
 
 // ErrBusy is matched by the error Coordinator.Acquire, Renew and Release
 // return when the database refused the work for now: a lock timeout (another
 // transaction, such as the previous holder's write, holds a row the
 // acquisition needs), a serialization failure, or SQLite's busy. Nothing was
 // granted or changed; the same request may be sent again.
-var ErrBusy = errors.New("lease: coordinator busy, retry")
+var ErrBusy = errors.New("fencegate: coordinator busy, retry")
 
 // ErrLeaseLost is the cause (context.Cause) of the context Hold hands its
 // callback when the lease can no longer be trusted, and is matched by the
 // error Hold then returns. The concrete cause is a *LostError.
-var ErrLeaseLost = errors.New("lease: lease lost")
+var ErrLeaseLost = errors.New("fencegate: lease lost")
 
 // ErrHeld is matched by the *HeldError that Hold returns when the resource
 // is held by someone else, or already by this holder, and that
 // Coordinator.AcquireWait (and Hold with Wait) joins to ctx's error when a
 // wait ends.
-var ErrHeld = errors.New("lease: resource is held")
+var ErrHeld = errors.New("fencegate: resource is held")
 
 // HeldError is Hold's refusal to start: the coordinator denied the
 // acquisition. It matches ErrHeld.
@@ -72,12 +72,12 @@ type HeldError struct {
 // Error names the holder and when the resource frees.
 func (e *HeldError) Error() string {
 	if e.AlreadyHeld {
-		return fmt.Sprintf("lease: %s: already held by this holder %q (fence %d)", e.Resource, e.HeldBy, e.Fence)
+		return fmt.Sprintf("fencegate: %s: already held by this holder %q (fence %d)", e.Resource, e.HeldBy, e.Fence)
 	}
 	if e.Queued {
-		return fmt.Sprintf("lease: %s: free, but other waiters are ahead in its queue", e.Resource)
+		return fmt.Sprintf("fencegate: %s: free, but other waiters are ahead in its queue", e.Resource)
 	}
-	return fmt.Sprintf("lease: %s: held by %q (fence %d), free in at most %v", e.Resource, e.HeldBy, e.Fence, e.RetryAfter)
+	return fmt.Sprintf("fencegate: %s: held by %q (fence %d), free in at most %v", e.Resource, e.HeldBy, e.Fence, e.RetryAfter)
 }
 
 // Is makes errors.Is(err, ErrHeld) true.
@@ -93,7 +93,7 @@ type LostError struct {
 
 // Error says which lease was lost and why.
 func (e *LostError) Error() string {
-	msg := fmt.Sprintf("lease: %s: lease with fence %d lost: %s", e.Resource, e.Fence, e.Reason)
+	msg := fmt.Sprintf("fencegate: %s: lease with fence %d lost: %s", e.Resource, e.Fence, e.Reason)
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()
 	}
@@ -110,7 +110,7 @@ func (e *LostError) Unwrap() error { return e.Err }
 // and the original error.
 type busyError struct{ err error }
 
-// Error leaves out ErrBusy's "lease: " prefix: Coordinator.wrap puts it in
+// Error leaves out ErrBusy's "fencegate: " prefix: Coordinator.wrap puts it in
 // front, with the operation.
 func (e *busyError) Error() string        { return "coordinator busy, retry: " + e.err.Error() }
 func (e *busyError) Is(target error) bool { return target == ErrBusy }
@@ -121,7 +121,7 @@ func (e *busyError) Unwrap() error        { return e.err }
 // that nothing was released. The error also matches the reason: one of
 // ErrReleaseExpired, ErrReleaseAlreadyReleased, ErrReleaseSuperseded and
 // ErrReleaseNeverHeld.
-var ErrNotReleased = errors.New("lease: not released")
+var ErrNotReleased = errors.New("fencegate: not released")
 
 // The reasons a release released nothing (NotReleasedError.Reason). They
 // are read after the release, from the resource's lease row: advisory, as
@@ -130,18 +130,18 @@ var (
 	// ErrReleaseExpired: the token's lease was not live when the release
 	// ran: its term had ended (in the database's clock), and no one had
 	// taken the resource since.
-	ErrReleaseExpired = errors.New("lease: the lease had expired")
+	ErrReleaseExpired = errors.New("fencegate: the lease had expired")
 	// ErrReleaseAlreadyReleased: the token's lease had been released
 	// already (by an earlier release of the same token).
-	ErrReleaseAlreadyReleased = errors.New("lease: the lease was released already")
+	ErrReleaseAlreadyReleased = errors.New("fencegate: the lease was released already")
 	// ErrReleaseSuperseded: a newer generation (a higher fence) has been
 	// granted on the resource since the token's lease; NotReleasedError's
 	// HeldBy and CurrentFence name it.
-	ErrReleaseSuperseded = errors.New("lease: the lease was superseded by a newer one")
+	ErrReleaseSuperseded = errors.New("fencegate: the lease was superseded by a newer one")
 	// ErrReleaseNeverHeld: no lease the token names was ever granted: the
 	// resource was never leased, or its lease with that fence belongs to
 	// another holder, or the fence is above every fence the resource had.
-	ErrReleaseNeverHeld = errors.New("lease: the token names no lease that was granted")
+	ErrReleaseNeverHeld = errors.New("fencegate: the token names no lease that was granted")
 )
 
 // NotReleasedError says why Coordinator.ReleaseStrict released nothing. It
@@ -162,8 +162,8 @@ type NotReleasedError struct {
 
 // Error names the token and the reason.
 func (e *NotReleasedError) Error() string {
-	return fmt.Sprintf("lease: %s: release by %q of fence %d released nothing: %s",
-		e.Resource, e.Holder, e.Fence, strings.TrimPrefix(e.Reason.Error(), "lease: "))
+	return fmt.Sprintf("fencegate: %s: release by %q of fence %d released nothing: %s",
+		e.Resource, e.Holder, e.Fence, strings.TrimPrefix(e.Reason.Error(), "fencegate: "))
 }
 
 // Is makes errors.Is(err, ErrNotReleased) true.

@@ -44,8 +44,8 @@ func Example() {
 
 	coord := lease.NewCoordinator(store, &lease.CoordinatorOptions{TTL: 30 * time.Second})
 	g := gate.New(store, &gate.Options{VerifyIssued: true})
-	alice, _ := lease.NewClient(lease.ClientOptions{Holder: "alice", ClockSkew: 100 * time.Millisecond})
-	bob, _ := lease.NewClient(lease.ClientOptions{Holder: "bob", ClockSkew: 100 * time.Millisecond})
+	alice, _ := lease.NewClient(&lease.ClientOptions{Holder: "alice", ClockSkew: 100 * time.Millisecond})
+	bob, _ := lease.NewClient(&lease.ClientOptions{Holder: "bob", ClockSkew: 100 * time.Millisecond})
 
 	// Alice acquires: begin (the send instant), the coordinator, complete.
 	req, _ := alice.BeginAcquire("deploy-slot")
@@ -104,7 +104,7 @@ func ExampleHold() {
 
 	coord := lease.NewCoordinator(store, nil)
 	g := gate.New(store, &gate.Options{VerifyIssued: true})
-	agent, _ := lease.NewClient(lease.ClientOptions{Holder: "agent-7", ClockSkew: time.Second})
+	agent, _ := lease.NewClient(&lease.ClientOptions{Holder: "agent-7", ClockSkew: time.Second})
 
 	err := lease.Hold(ctx, agent, coord, "orders/42", func(ctx context.Context, l *lease.Lease) error {
 		// Every write goes through the gate with the lease's token.
@@ -132,7 +132,7 @@ func ExampleCoordinator_RenewBatch() {
 	defer cleanup()
 
 	coord := lease.NewCoordinator(store, nil)
-	agent, _ := lease.NewClient(lease.ClientOptions{Holder: "agent-7"})
+	agent, _ := lease.NewClient(&lease.ClientOptions{Holder: "agent-7"})
 	var leases []*lease.Lease
 	for _, resource := range []string{"orders/1", "orders/2", "orders/3"} {
 		req, _ := agent.BeginAcquire(resource)
@@ -176,7 +176,7 @@ func ExampleCoordinator_ReleaseStrict() {
 	defer cleanup()
 
 	coord := lease.NewCoordinator(store, nil)
-	agent, _ := lease.NewClient(lease.ClientOptions{Holder: "agent-7"})
+	agent, _ := lease.NewClient(&lease.ClientOptions{Holder: "agent-7"})
 	req, _ := agent.BeginAcquire("orders/42")
 	out, _ := coord.Acquire(ctx, req)
 	l, _ := agent.CompleteAcquire(req, out.Grant)
@@ -207,7 +207,7 @@ func ExampleKeep() {
 	defer cleanup()
 
 	coord := lease.NewCoordinator(store, nil)
-	agent, _ := lease.NewClient(lease.ClientOptions{Holder: "agent-7"})
+	agent, _ := lease.NewClient(&lease.ClientOptions{Holder: "agent-7"})
 	var kept []*lease.Kept
 	for _, resource := range []string{"shard/1", "shard/2", "shard/3"} {
 		req, _ := agent.BeginAcquire(resource)
@@ -246,8 +246,8 @@ func ExampleCoordinator_AcquireWait() {
 	defer cleanup()
 
 	coord := lease.NewCoordinator(store, &lease.CoordinatorOptions{TTL: time.Minute})
-	alice, _ := lease.NewClient(lease.ClientOptions{Holder: "alice"})
-	bob, _ := lease.NewClient(lease.ClientOptions{Holder: "bob"})
+	alice, _ := lease.NewClient(&lease.ClientOptions{Holder: "alice"})
+	bob, _ := lease.NewClient(&lease.ClientOptions{Holder: "bob"})
 
 	first, err := coord.AcquireWait(ctx, alice, "deploy-slot") // free: granted at once
 	if err != nil {
@@ -296,7 +296,7 @@ func ExampleNewCoordinator_openTelemetry() {
 		TracerProvider:    otel.GetTracerProvider(), // likewise
 		MetricsByResource: false,                    // a few fixed resources could afford true
 	})
-	agent, _ := lease.NewClient(lease.ClientOptions{Holder: "agent-7"})
+	agent, _ := lease.NewClient(&lease.ClientOptions{Holder: "agent-7"})
 	err := lease.Hold(ctx, agent, coord, "orders/42", func(ctx context.Context, l *lease.Lease) error {
 		// The acquisition, the work's gated writes and the release are spans
 		// of the trace in Hold's ctx; the release links to the acquisition.

@@ -50,7 +50,7 @@ func forEachDriver(t *testing.T, sqlBody func(*testing.T, harness[*sql.Tx]), pgx
 func newClient(t *testing.T, holder string, opts ClientOptions) *Client {
 	t.Helper()
 	opts.Holder = holder
-	c, err := NewClient(opts)
+	c, err := NewClient(&opts)
 	if err != nil {
 		t.Fatal(err)
 	}

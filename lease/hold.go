@@ -83,7 +83,7 @@ func release(ctx context.Context, c *Client, coord *Coordinator, l *Lease) error
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(releasing(ctx, l)), c.releaseTimeout)
 	defer cancel()
 	if _, err := coord.Release(rctx, token); err != nil {
-		// err already says "lease: release …"; add only what it means.
+		// err already says "fencegate: release …"; add only what it means.
 		return fmt.Errorf("%w (the lease may not have been released; it expires by itself at the end of its term)", err)
 	}
 	return nil

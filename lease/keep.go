@@ -37,10 +37,10 @@ type Kept struct {
 // error if l is not c's or already released.
 func Keep(ctx context.Context, c *Client, coord *Coordinator, l *Lease) (*Kept, error) {
 	if l == nil || l.client != c {
-		return nil, errors.New("lease: Keep: the lease was not acquired by this Client")
+		return nil, errors.New("fencegate: Keep: the lease was not acquired by this Client")
 	}
 	if l.isReleased() {
-		return nil, errors.New("lease: Keep: the lease is already released")
+		return nil, errors.New("fencegate: Keep: the lease is already released")
 	}
 	if l.Expired() {
 		// Born expired (a retried grant with almost no time left, or a clock

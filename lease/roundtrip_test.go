@@ -162,7 +162,7 @@ func TestSendInstantIsReadOnceTheConnectionIsInHand(t *testing.T) {
 		}
 	})
 	coord := NewCoordinator(store, nil)
-	c, err := NewClient(ClientOptions{Holder: "agent-a", Clock: clock})
+	c, err := NewClient(&ClientOptions{Holder: "agent-a", Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -144,7 +144,7 @@ func testSeedTimeline[TTx any](t *testing.T, h harness[TTx]) {
 		coord := NewCoordinator(h.Driver, nil)
 		g := gate.New(h.Driver, &gate.Options{VerifyIssued: true})
 		clock := NewManualClock(0, step)
-		a, err := NewClient(ClientOptions{Holder: "agent-a", Clock: clock, TTL: ttl})
+		a, err := NewClient(&ClientOptions{Holder: "agent-a", Clock: clock, TTL: ttl})
 		if err != nil {
 			t.Fatal(err)
 		}

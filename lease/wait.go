@@ -144,7 +144,7 @@ func (c *Coordinator) AcquireWait(ctx context.Context, client *Client, resource 
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 			defer cancel()
 			if rerr := ex.WaiterRemove(rctx, w.place()); rerr != nil {
-				err = errors.Join(err, fmt.Errorf("lease: leave the queue for %q: place %d stays until it runs out (within %v), and the next waiter waits behind it until then: %w",
+				err = errors.Join(err, fmt.Errorf("fencegate: leave the queue for %q: place %d stays until it runs out (within %v), and the next waiter waits behind it until then: %w",
 					resource, w.place(), c.waiterTTL, rerr))
 			}
 		}
@@ -283,7 +283,7 @@ type grantLeftError struct {
 }
 
 func (e *grantLeftError) Error() string {
-	return fmt.Sprintf("lease: acquire %q: request %s may have been granted to %s, and releasing it failed: the lease may stay held until its term ends: %v",
+	return fmt.Sprintf("fencegate: acquire %q: request %s may have been granted to %s, and releasing it failed: the lease may stay held until its term ends: %v",
 		e.resource, e.requestID, e.holder, e.err)
 }
 

@@ -53,8 +53,9 @@ type ConfinedSession interface {
 // errors.Is. Nothing of the transaction commits after them.
 var (
 	// ErrTransactionControl: the statement would end, restart or nest the
-	// confined transaction. pgxv5.CommitBatch returns it too, for a batch
-	// that would end its own transaction; nothing of the batch commits.
+	// confined transaction. pgxgate.CommitBatch (pgxv5.FloorRaiseBatch)
+	// returns it too, for a batch that would end its own transaction;
+	// nothing of the batch commits.
 	ErrTransactionControl = errors.New("fencegate: a fenced write's SQL may not end, restart or nest its transaction")
 	// ErrNotAllowed: the statement does something a confined transaction
 	// refuses besides transaction control (SQLite: ATTACH, DETACH, PRAGMA;

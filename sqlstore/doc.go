@@ -74,11 +74,11 @@
 // also does the dialect's statement and parameter scans), lifts the
 // confinement before the caller's COMMIT (Disarm) and tells a COMMIT the
 // database refused from one whose answer was lost (Answered). All of the
-// dialect's confinement lives there, its SQL included: the confined write
-// path (internal/confined, behind fencegate gate and the MCP server's SQL
-// write) holds only the algorithm and reaches the driver through
-// gate.Gate.Driver. A driver without Confiner still serves the gate and the
-// lease; confined writes on it fail with an error matching
+// dialect's confinement lives there, its SQL included: the command's
+// confined write path (cmd/fencegate/internal/confined, behind fencegate
+// gate and the MCP server's SQL write) holds only the algorithm and is
+// handed the driver with the gate. A driver without Confiner still serves
+// the gate and the lease; confined writes on it fail with an error matching
 // errors.ErrUnsupported. pgsql's session relies on a write-guard trigger
 // (migration 00004), sqlite's on an authorizer and commit hook, mysql's on
 // an XA transaction; sqlstore/internal/confine holds what they share.

@@ -43,15 +43,17 @@ func TestDriverMethodsDocumented(t *testing.T) {
 	}
 }
 
-// TestDriverExamples: each driver package shows how it is opened, and
-// pgxv5 its one-round-trip writes, in Example functions (pkg.go.dev and
-// go test -run Example show them; go doc does not).
+// TestDriverExamples: each driver package shows how it is opened, pgxv5
+// its pipelines, and gate/pgxgate the one-round-trip writes over them, in
+// Example functions (pkg.go.dev and go test -run Example show them; go doc
+// does not).
 func TestDriverExamples(t *testing.T) {
 	for dir, want := range map[string][]string{
-		"sqlite": {"Open"},
-		"pgsql":  {"Open"},
-		"pgxv5":  {"New", "CommitBatch", "BeginFenced"},
-		"mysql":  {"New", "Config"},
+		"sqlite":          {"Open"},
+		"pgsql":           {"Open"},
+		"pgxv5":           {"New", "FloorRaiseBatch", "BeginFloorRaise"},
+		"mysql":           {"New", "Config"},
+		"../gate/pgxgate": {"CommitBatch", "BeginFenced"},
 	} {
 		fset := token.NewFileSet()
 		var files []*ast.File

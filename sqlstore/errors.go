@@ -32,6 +32,12 @@ var ErrUnsafeSettings = errors.New("fencegate: unsafe database settings")
 // database was never migrated. Run Store.Migrate (or `fencegate migrate`).
 var ErrNotMigrated = errors.New("fencegate: tables missing: run Migrate (fencegate migrate) first")
 
+// ErrNestedTx is returned (wrapped) for a pgx savepoint (pgx.Tx.Begin on a
+// transaction) where a fence must be checked in the outermost transaction:
+// a refusal could roll back only the savepoint, and the outer transaction
+// would commit its writes. gate.ErrNestedTx is the same error.
+var ErrNestedTx = errors.New("fencegate: a nested transaction (savepoint) cannot be fenced; pass the outermost transaction")
+
 // ErrorClass is what a driver found a native error to mean.
 type ErrorClass struct {
 	// NotMigrated: a table or sequence of fencegate's is missing; the error

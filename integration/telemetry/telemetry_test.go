@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/gate/pgxgate"
 	"github.com/fencegate/fencegate/integration/internal/faults"
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/lease"
@@ -131,12 +132,12 @@ func TestInstrumentsFollowAHistory(t *testing.T) {
 	m.want("fencegate.gate.refusals", 1, attribute.Bool("logged", true))
 	batch := &pgx.Batch{}
 	batch.Queue(`SELECT 1`)
-	if err := pgxv5.CommitBatch(ctx, g, pool, la.Token(), batch); !errors.Is(err, gate.ErrStaleFence) {
+	if err := pgxgate.CommitBatch(ctx, g, pool, la.Token(), batch); !errors.Is(err, gate.ErrStaleFence) {
 		t.Fatalf("CommitBatch with a's token: %v, want ErrStaleFence", err)
 	}
 	m.want("fencegate.gate.decisions", 1, attribute.String("operation", "commit_batch"), outcome("refused"))
 	m.want("fencegate.gate.refusals", 2, attribute.Bool("logged", true))
-	tx, err := pgxv5.BeginFenced(ctx, g, pool, lb.Token(), pgx.TxOptions{})
+	tx, err := pgxgate.BeginFenced(ctx, g, pool, lb.Token(), pgx.TxOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,8 +228,8 @@ func TestInstrumentsFollowAHistory(t *testing.T) {
 		t.Errorf("the refused Commit's span: status %v, floor %v; want an error and floor %d",
 			refusal.Status(), attr(refusal, "fencegate.floor"), lb.Token().Fence)
 	}
-	find(t, spans.Ended(), "pgxv5.CommitBatch", "holder-a", "refused")
-	find(t, spans.Ended(), "pgxv5.BeginFenced", "holder-b", "admitted")
+	find(t, spans.Ended(), "pgxgate.CommitBatch", "holder-a", "refused")
+	find(t, spans.Ended(), "pgxgate.BeginFenced", "holder-b", "admitted")
 
 	// A coordinator that opts in names the resource in its metrics.
 	named := lease.NewCoordinator(driver, &lease.CoordinatorOptions{MeterProvider: mp, TracerProvider: tp, MetricsByResource: true})
@@ -242,7 +243,7 @@ func TestInstrumentsFollowAHistory(t *testing.T) {
 
 func client(t *testing.T, holder string, ttl time.Duration) *lease.Client {
 	t.Helper()
-	c, err := lease.NewClient(lease.ClientOptions{Holder: holder, TTL: ttl})
+	c, err := lease.NewClient(&lease.ClientOptions{Holder: holder, TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -205,7 +205,7 @@ func TestCoordinatorCommitBoundedByCtx(t *testing.T) {
 	t.Run("AcquireWait", func(t *testing.T) {
 		d, p := lostCommit(t)
 		coord := lease.NewCoordinator(d, nil)
-		c, err := lease.NewClient(lease.ClientOptions{Holder: "h", TTL: time.Minute})
+		c, err := lease.NewClient(&lease.ClientOptions{Holder: "h", TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}

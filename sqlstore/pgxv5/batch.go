@@ -3,12 +3,10 @@ package pgxv5
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/internal/pg"
 )
@@ -19,102 +17,39 @@ type BatchSender interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
-// CommitBatch is a fenced write in one round trip: it sends token's fence
-// statement, the statements queued in b and a COMMIT to Postgres as one
-// pipeline with a single Sync, in a transaction of its own (BEGIN first).
+// FloorRaiseBatch is the driver's half of a fenced write in one round trip
+// (pgxgate.CommitBatch is the whole, with the gate's refusal log): it sends
+// the fence statement of p, the statements queued in b and a COMMIT to
+// Postgres as one pipeline with a single Sync, in a transaction of its own
+// (BEGIN first), or, when conn is a pgx.Tx, in that transaction with no
+// COMMIT.
 //
-// The fence statement admits the token exactly as g.Commit does. When it
-// refuses, it fails, and Postgres skips every statement after it and rolls
-// the transaction back: none of b's statements runs, so none can commit.
-// CommitBatch then logs the refusal and returns a *gate.StaleFenceError. Any
-// other failure, of the fence or of one of b's statements, also rolls back
-// everything, the floor raise included, and is returned wrapped.
+// The fence statement judges p as Executor.FloorRaise does. When it refuses,
+// Postgres skips every statement after it and rolls back: res.Admitted is
+// false, res says why, and err is nil. Any other failure, of the fence or of
+// one of b's statements, rolls back everything and is returned: a statement
+// of b that would end or prepare the transaction fails with
+// sqlstore.ErrTransactionControl (before anything is sent when its text
+// says so, by the write guard of migrations 00004 and 00013 otherwise), one
+// run in a savepoint with sqlstore.ErrNestedTx.
 //
-// Results come back through b's callbacks (QueuedQuery.Exec, QueryRow,
-// Query), which run after the server has already committed: an error a
-// callback returns is reported but cannot undo the write.
-//
-//	b := &pgx.Batch{}
-//	b.Queue(`UPDATE accounts SET balance = balance - $1 WHERE id = $2`, amount, id)
-//	err := pgxv5.CommitBatch(ctx, g, pool, l.Token(), b) // *gate.StaleFenceError if stale
-//
-// b must not begin, end or prepare the transaction: a statement of it that
-// starts with BEGIN, START, COMMIT, END, ROLLBACK, ABORT or PREPARE
-// TRANSACTION (any of the statements in one string of several, which the
-// simple protocol runs) is refused before anything is sent, with an error
-// matching sqlstore.ErrTransactionControl. Behind that check the server
-// enforces it: the fence arms a guard (a deferred trigger, migrations 00004
-// and 00013) that turns any COMMIT before the batch's own into a rollback of
-// everything; a ROLLBACK takes the guard with it, so the batch's end fails
-// and rolls back what ran after it; and a procedure or DO block cannot end
-// a transaction block at all. Each fails the batch with
-// sqlstore.ErrTransactionControl, nothing of it committed. What the check
-// cannot read (a statement queued by a prepared statement's name, or
-// rewritten by a pgx.QueryRewriter) has the guard alone, which cannot see a
-// ROLLBACK followed by a COMMIT of the batch's: what ran between the two
-// would commit, unfenced.
-//
-// conn may also be a pgx.Tx; then the statements join that transaction, no
-// COMMIT is sent, and nothing commits until the caller commits it; any
-// error (a refusal, a cancelled ctx, a failed statement) rolls the
-// transaction back, as g.Commit does. A pgx savepoint is refused with
-// gate.ErrNestedTx, as by g.Commit: by its type before anything is sent
-// (gate.IsNestedTx), and by the server when a wrapper hides it. A refusal
-// is logged, and the transaction rolled back, under one
-// gate.Options.CleanupTimeout, as g.Commit's is. Pipelining needs the
-// extended protocol or pgx's simple protocol; it does not survive a pooler
-// in statement mode.
-//
-// The fence statement needs fencegate's Postgres migrations 00002, 00004,
-// 00007 and 00013.
-func CommitBatch(ctx context.Context, g *gate.Gate[pgx.Tx], conn BatchSender, token gate.Token, b *pgx.Batch) (err error) {
-	ctx, end := g.Observe(ctx, "commit_batch", token)
-	defer func() { end(err) }()
-	tx, err := commitBatch(ctx, g, conn, token, b)
-	if err == nil {
-		if tx != nil {
-			_ = tx.Rollback(ctx) // committed: only returns a pool's connection
-		}
-		return nil
-	}
-	opts := g.Options()
-	cctx, cancel := g.Cleanup(ctx)
-	defer cancel()
-	if tx != nil { // whatever failed, tx must not commit
-		if rbErr := tx.Rollback(cctx); rbErr != nil && !errors.Is(rbErr, pgx.ErrTxClosed) {
-			opts.Logger.WarnContext(ctx, "fencegate: rollback failed; the transaction cannot commit", "error", rbErr)
-		}
-	}
-	if errors.Is(err, sqlstore.ErrTransactionControl) {
-		opts.Logger.WarnContext(ctx, "fencegate: refused a fenced batch that would end its transaction; nothing of it committed", "token", token.String(), "error", err)
-		return err
-	}
-	ref, refused := pg.AsPipelineRefusal(err)
-	if !refused {
-		return err
-	}
-	return g.Refuse(cctx, token, sqlstore.FloorRaiseResult{Issued: !ref.NotIssued, Floor: ref.Floor, FloorHolder: ref.FloorHolder})
-}
-
-// commitBatch checks CommitBatch's input and sends the pipeline. It returns
-// the transaction to end: the caller's, or the one the pipeline began.
-func commitBatch(ctx context.Context, g *gate.Gate[pgx.Tx], conn BatchSender, token gate.Token, b *pgx.Batch) (pgx.Tx, error) {
+// tx is the transaction the caller must still end: whenever res is not an
+// admission or err is not nil, roll it back (it cannot commit; rolling back
+// returns a pool's connection); after an admission in a transaction of its
+// own it is already committed (roll it back all the same: with a pool that
+// returns the connection), and in conn's transaction it is nil (the
+// caller's to commit). It needs migrations 00002, 00004, 00007 and 00013.
+func FloorRaiseBatch(ctx context.Context, conn BatchSender, p sqlstore.FloorRaiseParams, b *pgx.Batch) (tx pgx.Tx, res sqlstore.FloorRaiseResult, err error) {
 	callerTx, inTx := conn.(pgx.Tx)
-	if err := token.Validate(); err != nil {
-		return callerTx, err
-	}
-	if gate.IsNestedTx(conn) {
-		return callerTx, fmt.Errorf("fencegate: commit batch %s: %w", token, gate.ErrNestedTx)
-	}
 	full := &pgx.Batch{}
 	if !inTx {
 		full.BeginTx(pgx.TxOptions{})
 	}
-	full.Queue(pg.BatchFenceSQL, token.Resource, token.Fence, token.Holder, g.Options().VerifyIssued, rand.Text())
+	full.Queue(pg.BatchFenceSQL, p.Resource, p.Fence, p.Holder, p.VerifyIssued, rand.Text())
 	if b != nil {
 		for _, qq := range b.QueuedQueries {
 			if w := pg.TxControl(qq.SQL); w != "" {
-				return callerTx, fmt.Errorf("fencegate: commit batch %s: %w: a statement of the batch runs %s", token, sqlstore.ErrTransactionControl, w)
+				return callerTx, res, fmt.Errorf("%w: a statement of the batch runs %s", sqlstore.ErrTransactionControl, w)
 			}
 		}
 		full.QueuedQueries = append(full.QueuedQueries, b.QueuedQueries...)
@@ -124,24 +59,65 @@ func commitBatch(ctx context.Context, g *gate.Gate[pgx.Tx], conn BatchSender, to
 		full.Queue("COMMIT")
 	}
 	br := conn.SendBatch(ctx, full)
-	tx := callerTx
+	tx = callerTx
 	if !inTx {
 		tx = br.Tx()
 	}
 	if err := br.Close(); err != nil {
-		if _, refused := pg.AsPipelineRefusal(err); refused {
-			return tx, err
+		if r, refused := refusal(err); refused {
+			return tx, r, nil
 		}
 		if nested, guarded := pg.AsBatchGuard(err); guarded {
 			if nested {
-				return tx, fmt.Errorf("fencegate: commit batch %s: %w: %w", token, gate.ErrNestedTx, err)
+				return tx, res, fmt.Errorf("%w: %w", sqlstore.ErrNestedTx, err)
 			}
-			return tx, fmt.Errorf("fencegate: commit batch %s: %w: %w", token, sqlstore.ErrTransactionControl, err)
+			return tx, res, fmt.Errorf("%w: %w", sqlstore.ErrTransactionControl, err)
 		}
-		return tx, fmt.Errorf("fencegate: commit batch %s: %w", token, classify.Classify(err))
+		return tx, res, classify.Classify(err)
 	}
 	if inTx {
-		return nil, nil // the caller's to commit
+		return nil, admitted(), nil // the caller's to commit
 	}
-	return tx, nil
+	return tx, admitted(), nil
+}
+
+// BeginFloorRaise is the driver's half of a fenced begin in one round trip
+// (pgxgate.BeginFenced is the whole): BEGIN and the fence statement of p go
+// to Postgres together (pgx.Batch.BeginTx), judged as Executor.FloorRaise
+// judges p, with the floor row locked until the transaction ends. db is a
+// pool or a connection, not a transaction.
+//
+// On an admission it returns the open transaction. Otherwise (res.Admitted
+// false, with why, and a nil err; or an err) tx, when not nil, is what the
+// caller must roll back: it cannot commit, and rolling back returns a
+// pool's connection. It needs migrations 00002 and 00007.
+func BeginFloorRaise(ctx context.Context, db BatchSender, p sqlstore.FloorRaiseParams, opts pgx.TxOptions) (tx pgx.Tx, res sqlstore.FloorRaiseResult, err error) {
+	b := &pgx.Batch{}
+	b.BeginTx(opts)
+	b.Queue(pg.PipelineFenceSQL(p.VerifyIssued), p.Resource, p.Fence, p.Holder)
+	br := db.SendBatch(ctx, b)
+	tx = br.Tx()
+	if err := br.Close(); err != nil {
+		if r, refused := refusal(err); refused {
+			return tx, r, nil
+		}
+		return tx, res, classify.Classify(err)
+	}
+	return tx, admitted(), nil
+}
+
+// admitted is the result of a fence statement that did not refuse: the
+// pipeline does not read the floor back, so Floor and FloorHolder are unset.
+func admitted() sqlstore.FloorRaiseResult {
+	return sqlstore.FloorRaiseResult{Admitted: true, Issued: true}
+}
+
+// refusal reads a pipelined fence statement's refusal as the result
+// Executor.FloorRaise would have returned.
+func refusal(err error) (sqlstore.FloorRaiseResult, bool) {
+	ref, refused := pg.AsPipelineRefusal(err)
+	if !refused {
+		return sqlstore.FloorRaiseResult{}, false
+	}
+	return sqlstore.FloorRaiseResult{Issued: !ref.NotIssued, Floor: ref.Floor, FloorHolder: ref.FloorHolder}, true
 }

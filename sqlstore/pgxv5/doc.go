@@ -6,14 +6,12 @@
 //	g := gate.New(d, nil)    // *gate.Gate[pgx.Tx]
 //	c := lease.NewCoordinator(d, nil)
 //
-// CommitBatch is the one-round-trip fenced write, a pgx pipeline. The
-// batch runs confined: it cannot end its own transaction (a write guard
-// turns an early COMMIT into a rollback; transaction control is refused
-// with sqlstore.ErrTransactionControl), so nothing of it commits but under
-// the fence.
-// BeginFenced begins a transaction whose first round trip carries BEGIN and
-// the fence, so a fenced transaction costs the round trips of an unfenced
-// one.
+// FloorRaiseBatch and BeginFloorRaise are the driver's pipelines: the fence
+// statement travels with a batch's statements and its COMMIT, or with
+// BEGIN, in one round trip. The gate's entry points over them, with its
+// refusal log and instruments, are pgxgate.CommitBatch and
+// pgxgate.BeginFenced (package github.com/fencegate/fencegate/gate/pgxgate).
+// This package imports neither gate nor lease.
 //
 // The driver links no SQLite and no database/sql driver but pgx's own
 // stdlib, which Migrate needs for goose (it registers "pgx/v5", and "pgx"

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/pgxv5"
 )
 
@@ -41,60 +42,51 @@ func ExampleNew() {
 	}
 }
 
-// A fenced write in one round trip: the fence, the statements and the
-// commit go as one pipeline, and a stale fence fails first, so Postgres
-// runs none of them. (Not run: it needs a server.)
-func ExampleCommitBatch() {
+// The driver's half of a one-round-trip fenced write, for a package that
+// logs refusals its own way (gate/pgxgate's CommitBatch is the whole, with
+// the gate's rejection log): the fence statement, the batch and COMMIT in
+// one pipeline, answered as Executor.FloorRaise answers. (Not run: it needs
+// a server.)
+func ExampleFloorRaiseBatch() {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	d := pgxv5.New(pool)
-	if err := d.Migrate(ctx); err != nil {
-		log.Fatal(err)
-	}
-	g := gate.New(d, nil)
 
-	token := gate.Token{Resource: "account/42", Holder: "worker-a", Fence: 7} // from the lease
 	b := &pgx.Batch{}
 	b.Queue(`UPDATE accounts SET balance = balance - $1 WHERE id = $2`, 10, 42)
-	b.Queue(`INSERT INTO ledger (account, amount) VALUES ($1, $2)`, 42, -10)
-	err = pgxv5.CommitBatch(ctx, g, pool, token, b)
-	if errors.Is(err, gate.ErrStaleFence) {
-		log.Printf("superseded: %v", err) // logged and recorded; nothing was written
-	} else if err != nil {
-		log.Fatal(err)
+	tx, res, err := pgxv5.FloorRaiseBatch(ctx, pool, sqlstore.FloorRaiseParams{Resource: "account/42", Holder: "worker-a", Fence: 7}, b)
+	if tx != nil {
+		defer tx.Rollback(ctx) // committed or not, this returns the pool's connection
+	}
+	switch {
+	case err != nil:
+		log.Fatal(err) // nothing of the batch committed
+	case !res.Admitted:
+		log.Printf("refused: floor %d held by %q; nothing ran", res.Floor, res.FloorHolder)
 	}
 }
 
-// A fenced transaction in the round trips of an unfenced one: BEGIN and
-// the fence travel together, the writes follow, and COMMIT commits them
-// with the floor raise. A stale token never gets a transaction.
-func ExampleBeginFenced() {
+// The driver's half of a fenced begin in one round trip (gate/pgxgate's
+// BeginFenced is the whole): BEGIN and the fence together, the floor row
+// locked until the transaction ends. (Not run: it needs a server.)
+func ExampleBeginFloorRaise() {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	d := pgxv5.New(pool)
-	if err := d.Migrate(ctx); err != nil {
-		log.Fatal(err)
-	}
-	g := gate.New(d, nil)
 
-	token := gate.Token{Resource: "account/42", Holder: "worker-a", Fence: 7} // from the lease
-	tx, err := pgxv5.BeginFenced(ctx, g, pool, token, pgx.TxOptions{})
-	if errors.Is(err, gate.ErrStaleFence) {
-		log.Printf("superseded: %v", err) // logged and recorded; nothing was written
-		return
+	tx, res, err := pgxv5.BeginFloorRaise(ctx, pool, sqlstore.FloorRaiseParams{Resource: "account/42", Holder: "worker-a", Fence: 7}, pgx.TxOptions{})
+	if tx != nil {
+		defer tx.Rollback(ctx) // a no-op after Commit
 	}
-	if err != nil {
-		log.Fatal(err)
+	if err != nil || !res.Admitted {
+		log.Fatalf("not admitted: %+v, %v", res, err)
 	}
-	defer tx.Rollback(ctx) // a no-op after Commit
 	if _, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance - $1 WHERE id = $2`, 10, 42); err != nil {
 		log.Fatal(err)
 	}

@@ -62,7 +62,7 @@ type Record struct {
 	Fence    int64  `json:"fence,omitempty"` // the token's fence (renew, release, write)
 	Request  string `json:"req,omitempty"`   // acquire: the request id (kept across retries)
 	Hold     bool   `json:"hold,omitempty"`  // acquire, write, release inside lease.Hold (renewals unseen)
-	Via      string `json:"via,omitempty"`   // write: "commit" (gate.Commit), "do" (gate.Do), "batch" (pgxv5.CommitBatch), "begin" (pgxv5.BeginFenced) or "bypass"
+	Via      string `json:"via,omitempty"`   // write: "commit" (gate.Commit), "do" (gate.Do), "batch" (pgxgate.CommitBatch), "begin" (pgxgate.BeginFenced) or "bypass"
 	Late     bool   `json:"late,omitempty"`  // renew: sent after the holder's own deadline had passed
 	Wait     bool   `json:"wait,omitempty"`  // acquire: waited its turn in the queue (AcquireWait, lease.Wait)
 

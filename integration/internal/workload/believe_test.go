@@ -14,7 +14,7 @@ import (
 // the reading, as it would through Lease.Remaining, which stops at zero.
 func TestBelievedUntilIsTheDeadlineEvenWhenPast(t *testing.T) {
 	clk := newHolderClock()
-	c, err := lease.NewClient(lease.ClientOptions{Holder: "h", TTL: time.Second, ClockSkew: 500 * time.Millisecond, Clock: clk})
+	c, err := lease.NewClient(&lease.ClientOptions{Holder: "h", TTL: time.Second, ClockSkew: 500 * time.Millisecond, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestBelievedUntilReadsTheClocksOnce(t *testing.T) {
 		fake = fake.Add(10 * time.Millisecond)
 		return fake
 	}}
-	c, err := lease.NewClient(lease.ClientOptions{Holder: "h", TTL: time.Second, Clock: clk})
+	c, err := lease.NewClient(&lease.ClientOptions{Holder: "h", TTL: time.Second, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"modernc.org/sqlite"
 
 	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/gate/pgxgate"
 	"github.com/fencegate/fencegate/integration/internal/history"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore"
@@ -68,7 +69,7 @@ type Config struct {
 	// half of them before the INSERT, half between the INSERT and COMMIT.
 	TxStallProb float64 `json:"txStallProb"`
 	// BeginStallProb, when set, is TxStallProb for the writes begun with
-	// pgxv5.BeginFenced, whose fence must hold the floor row from BEGIN to
+	// pgxgate.BeginFenced, whose fence must hold the floor row from BEGIN to
 	// COMMIT: only a stall inside the transaction shows it does not.
 	BeginStallProb float64 `json:"beginStallProb"`
 
@@ -84,9 +85,9 @@ type Config struct {
 	LateRenewProb float64 `json:"lateRenewProb"`
 
 	// BatchProb is the chance that a gated write on pgx goes through
-	// pgxv5.CommitBatch (BEGIN, the fence, the write and COMMIT in one
+	// pgxgate.CommitBatch (BEGIN, the fence, the write and COMMIT in one
 	// pipelined round trip), and, of the rest, the chance that it begins
-	// with pgxv5.BeginFenced (BEGIN and the fence in one round trip).
+	// with pgxgate.BeginFenced (BEGIN and the fence in one round trip).
 	BatchProb float64 `json:"batchProb"`
 
 	// HoldProb is the chance that a cycle runs through lease.Hold (which
@@ -208,9 +209,9 @@ type env[TTx any] struct {
 	coord  *lease.Coordinator
 	exec   func(ctx context.Context, tx TTx, q string, args ...any) error
 	insert string
-	// batch is pgxv5.CommitBatch of one INSERT through the pool (pgx only).
+	// batch is pgxgate.CommitBatch of one INSERT through the pool (pgx only).
 	batch func(ctx context.Context, g *gate.Gate[TTx], tok gate.Token, q string, args ...any) error
-	// begin is pgxv5.BeginFenced on the pool: the fence judged at BEGIN
+	// begin is pgxgate.BeginFenced on the pool: the fence judged at BEGIN
 	// (pgx only).
 	begin func(ctx context.Context, g *gate.Gate[TTx], tok gate.Token) (TTx, error)
 	// draw runs a statement that returns one number, outside any transaction.
@@ -235,10 +236,10 @@ func run[TTx any](ctx context.Context, cfg Config, rec *history.Recorder, d sqls
 		e.batch = func(ctx context.Context, g *gate.Gate[TTx], tok gate.Token, q string, args ...any) error {
 			b := &pgx.Batch{}
 			b.Queue(q, args...)
-			return pgxv5.CommitBatch(ctx, any(g).(*gate.Gate[pgx.Tx]), sender, tok, b)
+			return pgxgate.CommitBatch(ctx, any(g).(*gate.Gate[pgx.Tx]), sender, tok, b)
 		}
 		e.begin = func(ctx context.Context, g *gate.Gate[TTx], tok gate.Token) (TTx, error) {
-			tx, err := pgxv5.BeginFenced(ctx, any(g).(*gate.Gate[pgx.Tx]), sender, tok, pgx.TxOptions{})
+			tx, err := pgxgate.BeginFenced(ctx, any(g).(*gate.Gate[pgx.Tx]), sender, tok, pgx.TxOptions{})
 			if err != nil {
 				var none TTx
 				return none, err
@@ -289,7 +290,7 @@ func (e *env[TTx]) agent(ctx context.Context, idx int) error {
 		rng:   rand.New(rand.NewPCG(e.cfg.Seed, uint64(idx))),
 	}
 	var err error
-	a.client, err = lease.NewClient(lease.ClientOptions{Holder: a.name, TTL: e.cfg.TTL, ClockSkew: e.cfg.ClockSkew, Clock: a.clock})
+	a.client, err = lease.NewClient(&lease.ClientOptions{Holder: a.name, TTL: e.cfg.TTL, ClockSkew: e.cfg.ClockSkew, Clock: a.clock})
 	if err != nil {
 		return err
 	}
@@ -639,7 +640,7 @@ func (e *env[TTx]) holdCycle(ctx context.Context, a *agent, res string) time.Dur
 }
 
 // write is one fenced write: BEGIN, gate.Commit, INSERT, COMMIT; on pgx,
-// sometimes pgxv5.CommitBatch, or pgxv5.BeginFenced (BEGIN with the fence),
+// sometimes pgxgate.CommitBatch, or pgxgate.BeginFenced (BEGIN with the fence),
 // INSERT, COMMIT; or the same through gate.Do (a third of the other gated
 // writes), which retries what the dialect calls retryable. The row's op id is unique, so a retry of an
 // attempt that did commit could not commit twice unnoticed.

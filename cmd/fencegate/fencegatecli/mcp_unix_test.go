@@ -1,0 +1,15 @@
+//go:build unix
+
+package fencegatecli
+
+import (
+	"syscall"
+	"testing"
+)
+
+func mkfifo(t *testing.T, path string) {
+	t.Helper()
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,5 +1,0 @@
-//go:build !unix
-
-package main
-
-func unixHelper(string, string) (int, bool) { return 0, false }

@@ -1,0 +1,134 @@
+// Package pgxgate is the gate's fenced writes in one round trip on pgx: a
+// pgx pipeline carries the fence together with the writes (CommitBatch) or
+// with BEGIN (BeginFenced), so a fenced write costs the round trips of an
+// unfenced one. The gate is a *gate.Gate[pgx.Tx], over sqlstore/pgxv5's
+// driver:
+//
+//	d := pgxv5.New(pool)
+//	g := gate.New(d, nil)
+//	err := pgxgate.CommitBatch(ctx, g, pool, token, b)
+//
+// The statements are the driver's (pgxv5.FloorRaiseBatch,
+// pgxv5.BeginFloorRaise); this package adds what the gate does around
+// them, as around Gate.Commit: input checks, spans and instruments, the
+// rollback and the refusal's log under one Options.CleanupTimeout.
+package pgxgate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/pgxv5"
+)
+
+// BatchSender sends a pgx batch. *pgxpool.Pool, *pgxpool.Conn, *pgx.Conn
+// and pgx.Tx all implement it.
+type BatchSender = pgxv5.BatchSender
+
+// CommitBatch is a fenced write in one round trip: it sends token's fence
+// statement, the statements queued in b and a COMMIT to Postgres as one
+// pipeline with a single Sync, in a transaction of its own (BEGIN first).
+//
+// The fence statement admits the token exactly as g.Commit does. When it
+// refuses, it fails, and Postgres skips every statement after it and rolls
+// the transaction back: none of b's statements runs, so none can commit.
+// CommitBatch then logs the refusal and returns a *gate.StaleFenceError. Any
+// other failure, of the fence or of one of b's statements, also rolls back
+// everything, the floor raise included, and is returned wrapped.
+//
+// Results come back through b's callbacks (QueuedQuery.Exec, QueryRow,
+// Query), which run after the server has already committed: an error a
+// callback returns is reported but cannot undo the write.
+//
+//	b := &pgx.Batch{}
+//	b.Queue(`UPDATE accounts SET balance = balance - $1 WHERE id = $2`, amount, id)
+//	err := pgxgate.CommitBatch(ctx, g, pool, l.Token(), b) // *gate.StaleFenceError if stale
+//
+// b must not begin, end or prepare the transaction: a statement of it that
+// starts with BEGIN, START, COMMIT, END, ROLLBACK, ABORT or PREPARE
+// TRANSACTION (any of the statements in one string of several, which the
+// simple protocol runs) is refused before anything is sent, with an error
+// matching sqlstore.ErrTransactionControl. Behind that check the server
+// enforces it: the fence arms a guard (a deferred trigger, migrations 00004
+// and 00013) that turns any COMMIT before the batch's own into a rollback of
+// everything; a ROLLBACK takes the guard with it, so the batch's end fails
+// and rolls back what ran after it; and a procedure or DO block cannot end
+// a transaction block at all. Each fails the batch with
+// sqlstore.ErrTransactionControl, nothing of it committed. What the check
+// cannot read (a statement queued by a prepared statement's name, or
+// rewritten by a pgx.QueryRewriter) has the guard alone, which cannot see a
+// ROLLBACK followed by a COMMIT of the batch's: what ran between the two
+// would commit, unfenced.
+//
+// conn may also be a pgx.Tx; then the statements join that transaction, no
+// COMMIT is sent, and nothing commits until the caller commits it; any
+// error (a refusal, a cancelled ctx, a failed statement) rolls the
+// transaction back, as g.Commit does. A pgx savepoint is refused with
+// gate.ErrNestedTx, as by g.Commit: by its type before anything is sent
+// (gate.IsNestedTx), and by the server when a wrapper hides it. A refusal
+// is logged, and the transaction rolled back, under one
+// gate.Options.CleanupTimeout, as g.Commit's is. Pipelining needs the
+// extended protocol or pgx's simple protocol; it does not survive a pooler
+// in statement mode.
+//
+// The fence statement needs fencegate's Postgres migrations 00002, 00004,
+// 00007 and 00013.
+func CommitBatch(ctx context.Context, g *gate.Gate[pgx.Tx], conn BatchSender, token gate.Token, b *pgx.Batch) (err error) {
+	ctx, end := g.Observe(ctx, "commit_batch", token)
+	defer func() { end(err) }()
+	tx, res, err := commitBatch(ctx, g, conn, token, b)
+	if err == nil && res.Admitted {
+		if tx != nil {
+			_ = tx.Rollback(ctx) // committed: only returns a pool's connection
+		}
+		return nil
+	}
+	err = notAdmitted(ctx, g, tx, token, res, err)
+	if errors.Is(err, sqlstore.ErrTransactionControl) {
+		g.Options().Logger.WarnContext(ctx, "fencegate: refused a fenced batch that would end its transaction; nothing of it committed", "token", token.String(), "error", err)
+	}
+	return err
+}
+
+// notAdmitted ends a pipelined write that failed (err) or was refused
+// (res): whatever failed, tx (when not nil) must not commit, and with a
+// pool rolling back is also what returns its connection (a transaction
+// that never began included); then a refusal is logged. The rollback and
+// the refusal's log share one Options.CleanupTimeout, whatever ctx does.
+func notAdmitted(ctx context.Context, g *gate.Gate[pgx.Tx], tx pgx.Tx, token gate.Token, res sqlstore.FloorRaiseResult, err error) error {
+	cctx, cancel := g.Cleanup(ctx)
+	defer cancel()
+	if tx != nil {
+		if rbErr := tx.Rollback(cctx); rbErr != nil && !errors.Is(rbErr, pgx.ErrTxClosed) {
+			g.Options().Logger.WarnContext(ctx, "fencegate: rollback failed; the transaction cannot commit", "error", rbErr)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return g.Refuse(cctx, token, res)
+}
+
+// commitBatch checks CommitBatch's input and sends the pipeline. It returns
+// the transaction to end: the caller's, or the one the pipeline began.
+func commitBatch(ctx context.Context, g *gate.Gate[pgx.Tx], conn BatchSender, token gate.Token, b *pgx.Batch) (pgx.Tx, sqlstore.FloorRaiseResult, error) {
+	callerTx, _ := conn.(pgx.Tx)
+	if err := token.Validate(); err != nil {
+		return callerTx, sqlstore.FloorRaiseResult{}, err
+	}
+	if gate.IsNestedTx(conn) {
+		return callerTx, sqlstore.FloorRaiseResult{}, fmt.Errorf("fencegate: commit batch %s: %w", token, gate.ErrNestedTx)
+	}
+	tx, res, err := pgxv5.FloorRaiseBatch(ctx, conn, sqlstore.FloorRaiseParams{
+		Resource: token.Resource, Holder: token.Holder, Fence: token.Fence, VerifyIssued: g.Options().VerifyIssued,
+	}, b)
+	if err != nil {
+		return tx, res, fmt.Errorf("fencegate: commit batch %s: %w", token, err)
+	}
+	return tx, res, nil
+}
