@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"runtime"
+	"sync"
 	"time"
+	"weak"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -26,12 +29,35 @@ const Dialect = pg.Dialect
 // The zero value is not usable; create one with New.
 type Driver struct {
 	pool *pgxpool.Pool
+	// The pool's settings, read once: pgxpool.Pool.Config and
+	// pgx.Conn.Config return deep copies (about ten allocations each), too
+	// dear for every statement.
+	mode     pgx.QueryExecMode
+	maxConns int
+	modes    sync.Map // weak.Pointer[pgx.Conn] → pgx.QueryExecMode, for UnwrapExecutor
 }
 
 var _ sqlstore.Driver[pgx.Tx] = (*Driver)(nil)
 
 // New returns a driver over pool. The pool stays the caller's to close.
-func New(pool *pgxpool.Pool) *Driver { return &Driver{pool: pool} }
+func New(pool *pgxpool.Pool) *Driver {
+	cfg := pool.Config()
+	return &Driver{pool: pool, mode: cfg.ConnConfig.DefaultQueryExecMode, maxConns: int(cfg.MaxConns)}
+}
+
+// connMode is c's DefaultQueryExecMode, read once per connection: the
+// entry goes when the connection is garbage.
+func (d *Driver) connMode(c *pgx.Conn) pgx.QueryExecMode {
+	key := weak.Make(c)
+	if m, ok := d.modes.Load(key); ok {
+		return m.(pgx.QueryExecMode)
+	}
+	m := c.Config().DefaultQueryExecMode
+	if _, loaded := d.modes.LoadOrStore(key, m); !loaded {
+		runtime.AddCleanup(c, func(k weak.Pointer[pgx.Conn]) { d.modes.Delete(k) }, key)
+	}
+	return m
+}
 
 // Pool returns the pool the driver was made with.
 func (d *Driver) Pool() *pgxpool.Pool { return d.pool }
@@ -75,7 +101,7 @@ func (d *Driver) Rollback(ctx context.Context, tx pgx.Tx) error {
 func (d *Driver) UnwrapExecutor(tx pgx.Tx) sqlstore.Executor {
 	var mode pgx.QueryExecMode
 	if c := tx.Conn(); c != nil {
-		mode = c.Config().DefaultQueryExecMode
+		mode = d.connMode(c)
 	}
 	return sqlexec.New(newQuerier(tx, mode), pg.Queries, classify, nil)
 }
@@ -83,7 +109,7 @@ func (d *Driver) UnwrapExecutor(tx pgx.Tx) sqlstore.Executor {
 // Executor runs fencegate statements on the pool, each in its own
 // transaction.
 func (d *Driver) Executor() sqlstore.Executor {
-	return sqlexec.New(newQuerier(d.pool, d.pool.Config().ConnConfig.DefaultQueryExecMode), pg.AutocommitQueries, classify, d.InTx)
+	return sqlexec.New(newQuerier(d.pool, d.mode), pg.AutocommitQueries, classify, d.InTx)
 }
 
 // OnConn takes a connection from the pool, then runs fn with an Executor on
@@ -94,11 +120,11 @@ func (d *Driver) OnConn(ctx context.Context, fn func(sqlstore.Executor) error) e
 		return fmt.Errorf("take a connection: %w", classify.Classify(err))
 	}
 	defer c.Release()
-	return fn(sqlexec.New(newQuerier(c, d.pool.Config().ConnConfig.DefaultQueryExecMode), pg.AutocommitQueries, classify, d.InTx))
+	return fn(sqlexec.New(newQuerier(c, d.mode), pg.AutocommitQueries, classify, d.InTx))
 }
 
 // MaxConns returns the pool's MaxConns.
-func (d *Driver) MaxConns() int { return int(d.pool.Config().MaxConns) }
+func (d *Driver) MaxConns() int { return d.maxConns }
 
 // InTx runs fn in a new transaction, committing if fn returns nil.
 func (d *Driver) InTx(ctx context.Context, fn func(sqlstore.Executor) error) error {
