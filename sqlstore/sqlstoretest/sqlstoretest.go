@@ -44,6 +44,7 @@ func Exercise[TTx any](t *testing.T, newDriver func(t testing.TB) sqlstore.Drive
 		Rules(t, d)
 	})
 	exerciseWaiters(run)
+	exercisePrune(run)
 	exerciseConfinement(run)
 }
 
