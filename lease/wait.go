@@ -60,8 +60,8 @@ const listenRetry = 100 * time.Millisecond
 // announcement naming it does (below). A waiter's grant takes its place out
 // of the queue in the grant's own transaction, so AcquireWait returns with
 // the grant and a release that follows finds the next waiter first; it
-// wakes nobody (the next would only find the lease held). On
-// Postgres (sqlstore.Store.SupportsListener) the database announces releases, and the
+// wakes nobody (the next would only find the lease held). On Postgres
+// (sqlstore.Store.SupportsListener) the database announces releases, and the
 // first waiter leaving while the lease is free, to every process
 // (LISTEN/NOTIFY, one listening connection per Coordinator while it has
 // waiters), naming the first live waiter of the whole queue: only that one

@@ -32,8 +32,8 @@ SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
  WHERE c.oid = 'fencegate_lease'::regclass`
 
 // ListenLeases listens on conn, which it owns until it returns, for lease
-// changes (sqlstore.Store.ListenLeases). The caller discards conn afterwards: it is
-// left listening, or broken.
+// changes (sqlstore.Store.ListenLeases). The caller discards conn
+// afterwards: it is left listening, or broken.
 func ListenLeases(ctx context.Context, conn *pgx.Conn, ready func(), changed func(sqlstore.LeaseChange)) error {
 	return WatchLeases(ctx, conn, sqlstore.Watch{}, ready, changed)
 }
