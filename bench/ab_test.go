@@ -40,7 +40,7 @@ var (
 func benchAcquireRelease(b *testing.B, store sqlstore.Store) {
 	ctx := context.Background()
 	coord := lease.NewCoordinator(store, nil)
-	client, err := lease.NewClient(lease.ClientOptions{Holder: "bench", TTL: time.Minute})
+	client, err := lease.NewClient(&lease.ClientOptions{Holder: "bench", TTL: time.Minute})
 	if err != nil {
 		b.Fatal(err)
 	}
