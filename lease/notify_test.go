@@ -219,3 +219,41 @@ func TestWatcherRegisteringDuringAReleaseSeesIt(t *testing.T) {
 		}
 	})
 }
+
+// TestWatcherRowsEndWithTheirSession: a watch's row is there while it
+// watches and gone when WatchLeases returns; a row left by a session that
+// died (pid 0 is never a backend's) is cleared by the next registration.
+func TestWatcherRowsEndWithTheirSession(t *testing.T) {
+	forNotifyStores(t, func(t *testing.T, store sqlstore.Store, url string) {
+		bg := context.Background()
+		conn, err := pgx.Connect(bg, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(bg)
+		count := func() (n int) {
+			t.Helper()
+			if err := conn.QueryRow(bg, `SELECT count(*) FROM fencegate_watcher`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		if _, err := conn.Exec(bg, `INSERT INTO fencegate_watcher (pid, resource, prefix) VALUES (0, 'dead', false)`); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(bg)
+		ready, done := make(chan struct{}), make(chan error, 1)
+		go func() {
+			done <- store.WatchLeases(ctx, sqlstore.Watch{Resource: resourceName(t)}, func() { close(ready) }, func(sqlstore.LeaseChange) {})
+		}()
+		recv(t, ready, "watcher registered")
+		if n := count(); n != 1 {
+			t.Fatalf("%d watcher rows while watching, want 1 (the dead session's cleared)", n)
+		}
+		cancel()
+		recv(t, done, "the watch's end")
+		if n := count(); n != 0 {
+			t.Fatalf("%d watcher rows after the watch ended, want 0", n)
+		}
+	})
+}
