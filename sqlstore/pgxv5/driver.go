@@ -34,6 +34,7 @@ type Driver struct {
 	// dear for every statement.
 	mode     pgx.QueryExecMode
 	maxConns int
+	exec     sqlstore.Executor // Executor's answer: stateless, made once
 	modes    sync.Map // weak.Pointer[pgx.Conn] → pgx.QueryExecMode, for UnwrapExecutor
 }
 
@@ -42,7 +43,9 @@ var _ sqlstore.Driver[pgx.Tx] = (*Driver)(nil)
 // New returns a driver over pool. The pool stays the caller's to close.
 func New(pool *pgxpool.Pool) *Driver {
 	cfg := pool.Config()
-	return &Driver{pool: pool, mode: cfg.ConnConfig.DefaultQueryExecMode, maxConns: int(cfg.MaxConns)}
+	d := &Driver{pool: pool, mode: cfg.ConnConfig.DefaultQueryExecMode, maxConns: int(cfg.MaxConns)}
+	d.exec = sqlexec.New(newQuerier(d.pool, d.mode), pg.AutocommitQueries, classify, d.InTx)
+	return d
 }
 
 // connMode is c's DefaultQueryExecMode, read once per connection: the
@@ -108,9 +111,7 @@ func (d *Driver) UnwrapExecutor(tx pgx.Tx) sqlstore.Executor {
 
 // Executor runs fencegate statements on the pool, each in its own
 // transaction.
-func (d *Driver) Executor() sqlstore.Executor {
-	return sqlexec.New(newQuerier(d.pool, d.mode), pg.AutocommitQueries, classify, d.InTx)
-}
+func (d *Driver) Executor() sqlstore.Executor { return d.exec }
 
 // OnConn takes a connection from the pool, then runs fn with an Executor on
 // it, each statement on its own, and gives the connection back.
