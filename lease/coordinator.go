@@ -115,7 +115,8 @@ type Coordinator struct {
 	// than the store's pool has connections (sqlstore.Store.MaxConns), so that
 	// a renewal finds a connection free however many acquirers queue; nil
 	// for no bound.
-	slots chan struct{}
+	slots    chan struct{}
+	freeSlot func() // gives a slot back; one func value, made once
 }
 
 // NewCoordinator returns a Coordinator over store, which must be migrated
@@ -128,7 +129,7 @@ func NewCoordinator(store sqlstore.Store, opts *CoordinatorOptions) *Coordinator
 	if n := store.MaxConns(); n > 1 {
 		slots = make(chan struct{}, n-1)
 	}
-	return &Coordinator{
+	c := &Coordinator{
 		slots:       slots,
 		store:       store,
 		ttl:         cmp.Or(opts.TTL, 30*time.Second),
@@ -138,6 +139,8 @@ func NewCoordinator(store sqlstore.Store, opts *CoordinatorOptions) *Coordinator
 		waiterTTL:   max(cmp.Or(opts.WaiterTTL, 3*time.Second), 3*MinTTL),
 		obs:         newObs(opts),
 	}
+	c.freeSlot = func() { <-c.slots }
+	return c
 }
 
 // AcquireOutcome is the coordinator's answer to an acquisition.
@@ -469,15 +472,17 @@ func (c *Coordinator) RenewBatch(ctx context.Context, reqs []*RenewRequest) (out
 // it.
 func (c *Coordinator) takeSlot(ctx context.Context) (free func(), err error) {
 	if c.slots == nil {
-		return func() {}, nil
+		return noSlot, nil
 	}
 	select {
 	case c.slots <- struct{}{}:
-		return func() { <-c.slots }, nil
+		return c.freeSlot, nil // made once in NewCoordinator: no allocation per call
 	case <-ctx.Done():
 		return nil, context.Cause(ctx)
 	}
 }
+
+func noSlot() {}
 
 // Release ends the live lease the token names and reports whether it did. A
 // stale token (an older fence, another holder, a lease already expired or
