@@ -35,7 +35,7 @@ type Driver struct {
 	mode     pgx.QueryExecMode
 	maxConns int
 	exec     sqlstore.Executor // Executor's answer: stateless, made once
-	modes    sync.Map // weak.Pointer[pgx.Conn] → pgx.QueryExecMode, for UnwrapExecutor
+	modes    sync.Map          // weak.Pointer[pgx.Conn] → pgx.QueryExecMode, for UnwrapExecutor
 }
 
 var _ sqlstore.Driver[pgx.Tx] = (*Driver)(nil)
