@@ -66,9 +66,11 @@ func RunAll(ctx context.Context, cfg Config, outDir, only string, quick bool) er
 		{"otel", func() error { return Telemetry(ctx, cfg, r) }},
 		{"elect", func() error { return Elect(ctx, cfg, pg, r) }},
 		{"sets", func() error { return Sets(ctx, cfg, r) }},
+		{"notify", func() error { return Notify(ctx, cfg, r) }},
+		{"soak", func() error { return Soak(ctx, cfg, r) }},
 	}
 	for _, s := range steps {
-		if !want(s.id) || (s.id == "elect" && only == "") { // elect runs only when named
+		if !want(s.id) || ((s.id == "elect" || s.id == "notify" || s.id == "soak") && only == "") { // elect, notify and soak run only when named
 			continue
 		}
 		if err := s.run(); err != nil {

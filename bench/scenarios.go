@@ -29,6 +29,8 @@ type Config struct {
 	Progress    func(string)
 	// FairDuration is the fairness run's length (0: 10 s).
 	FairDuration time.Duration
+	// SoakDuration is the soak's length (0: 1 min).
+	SoakDuration time.Duration
 }
 
 // Report collects markdown and chart data as scenarios run.

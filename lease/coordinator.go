@@ -115,7 +115,8 @@ type Coordinator struct {
 	// than the store's pool has connections (sqlstore.Store.MaxConns), so that
 	// a renewal finds a connection free however many acquirers queue; nil
 	// for no bound.
-	slots chan struct{}
+	slots    chan struct{}
+	freeSlot func() // gives a slot back; one func value, made once
 }
 
 // NewCoordinator returns a Coordinator over store, which must be migrated
@@ -128,7 +129,7 @@ func NewCoordinator(store sqlstore.Store, opts *CoordinatorOptions) *Coordinator
 	if n := store.MaxConns(); n > 1 {
 		slots = make(chan struct{}, n-1)
 	}
-	return &Coordinator{
+	c := &Coordinator{
 		slots:       slots,
 		store:       store,
 		ttl:         cmp.Or(opts.TTL, 30*time.Second),
@@ -138,6 +139,8 @@ func NewCoordinator(store sqlstore.Store, opts *CoordinatorOptions) *Coordinator
 		waiterTTL:   max(cmp.Or(opts.WaiterTTL, 3*time.Second), 3*MinTTL),
 		obs:         newObs(opts),
 	}
+	c.freeSlot = func() { <-c.slots }
+	return c
 }
 
 // AcquireOutcome is the coordinator's answer to an acquisition.
@@ -265,20 +268,32 @@ func (c *Coordinator) acquire(ctx context.Context, req *AcquireRequest, waiter i
 		p.Members = members // several, or a path: acquired by the set's rules
 	}
 	var res sqlstore.LeaseAcquireResult
+	late := false
+	acquire := func(ex sqlstore.Executor) error {
+		// A retry whose first sending is more than its term ago is refused
+		// here, the connection in hand: its row may have been pruned
+		// (Coordinator.Prune says why that is safe).
+		if late = lateRetry(req, ttl); late {
+			return nil
+		}
+		var err error
+		res, err = ex.LeaseAcquire(ctx, &p)
+		return err
+	}
 	if p.Members != nil {
 		// The set's steps run in a transaction of their own, which takes
 		// its connection: a pinned one would sit idle beside it, and a
 		// full pool would wait on itself.
-		res, err = c.store.Executor().LeaseAcquire(ctx, &p)
+		err = acquire(c.store.Executor())
 	} else {
-		err = c.store.OnConn(ctx, func(ex sqlstore.Executor) error {
-			var err error
-			res, err = ex.LeaseAcquire(ctx, &p)
-			return err
-		})
+		err = c.store.OnConn(ctx, acquire)
 	}
 	if err != nil {
 		return AcquireOutcome{}, c.wrap("acquire", req.name(), err)
+	}
+	if late {
+		return AcquireOutcome{}, fmt.Errorf("%w: %q: request %s was first sent more than its term (%v) ago; a lease it made would be over on arrival",
+			ErrRequestExpired, req.name(), req.RequestID, ttl)
 	}
 	switch res.Status {
 	case sqlstore.AcquireGranted, sqlstore.AcquireRetried:
@@ -515,15 +530,17 @@ func (c *Coordinator) RenewBatch(ctx context.Context, reqs []*RenewRequest) (out
 // it.
 func (c *Coordinator) takeSlot(ctx context.Context) (free func(), err error) {
 	if c.slots == nil {
-		return func() {}, nil
+		return noSlot, nil
 	}
 	select {
 	case c.slots <- struct{}{}:
-		return func() { <-c.slots }, nil
+		return c.freeSlot, nil // made once in NewCoordinator: no allocation per call
 	case <-ctx.Done():
 		return nil, context.Cause(ctx)
 	}
 }
+
+func noSlot() {}
 
 // Release ends the live lease the token names and reports whether it did. A
 // stale token (an older fence, another holder, a lease already expired or

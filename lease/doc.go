@@ -62,6 +62,37 @@
 // the queue until its lease's term ends. Plain acquisitions do not queue;
 // see AcquireWait.
 //
+// On Postgres (migration 00017) a release is announced only when someone
+// waits for it: its resource has a live waiter, or a watcher (Observe, and
+// a semaphore's head of line watching its permits, register themselves
+// with sqlstore.Store.WatchLeases). A release nobody waits for sends no
+// NOTIFY, so its commit skips Postgres's cluster-wide notify lock, which
+// serialized every release behind the others. No wake-up is lost by it: a
+// waiter that queues after the release's trigger read the queue touches
+// its place and acquires afterwards, and the acquisition locks the lease
+// row, so it waits for the release to commit and finds the lease free; a
+// watcher registers (committed), then takes a share lock on the lease row
+// it watches (which waits for a release in flight), and only then listens
+// and looks. Either the trigger sees the watcher and announces, or the
+// watcher's look comes after the release's commit.
+//
+// # Bounded tables
+//
+// Coordinator.Prune (the CLI's fencegate prune) keeps the tables from
+// growing forever: a request row can go once it is older than the longest
+// term a request could ask for (MaxTTL, plus PruneMargin for the clocks'
+// drift). The row exists only so that a late retry of a request whose
+// lease is over is refused with ErrRequestExpired, not granted twice. A
+// Coordinator refuses such a retry before it asks the database when the
+// retry's first sending (AcquireRequest.SentAt, on its holder's clock) is
+// more than its term ago: the holder dates the lease from that instant, so
+// it would be over on arrival. The row was made after that first sending,
+// so once the row is older than every term, every retry of it is refused
+// that way, with or without the row. Expired waiter rows go too (their
+// waiters are out of the queue already), and, when asked, all but the
+// newest rejections. Floors never: a deleted floor would let a fence below
+// it in again.
+//
 // # Elections
 //
 // An Elector is one participant of a leader election built on a lease: the

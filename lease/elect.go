@@ -259,7 +259,7 @@ func (e *Elector) Observe(ctx context.Context) <-chan Leader {
 		lctx, stop := context.WithCancel(ctx)
 		defer stop()
 		if n := e.coord.store; n.SupportsListener() {
-			go listenFor(lctx, n, func(res string) bool { return res == e.opts.Name }, wake)
+			go listenFor(lctx, n, sqlstore.Watch{Resource: e.opts.Name}, func(res string) bool { return res == e.opts.Name }, wake)
 		}
 		var last int64
 		follow := time.Millisecond // re-read soon after a term ended: a successor is likely
@@ -299,10 +299,12 @@ func (e *Elector) Observe(ctx context.Context) <-chan Leader {
 }
 
 // listenFor pokes wake at each announcement of a resource match accepts,
-// and each time it starts listening, until ctx ends.
-func listenFor(ctx context.Context, n sqlstore.Store, match func(string) bool, wake chan struct{}) {
+// and each time it starts listening, until ctx ends. It listens as a
+// watcher of w: the listener has no waiter row for those resources, without
+// which their releases are not announced.
+func listenFor(ctx context.Context, n sqlstore.Store, w sqlstore.Watch, match func(string) bool, wake chan struct{}) {
 	for ctx.Err() == nil {
-		_ = n.ListenLeases(ctx, func() { poke(wake) }, func(ch sqlstore.LeaseChange) {
+		_ = n.WatchLeases(ctx, w, func() { poke(wake) }, func(ch sqlstore.LeaseChange) {
 			if match(ch.Resource) {
 				poke(wake)
 			}

@@ -308,3 +308,30 @@ func ExampleNewCoordinator_openTelemetry() {
 	}
 	// Output: holding fence 1
 }
+
+// Prune, run from time to time (a cron job, or fencegate prune), keeps the
+// tables bounded: request rows older than the longest term, expired
+// waiter rows and, when asked, all but the newest rejections. A fresh
+// request row stays: a retry of its request may still need it.
+func ExampleCoordinator_Prune() {
+	ctx := context.Background()
+	store, cleanup := openExample(ctx)
+	defer cleanup()
+
+	coord := lease.NewCoordinator(store, nil)
+	agent, _ := lease.NewClient(&lease.ClientOptions{Holder: "agent-7"})
+	req, _ := agent.BeginAcquire("orders/42")
+	out, _ := coord.Acquire(ctx, req)
+	l, _ := agent.CompleteAcquire(req, out.Grant)
+	token, _ := agent.Release(l)
+	_, _ = coord.Release(ctx, token)
+
+	res, err := coord.Prune(ctx, lease.PruneOptions{KeepRejections: 10_000})
+	fmt.Println(res.Requests, res.Waiters, res.Rejections, err)
+	_, err = coord.Prune(ctx, lease.PruneOptions{RequestAge: time.Hour}) // below MaxTTL (24h)
+	fmt.Println(errors.Is(err, gate.ErrInvalidInput))
+
+	// Output:
+	// 0 0 0 <nil>
+	// true
+}

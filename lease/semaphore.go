@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/sqlstore"
 )
 
 // MaxPermits is the most permits a Semaphore has: each permit is a lease
@@ -177,7 +178,7 @@ func (s *Semaphore) acquire(ctx context.Context) (*Permit, error) {
 	defer stop()
 	wake := make(chan struct{}, 1)
 	if n := s.coord.store; n.SupportsListener() {
-		go listenFor(lctx, n, func(res string) bool { return strings.HasPrefix(res, s.name+"#") && res != s.line }, wake)
+		go listenFor(lctx, n, sqlstore.Watch{Resource: s.name + "#", Prefix: true}, func(res string) bool { return strings.HasPrefix(res, s.name+"#") && res != s.line }, wake)
 	}
 	for {
 		p, held, err := s.try(hctx)

@@ -225,6 +225,16 @@ func startWait(t *testing.T, ctx context.Context, coord *Coordinator, c *Client,
 	return done
 }
 
+// awaited queues a waiter row (no process behind it) on resource, so that
+// its release is announced: since migration 00017 a release nobody waits
+// for is not.
+func awaited(t *testing.T, store sqlstore.Store, resource string) {
+	t.Helper()
+	if _, err := store.Executor().WaiterAdd(context.Background(), resource, "awaiting", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func releaseOK(t *testing.T, c *Client, coord *Coordinator, l *Lease) {
 	t.Helper()
 	token, err := c.Release(l)
@@ -373,6 +383,7 @@ func TestAcquireWaitStaleReleaseWakesNobody(t *testing.T) {
 			// Announcements arrive in commit order: once one made after the
 			// stale releases is here, any they made would be too.
 			d := newClient(t, "d", ClientOptions{})
+			awaited(t, store, r+"-other")
 			releaseOK(t, d, coord, acquire(t, d, coord, r+"-other"))
 			for {
 				res := recv(t, rec.notified, "announcement of the other resource's release")
@@ -442,6 +453,7 @@ func TestAcquireWaitReleaseWakesOnlyTheFirst(t *testing.T) {
 			// grant (and w0's leaving) is at every coordinator, any wake-up
 			// the release or the grant caused has happened.
 			marker := r + "-marker"
+			awaited(t, store, marker)
 			d := newClient(t, "d", ClientOptions{})
 			releaseOK(t, d, coords[0], acquire(t, d, coords[0], marker))
 			for _, rec := range recs {

@@ -31,9 +31,11 @@
 //     lease coordinator shaves it off every TTL), and ClassifyError.
 //   - The capabilities a database may lack, each a method every Store
 //     has, answered as documented where the database lacks it (river's
-//     SupportsListener): SupportsListener and ListenLeases (Postgres:
-//     LISTEN/NOTIFY, fed by triggers in its migrations, so waiting
-//     acquisitions wake at once; elsewhere ErrNotSupported, and waiters
+//     SupportsListener): SupportsListener, ListenLeases and WatchLeases
+//     (Postgres: LISTEN/NOTIFY, fed by triggers in its migrations that
+//     announce a release only when its resource has a live waiter or a
+//     watcher, so waiting acquisitions wake at once and a release nobody
+//     waits for costs no notify lock; elsewhere ErrNotSupported, and waiters
 //     wake by timers across processes), DurabilityWarnings (none where
 //     nothing is checked), OnConn and MaxConns (a pool's pinned connection
 //     and its size; elsewhere fn on Executor, and 0).

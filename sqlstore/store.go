@@ -81,6 +81,17 @@ type Store interface {
 	// a First only after touching its place recently enough to know it
 	// still stands.
 	ListenLeases(ctx context.Context, ready func(), changed func(LeaseChange)) error
+	// WatchLeases is ListenLeases for a listener that has no place in the
+	// waiter queue of the resources it cares about (an election's observer,
+	// a semaphore's head of line watching its permits). Since Postgres
+	// migration 00017 a release is announced only when its resource has a
+	// live waiter or a watcher; WatchLeases registers w for the listening
+	// session before it calls ready, and in such a way that a release
+	// committed after ready is announced to it, and one in flight as it
+	// registers has committed by the time ready is called (package
+	// lease's doc, "Waiting", has the proof). The registration ends with the
+	// session. Without SupportsListener: ErrNotSupported, as ListenLeases.
+	WatchLeases(ctx context.Context, w Watch, ready func(), changed func(LeaseChange)) error
 	// DurabilityWarnings says, one sentence each, which settings of the
 	// database can lose commits it acknowledged: on Postgres,
 	// synchronous_commit off, and standbys that replicate asynchronously
@@ -259,6 +270,34 @@ type Executor interface {
 	// what was stored, so that every participant grants by the same N. The
 	// caller validates permits (the table checks 1..1024).
 	SetSemaphorePermits(ctx context.Context, name string, permits int) error
+
+	// Prune deletes rows that can no longer matter, at most p.Limit of each
+	// table per call (a batch: call again while a count equals Limit):
+	// request rows made more than p.RequestAge ago (on the database's
+	// clock), expired waiter rows, and, when p.RejectionKeep > 0, rejection
+	// rows older than the newest RejectionKeep. It never touches floors or
+	// leases. lease.Coordinator.Prune holds the policy (why a request older
+	// than the longest term can go).
+	Prune(ctx context.Context, p *PruneParams) (PruneResult, error)
+}
+
+// PruneParams are the inputs of Executor.Prune.
+type PruneParams struct {
+	// RequestAge: request rows made longer ago than this go; 0 keeps them
+	// all.
+	RequestAge time.Duration
+	// Waiters: expired waiter rows go.
+	Waiters bool
+	// RejectionKeep: all but the newest RejectionKeep rejection rows go; 0
+	// keeps them all.
+	RejectionKeep int64
+	// Limit is the most rows deleted from each table (0: 1000).
+	Limit int
+}
+
+// PruneResult counts the rows Executor.Prune deleted, by table.
+type PruneResult struct {
+	Requests, Waiters, Rejections int64
 }
 
 // Waiter is one row of fencegate_waiter: an acquisition waiting its turn.
@@ -267,6 +306,14 @@ type Waiter struct {
 	Resource  string
 	Holder    string
 	ExpiresAt time.Time // it leaves the queue then unless touched again
+}
+
+// Watch names the resources a WatchLeases listener watches: Resource
+// itself, or with Prefix every resource whose name begins with Resource.
+// The zero value watches nothing, and WatchLeases is then ListenLeases.
+type Watch struct {
+	Resource string
+	Prefix   bool
 }
 
 // LeaseChange is one announcement of Store.ListenLeases. The zero value announces

@@ -219,6 +219,11 @@ func (d *Driver) ListenLeases(context.Context, func(), func(sqlstore.LeaseChange
 	return fmt.Errorf("fencegate: listen for lease changes: %w", sqlstore.ErrNotSupported)
 }
 
+// WatchLeases returns sqlstore.ErrNotSupported at once, as ListenLeases.
+func (d *Driver) WatchLeases(context.Context, sqlstore.Watch, func(), func(sqlstore.LeaseChange)) error {
+	return fmt.Errorf("fencegate: listen for lease changes: %w", sqlstore.ErrNotSupported)
+}
+
 // DurabilityWarnings checks nothing and reports none.
 func (d *Driver) DurabilityWarnings(context.Context) ([]string, error) { return nil, nil }
 

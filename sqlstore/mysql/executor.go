@@ -393,6 +393,39 @@ func (e *executor) WaiterTouch(ctx context.Context, resource string, seq int64, 
 	return first, true, nil
 }
 
+func (e *executor) Prune(ctx context.Context, p *sqlstore.PruneParams) (sqlstore.PruneResult, error) {
+	var out sqlstore.PruneResult
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	var err error
+	if p.RequestAge > 0 {
+		if out.Requests, _, err = e.exec(ctx, requestPrune, p.RequestAge.Microseconds(), limit); err != nil {
+			return out, fail("prune requests", err)
+		}
+	}
+	if p.Waiters {
+		if out.Waiters, _, err = e.exec(ctx, waiterPruneAll, limit); err != nil {
+			return out, fail("prune waiters", err)
+		}
+	}
+	if p.RejectionKeep > 0 {
+		// MySQL cannot read the table a DELETE deletes from in its
+		// subquery: the highest seq first, then the batch below it.
+		var top int64
+		if err := e.c.QueryRowContext(ctx, rejectionMax).Scan(&top); err != nil {
+			return out, fail("prune rejections", err)
+		}
+		if top-p.RejectionKeep > 0 {
+			if out.Rejections, _, err = e.exec(ctx, rejectionPrune, top-p.RejectionKeep, limit); err != nil {
+				return out, fail("prune rejections", err)
+			}
+		}
+	}
+	return out, nil
+}
+
 func (e *executor) WaiterRemove(ctx context.Context, seq int64) error {
 	_, _, err := e.exec(ctx, waiterDelete, seq)
 	return fail("remove waiter", err)

@@ -136,9 +136,15 @@ UPDATE fencegate_lease SET expires_at = GREATEST(expires_at, ` + now + ` + INTER
  WHERE resource = ? AND holder = ? AND fence = ? AND NOT released AND expires_at > ` + now
 	// Arguments: resource, request id, fence.
 	requestInsert = `
-INSERT INTO fencegate_request (resource, request_id, fence) VALUES (?, ?, ?)
+INSERT INTO fencegate_request (resource, request_id, fence, made_at) VALUES (?, ?, ?, ` + now + `)
 ON DUPLICATE KEY UPDATE resource = resource`
-	requestFence = `SELECT fence FROM fencegate_request WHERE resource = ? AND request_id = ?`
+	// The prunes (sqlstore.Executor.Prune). Arguments: age µs, limit;
+	// limit; the highest seq to delete, limit.
+	requestPrune   = `DELETE FROM fencegate_request WHERE made_at < ` + now + ` - INTERVAL ? MICROSECOND LIMIT ?`
+	waiterPruneAll = `DELETE FROM fencegate_waiter WHERE expires_at <= ` + now + ` LIMIT ?`
+	rejectionMax   = `SELECT coalesce(max(seq), 0) FROM fencegate_rejection`
+	rejectionPrune = `DELETE FROM fencegate_rejection WHERE seq <= ? ORDER BY seq LIMIT ?`
+	requestFence   = `SELECT fence FROM fencegate_request WHERE resource = ? AND request_id = ?`
 
 	leaseRelease = `
 UPDATE fencegate_lease SET released = TRUE, expires_at = LEAST(expires_at, ` + now + `)

@@ -115,6 +115,12 @@ func (d *Driver) SupportsListener() bool { return true }
 // changes until ctx ends or the connection fails; the connection is closed
 // afterwards, never handed back to the pool listening.
 func (d *Driver) ListenLeases(ctx context.Context, ready func(), changed func(sqlstore.LeaseChange)) error {
+	return d.WatchLeases(ctx, sqlstore.Watch{}, ready, changed)
+}
+
+// WatchLeases is ListenLeases with w registered as a watcher of the
+// listening session (sqlstore.Store.WatchLeases).
+func (d *Driver) WatchLeases(ctx context.Context, w sqlstore.Watch, ready func(), changed func(sqlstore.LeaseChange)) error {
 	c, err := d.DB().Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("fencegate: listen for lease changes: %w", d.ClassifyError(err))
@@ -127,7 +133,7 @@ func (d *Driver) ListenLeases(ctx context.Context, ready func(), changed func(sq
 			listenErr = fmt.Errorf("fencegate: listen for lease changes: the *sql.DB is not pgx's stdlib (its connections are %T)", dc)
 			return nil
 		}
-		listenErr = pg.ListenLeases(ctx, sc.Conn(), ready, changed)
+		listenErr = pg.WatchLeases(ctx, sc.Conn(), w, ready, changed)
 		return driver.ErrBadConn // a listening connection must not serve queries: close it
 	})
 	if listenErr == nil {

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"runtime"
+	"sync"
 	"time"
+	"weak"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -26,12 +29,38 @@ const Dialect = pg.Dialect
 // The zero value is not usable; create one with New.
 type Driver struct {
 	pool *pgxpool.Pool
+	// The pool's settings, read once: pgxpool.Pool.Config and
+	// pgx.Conn.Config return deep copies (about ten allocations each), too
+	// dear for every statement.
+	mode     pgx.QueryExecMode
+	maxConns int
+	exec     sqlstore.Executor // Executor's answer: stateless, made once
+	modes    sync.Map          // weak.Pointer[pgx.Conn] → pgx.QueryExecMode, for UnwrapExecutor
 }
 
 var _ sqlstore.Driver[pgx.Tx] = (*Driver)(nil)
 
 // New returns a driver over pool. The pool stays the caller's to close.
-func New(pool *pgxpool.Pool) *Driver { return &Driver{pool: pool} }
+func New(pool *pgxpool.Pool) *Driver {
+	cfg := pool.Config()
+	d := &Driver{pool: pool, mode: cfg.ConnConfig.DefaultQueryExecMode, maxConns: int(cfg.MaxConns)}
+	d.exec = sqlexec.New(newQuerier(d.pool, d.mode), pg.AutocommitQueries, classify, d.InTx)
+	return d
+}
+
+// connMode is c's DefaultQueryExecMode, read once per connection: the
+// entry goes when the connection is garbage.
+func (d *Driver) connMode(c *pgx.Conn) pgx.QueryExecMode {
+	key := weak.Make(c)
+	if m, ok := d.modes.Load(key); ok {
+		return m.(pgx.QueryExecMode)
+	}
+	m := c.Config().DefaultQueryExecMode
+	if _, loaded := d.modes.LoadOrStore(key, m); !loaded {
+		runtime.AddCleanup(c, func(k weak.Pointer[pgx.Conn]) { d.modes.Delete(k) }, key)
+	}
+	return m
+}
 
 // Pool returns the pool the driver was made with.
 func (d *Driver) Pool() *pgxpool.Pool { return d.pool }
@@ -75,16 +104,14 @@ func (d *Driver) Rollback(ctx context.Context, tx pgx.Tx) error {
 func (d *Driver) UnwrapExecutor(tx pgx.Tx) sqlstore.Executor {
 	var mode pgx.QueryExecMode
 	if c := tx.Conn(); c != nil {
-		mode = c.Config().DefaultQueryExecMode
+		mode = d.connMode(c)
 	}
 	return sqlexec.New(newQuerier(tx, mode), pg.Queries, classify, nil)
 }
 
 // Executor runs fencegate statements on the pool, each in its own
 // transaction.
-func (d *Driver) Executor() sqlstore.Executor {
-	return sqlexec.New(newQuerier(d.pool, d.pool.Config().ConnConfig.DefaultQueryExecMode), pg.AutocommitQueries, classify, d.InTx)
-}
+func (d *Driver) Executor() sqlstore.Executor { return d.exec }
 
 // OnConn takes a connection from the pool, then runs fn with an Executor on
 // it, each statement on its own, and gives the connection back.
@@ -94,11 +121,11 @@ func (d *Driver) OnConn(ctx context.Context, fn func(sqlstore.Executor) error) e
 		return fmt.Errorf("take a connection: %w", classify.Classify(err))
 	}
 	defer c.Release()
-	return fn(sqlexec.New(newQuerier(c, d.pool.Config().ConnConfig.DefaultQueryExecMode), pg.AutocommitQueries, classify, d.InTx))
+	return fn(sqlexec.New(newQuerier(c, d.mode), pg.AutocommitQueries, classify, d.InTx))
 }
 
 // MaxConns returns the pool's MaxConns.
-func (d *Driver) MaxConns() int { return int(d.pool.Config().MaxConns) }
+func (d *Driver) MaxConns() int { return d.maxConns }
 
 // InTx runs fn in a new transaction, committing if fn returns nil.
 func (d *Driver) InTx(ctx context.Context, fn func(sqlstore.Executor) error) error {
@@ -187,6 +214,12 @@ func (d *Driver) SupportsListener() bool { return true }
 // when it needs one) and listens on it for lease changes until ctx ends or
 // the connection fails; the connection is closed afterwards.
 func (d *Driver) ListenLeases(ctx context.Context, ready func(), changed func(sqlstore.LeaseChange)) error {
+	return d.WatchLeases(ctx, sqlstore.Watch{}, ready, changed)
+}
+
+// WatchLeases is ListenLeases with w registered as a watcher of the
+// listening session (sqlstore.Store.WatchLeases).
+func (d *Driver) WatchLeases(ctx context.Context, w sqlstore.Watch, ready func(), changed func(sqlstore.LeaseChange)) error {
 	c, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("fencegate: listen for lease changes: %w", classify.Classify(err))
@@ -197,7 +230,7 @@ func (d *Driver) ListenLeases(ctx context.Context, ready func(), changed func(sq
 		defer cancel()
 		_ = conn.Close(cctx) // a broken connection has nothing left to say
 	}()
-	return pg.ListenLeases(ctx, conn, ready, changed)
+	return pg.WatchLeases(ctx, conn, w, ready, changed)
 }
 
 // closeTimeout bounds the goodbye to the server on a listening connection's

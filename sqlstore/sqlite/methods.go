@@ -85,3 +85,8 @@ func (d *Driver) SupportsListener() bool { return false }
 func (d *Driver) ListenLeases(context.Context, func(), func(sqlstore.LeaseChange)) error {
 	return fmt.Errorf("fencegate: listen for lease changes: %w", sqlstore.ErrNotSupported)
 }
+
+// WatchLeases returns sqlstore.ErrNotSupported at once, as ListenLeases.
+func (d *Driver) WatchLeases(context.Context, sqlstore.Watch, func(), func(sqlstore.LeaseChange)) error {
+	return fmt.Errorf("fencegate: listen for lease changes: %w", sqlstore.ErrNotSupported)
+}

@@ -87,8 +87,18 @@ UPDATE fencegate_lease SET released = 1, expires_at = min(expires_at, ` + sqlite
  WHERE resource = ?1 AND holder = ?2 AND fence = ?3 AND NOT released AND expires_at > ` + sqliteClock,
 	ClockTick: `UPDATE fencegate_clock SET hw = max(hw, ` + sqliteWall + `) WHERE id = 1`,
 	RequestInsert: `
-INSERT INTO fencegate_request (resource, request_id, fence) VALUES (?1, ?2, ?3)
+INSERT INTO fencegate_request (resource, request_id, fence, made_at) VALUES (?1, ?2, ?3, ` + sqliteNow + `)
 ON CONFLICT (resource, request_id) DO NOTHING`,
+	RequestPrune: `
+DELETE FROM fencegate_request WHERE (resource, request_id) IN (
+  SELECT resource, request_id FROM fencegate_request WHERE made_at < ` + sqliteNow + ` - ?1 LIMIT ?2)`,
+	WaiterPruneAll: `
+DELETE FROM fencegate_waiter WHERE seq IN (
+  SELECT seq FROM fencegate_waiter WHERE expires_at <= ` + sqliteNow + ` LIMIT ?1)`,
+	RejectionPrune: `
+DELETE FROM fencegate_rejection WHERE seq IN (
+  SELECT seq FROM fencegate_rejection
+   WHERE seq <= (SELECT max(seq) FROM fencegate_rejection) - ?1 ORDER BY seq LIMIT ?2)`,
 	RequestFence: `SELECT fence FROM fencegate_request WHERE resource = ?1 AND request_id = ?2`,
 	WaiterPrune:  `DELETE FROM fencegate_waiter WHERE resource = ?1 AND expires_at <= ` + sqliteNow,
 	WaiterInsert: `

@@ -45,6 +45,7 @@ func Exercise[TTx any](t *testing.T, newDriver func(t testing.TB) sqlstore.Drive
 	})
 	exerciseWaiters(run)
 	exerciseSemaphores(run)
+	exercisePrune(run)
 	exerciseConfinement(run)
 }
 

@@ -31,6 +31,10 @@ func exerciseStore[TTx any](run runner[TTx]) {
 		if !errors.Is(err, sqlstore.ErrNotSupported) {
 			t.Errorf("ListenLeases without a listener = %v, want ErrNotSupported", err)
 		}
+		err = d.WatchLeases(cctx, sqlstore.Watch{Resource: "r"}, func() { t.Error("WatchLeases called ready without a listener") }, func(sqlstore.LeaseChange) {})
+		if !errors.Is(err, sqlstore.ErrNotSupported) {
+			t.Errorf("WatchLeases without a listener = %v, want ErrNotSupported", err)
+		}
 	})
 
 	run("Driver/BeginCommitRollback", func(t *testing.T, d sqlstore.Driver[TTx]) {

@@ -34,9 +34,10 @@ func main() {
 		dur     = flag.Duration("duration", 1500*time.Millisecond, "run time per variant per round")
 		rounds  = flag.Int("rounds", 3, "interleaved A/B rounds")
 		out     = flag.String("out", ".", "directory for RESULTS.md and chart.svg")
-		only    = flag.String("only", "", "comma-separated scenarios to run (1,fencesql,guard,2,3,4,5,6,7,fairness,mariadb,hold,queue,otel,elect,sets); default all")
+		only    = flag.String("only", "", "comma-separated scenarios to run (1,fencesql,guard,2,3,4,5,6,7,fairness,mariadb,hold,queue,otel,elect,sets,notify,soak); default all but elect, notify and soak")
 		fair    = flag.Duration("fair", 10*time.Second, "run time per variant of the fairness scenario (-quick: 2s)")
-		writers = flag.String("writers", "1,16,64", "writer counts for scenario 2")
+		writers = flag.String("writers", "1,16,64", "writer counts for scenario 2 and notify")
+		soak    = flag.Duration("soak", time.Minute, "length of the soak scenario")
 		rtt     = flag.Duration("rtt", time.Millisecond, "round trip a delaying proxy adds for the second network path (0: loopback only)")
 	)
 	flag.Parse()
@@ -45,6 +46,7 @@ func main() {
 		HoldLeases:   []int{1000, 10_000, 100_000},
 		Progress:     func(s string) { fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05"), s) },
 		FairDuration: *fair,
+		SoakDuration: *soak,
 	}
 	for _, w := range strings.Split(*writers, ",") {
 		var n int

@@ -88,7 +88,7 @@ func (cmd *command) flagSet() *flag.FlagSet {
 func commands() []*command {
 	return []*command{
 		claimCommand(), checkCommand(), renewCommand(), releaseCommand(),
-		runCommand(), gateCommand(), statusCommand(), guardCommand(), fenceCommand(), migrateCommand(), demoCommand(), versionCommand(),
+		runCommand(), gateCommand(), statusCommand(), guardCommand(), fenceCommand(), migrateCommand(), pruneCommand(), demoCommand(), versionCommand(),
 		mcpCommand(),
 		electCommand(), leaderCommand(),
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -34,9 +35,53 @@ SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 // changes (sqlstore.Store.ListenLeases). The caller discards conn
 // afterwards: it is left listening, or broken.
 func ListenLeases(ctx context.Context, conn *pgx.Conn, ready func(), changed func(sqlstore.LeaseChange)) error {
+	return WatchLeases(ctx, conn, sqlstore.Watch{}, ready, changed)
+}
+
+// watchSchemaSQL is schemaSQL, and whether the schema has migration
+// 00017's watcher table (without it every release is announced, and a
+// watcher has nothing to register).
+const watchSchemaSQL = `
+SELECT n.nspname, to_regclass(quote_ident(n.nspname) || '.fencegate_watcher') IS NOT NULL
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE c.oid = 'fencegate_lease'::regclass`
+
+// The watcher's registration, in this order (migration 00017 says why):
+// clear the rows of sessions that are gone, insert this session's row
+// (each autocommit, so committed), then wait for any release of the
+// resource in flight by taking FOR SHARE on its lease row (its release's
+// UPDATE holds the row until it commits), then LISTEN. A prefix watch
+// takes no row lock: its listener acquires on waking, which locks.
+const (
+	watcherClearSQL = `DELETE FROM fencegate_watcher w WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = w.pid)`
+	watcherAddSQL   = `INSERT INTO fencegate_watcher (pid, resource, prefix) VALUES (pg_backend_pid(), $1, $2) ON CONFLICT DO NOTHING`
+	watcherWaitSQL  = `SELECT 1 FROM fencegate_lease WHERE resource = $1 FOR SHARE`
+	watcherDropSQL  = `DELETE FROM fencegate_watcher WHERE pid = pg_backend_pid()`
+)
+
+// watcherDropTimeout bounds the deletion of the watcher row as a watch
+// ends; a row left behind costs announcements nobody hears until the next
+// watcher clears it.
+const watcherDropTimeout = time.Second
+
+// WatchLeases is ListenLeases with w registered as a watcher
+// (sqlstore.Store.WatchLeases) before ready; the zero Watch registers
+// nothing.
+func WatchLeases(ctx context.Context, conn *pgx.Conn, w sqlstore.Watch, ready func(), changed func(sqlstore.LeaseChange)) error {
 	var schema string
-	if err := conn.QueryRow(ctx, schemaSQL).Scan(&schema); err != nil {
+	var watchers bool
+	if err := conn.QueryRow(ctx, watchSchemaSQL).Scan(&schema, &watchers); err != nil {
 		return fmt.Errorf("fencegate: listen for lease changes: find the schema: %w", sqlstore.WithClass(err, Classify(err)))
+	}
+	if w.Resource != "" && watchers {
+		if err := register(ctx, conn, w); err != nil {
+			return fmt.Errorf("fencegate: listen for lease changes: watch %q: %w", w.Resource, sqlstore.WithClass(err, Classify(err)))
+		}
+		defer func() {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), watcherDropTimeout)
+			defer cancel()
+			_, _ = conn.Exec(dctx, watcherDropSQL) // a broken session's row is cleared by the next watcher
+		}()
 	}
 	if _, err := conn.Exec(ctx, "LISTEN "+leaseChannel); err != nil {
 		return fmt.Errorf("fencegate: listen for lease changes: %w", sqlstore.WithClass(err, Classify(err)))
@@ -57,6 +102,20 @@ func ListenLeases(ctx context.Context, conn *pgx.Conn, ready func(), changed fun
 			changed(ch)
 		}
 	}
+}
+
+func register(ctx context.Context, conn *pgx.Conn, w sqlstore.Watch) error {
+	if _, err := conn.Exec(ctx, watcherClearSQL); err != nil {
+		return err
+	}
+	if _, err := conn.Exec(ctx, watcherAddSQL, w.Resource, w.Prefix); err != nil {
+		return err
+	}
+	if w.Prefix {
+		return nil
+	}
+	_, err := conn.Exec(ctx, watcherWaitSQL, w.Resource)
+	return err
 }
 
 // ParseLeaseChange reads an announcement's payload for a listener on

@@ -156,6 +156,19 @@ UPDATE fencegate_lease SET released = true, expires_at = LEAST(expires_at, clock
   FROM async
  WHERE resource = $1 AND holder = $2 AND fence = $3 AND NOT released AND expires_at > clock_timestamp()
 RETURNING ` + pgFirstWaiter,
+	// The prunes delete by a batch of row ids, Postgres's DELETE having no
+	// LIMIT.
+	RequestPrune: `
+DELETE FROM fencegate_request WHERE ctid = ANY (ARRAY(
+  SELECT ctid FROM fencegate_request
+   WHERE made_at < clock_timestamp() - $1::bigint * interval '1 microsecond' LIMIT $2))`,
+	WaiterPruneAll: `
+DELETE FROM fencegate_waiter WHERE seq = ANY (ARRAY(
+  SELECT seq FROM fencegate_waiter WHERE expires_at <= clock_timestamp() LIMIT $1))`,
+	RejectionPrune: `
+DELETE FROM fencegate_rejection WHERE seq = ANY (ARRAY(
+  SELECT seq FROM fencegate_rejection
+   WHERE seq <= (SELECT max(seq) FROM fencegate_rejection) - $1 ORDER BY seq LIMIT $2))`,
 	RequestInsert: `
 INSERT INTO fencegate_request (resource, request_id, fence) VALUES ($1, $2, $3)
 ON CONFLICT (resource, request_id) DO NOTHING`,

@@ -389,6 +389,31 @@ func (e *executor) WaiterTouch(ctx context.Context, resource string, seq int64, 
 	return first, true, nil
 }
 
+func (e *executor) Prune(ctx context.Context, p *sqlstore.PruneParams) (sqlstore.PruneResult, error) {
+	var out sqlstore.PruneResult
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	var err error
+	if p.RequestAge > 0 {
+		if out.Requests, err = e.q.Exec(ctx, e.sql.RequestPrune, p.RequestAge.Microseconds(), limit); err != nil {
+			return out, e.fail("prune requests", err)
+		}
+	}
+	if p.Waiters {
+		if out.Waiters, err = e.q.Exec(ctx, e.sql.WaiterPruneAll, limit); err != nil {
+			return out, e.fail("prune waiters", err)
+		}
+	}
+	if p.RejectionKeep > 0 {
+		if out.Rejections, err = e.q.Exec(ctx, e.sql.RejectionPrune, p.RejectionKeep, limit); err != nil {
+			return out, e.fail("prune rejections", err)
+		}
+	}
+	return out, nil
+}
+
 func (e *executor) WaiterRemove(ctx context.Context, seq int64) error {
 	if _, err := e.q.Exec(ctx, e.sql.WaiterDelete, seq); err != nil {
 		return e.fail("remove waiter", err)

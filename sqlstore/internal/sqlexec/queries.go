@@ -51,6 +51,9 @@ type Queries struct {
 	// row when seq is not queued.
 	WaiterTouchFirst string
 	WaiterDelete     string // $1 seq
+	RequestPrune     string // $1 age µs, $2 limit: delete request rows made before now - age
+	WaiterPruneAll   string // $1 limit: delete expired waiter rows
+	RejectionPrune   string // $1 keep, $2 limit: delete rejection rows but the newest keep
 	WaiterList       string // $1 resource → seq, resource, holder, expires µs
 	// SemaphoreGet and SemaphoreSet read and store a semaphore's permits
 	// (sqlstore.Executor.SemaphorePermits, SetSemaphorePermits): $1 name → permits; $1 name, $2 permits.

@@ -227,6 +227,12 @@ func (d *Driver) ListenLeases(context.Context, func(), func(sqlstore.LeaseChange
 	return fmt.Errorf("fencegate: listen for lease changes: %w", sqlstore.ErrNotSupported)
 }
 
+// WatchLeases answers sqlstore.ErrNotSupported, as ListenLeases: the
+// profile has no listener, and observers look by their timers.
+func (d *Driver) WatchLeases(context.Context, sqlstore.Watch, func(), func(sqlstore.LeaseChange)) error {
+	return fmt.Errorf("fencegate: watch lease changes: %w", sqlstore.ErrNotSupported)
+}
+
 // DurabilityWarnings returns none: the engines replicate by consensus, and
 // the settings Postgres's report reads (synchronous_commit, the standbys of
 // pg_stat_replication) are not theirs to read. Check the engine's own

@@ -136,6 +136,18 @@ UPDATE fencegate_lease SET released = true, expires_at = LEAST(expires_at, clock
 INSERT INTO fencegate_request (resource, request_id, fence) VALUES ($1, $2, $3)
 ON CONFLICT (resource, request_id) DO NOTHING`,
 	RequestFence: `SELECT fence FROM fencegate_request WHERE resource = $1 AND request_id = $2`,
+	// Pruning (migration 00004 dates the requests), by key, in batches.
+	RequestPrune: `
+DELETE FROM fencegate_request WHERE (resource, request_id) IN (
+  SELECT resource, request_id FROM fencegate_request
+   WHERE made_at < clock_timestamp() - $1::bigint * interval '1 microsecond' LIMIT $2)`,
+	WaiterPruneAll: `
+DELETE FROM fencegate_waiter WHERE seq IN (
+  SELECT seq FROM fencegate_waiter WHERE expires_at <= clock_timestamp() LIMIT $1)`,
+	RejectionPrune: `
+DELETE FROM fencegate_rejection WHERE seq IN (
+  SELECT seq FROM fencegate_rejection
+   WHERE seq <= (SELECT max(seq) FROM fencegate_rejection) - $1 ORDER BY seq LIMIT $2)`,
 	WaiterTouch: `
 UPDATE fencegate_waiter SET expires_at = clock_timestamp() + $3::bigint * interval '1 microsecond'
  WHERE resource = $1 AND seq = $2`,

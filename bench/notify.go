@@ -1,0 +1,204 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Names of the notify scenario's variants.
+const (
+	vNotifyGate   = "fencegate acquire+release"
+	vNotifyAlways = "fencegate, every release announced (migration 00010's trigger)"
+	vNotifyPglock = "pglock Acquire+Close, heartbeat off"
+)
+
+// alwaysNotify is migration 00010's fencegate_lease_notify, which announced
+// every release: the scenario's "before", installed in a schema of its own.
+const alwaysNotify = `
+CREATE OR REPLACE FUNCTION fencegate_lease_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    res   text;
+    first bigint;
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        res := OLD.resource;
+        IF EXISTS (SELECT 1 FROM fencegate_waiter w
+                    WHERE w.resource = res AND w.seq < OLD.seq AND w.expires_at > clock_timestamp())
+           OR EXISTS (SELECT 1 FROM fencegate_lease l
+                       WHERE l.resource = res AND NOT l.released AND l.expires_at > clock_timestamp()) THEN
+            RETURN NULL;
+        END IF;
+    ELSE
+        res := NEW.resource;
+    END IF;
+    SELECT min(w.seq) INTO first FROM fencegate_waiter w
+     WHERE w.resource = res AND w.expires_at > clock_timestamp();
+    PERFORM pg_notify('fencegate_lease', res || chr(31) || coalesce(first::text, '') || chr(31) || TG_TABLE_SCHEMA);
+    RETURN NULL;
+END
+$$`
+
+// waitSampler reads pg_stat_activity every few milliseconds on a
+// connection of its own and adds the active backends of the database, by
+// wait event, to the variant that is running.
+type waitSampler struct {
+	mu      sync.Mutex
+	current string
+	samples map[string]int
+	counts  map[string]map[string]int
+}
+
+func (s *waitSampler) wrap(name string, op Op) Op {
+	return func(ctx context.Context, key int) error {
+		s.mu.Lock()
+		s.current = name
+		s.mu.Unlock()
+		return op(ctx, key)
+	}
+}
+
+func (s *waitSampler) run(ctx context.Context, conn *pgx.Conn) {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		rows, err := conn.Query(ctx, `
+SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU'), count(*)
+  FROM pg_stat_activity
+ WHERE datname = current_database() AND state = 'active' AND pid <> pg_backend_pid()
+   AND backend_type = 'client backend' AND query NOT LIKE 'LISTEN%'
+ GROUP BY 1`)
+		if err != nil {
+			return
+		}
+		got := map[string]int{}
+		for rows.Next() {
+			var ev string
+			var n int
+			if rows.Scan(&ev, &n) == nil {
+				got[ev] = n
+			}
+		}
+		rows.Close()
+		s.mu.Lock()
+		if s.current != "" {
+			s.samples[s.current]++
+			if s.counts[s.current] == nil {
+				s.counts[s.current] = map[string]int{}
+			}
+			for ev, n := range got {
+				s.counts[s.current][ev] += n
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+// summary is the mean number of active backends per sample, in all and
+// by wait event (the three commonest), for variant name.
+func (s *waitSampler) summary(name string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.samples[name]
+	if n == 0 {
+		return "no samples"
+	}
+	type ev struct {
+		name string
+		c    int
+	}
+	var evs []ev
+	total := 0
+	for k, c := range s.counts[name] {
+		evs = append(evs, ev{k, c})
+		total += c
+	}
+	sort.Slice(evs, func(i, j int) bool { return evs[i].c > evs[j].c })
+	parts := []string{fmt.Sprintf("%.1f busy", float64(total)/float64(n))}
+	for _, e := range evs[:min(3, len(evs))] {
+		parts = append(parts, fmt.Sprintf("%s %.1f", e.name, float64(e.c)/float64(n)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Notify is the scenario "notify": lease acquire+release on distinct keys
+// with cfg.Writers acquirers, fencegate (whose releases nobody waits for
+// are announced by nobody since migration 00017) against the same with
+// every release announced (migration 00010's trigger) and pglock, on
+// loopback, with Postgres's wait events sampled beside each.
+func Notify(ctx context.Context, cfg Config, r *Report) error {
+	maxW := slices.Max(append([]int{1}, cfg.Writers...))
+	now, doneNow, err := schemaOnNets(ctx, Config{PostgresURL: cfg.PostgresURL}, int32(maxW+4))
+	if err != nil {
+		return err
+	}
+	defer doneNow()
+	before, doneBefore, err := schemaOnNets(ctx, Config{PostgresURL: cfg.PostgresURL}, int32(maxW+4))
+	if err != nil {
+		return err
+	}
+	defer doneBefore()
+	if _, err := before[0].Pool.Exec(ctx, alwaysNotify); err != nil {
+		return fmt.Errorf("install the always-announcing trigger: %w", err)
+	}
+	eNow, err := newLeaseEnv(now[0], 30*time.Second)
+	if err != nil {
+		return err
+	}
+	eBefore, err := newLeaseEnv(before[0], 30*time.Second)
+	if err != nil {
+		return err
+	}
+	conn, err := pgx.Connect(ctx, cfg.PostgresURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	s := &waitSampler{samples: map[string]int{}, counts: map[string]map[string]int{}}
+	sctx, stop := context.WithCancel(ctx)
+	var sampling sync.WaitGroup
+	sampling.Go(func() { s.run(sctx, conn) })
+	defer func() { stop(); sampling.Wait() }()
+
+	cycle := func(e *leaseEnv) Op {
+		return func(ctx context.Context, key int) error {
+			l, err := e.acquire(ctx, fmt.Sprintf("notify/%d", key))
+			if err != nil {
+				return err
+			}
+			return e.release(ctx, l)
+		}
+	}
+	r.f("## Notify only when someone waits: acquire+release with 1–64 acquirers\n\n")
+	r.f("Distinct keys, loopback, Postgres through pgx. *%s* is scenario 3's cycle; *%s* is the same in a schema whose trigger is migration 00010's, announcing every release (the cost before migration 00017); pglock as in scenario 3. Busy backends and their wait events are pg_stat_activity sampled every 5 ms during each variant (mean per sample).\n\n", vNotifyGate, vNotifyAlways)
+	r.f("| acquirers | variant | median ops/s | p50 | p99 | ÷ pglock p50 | wait events (mean backends) |\n|---:|---|---:|---:|---:|---:|---|\n")
+	for _, w := range cfg.Writers {
+		names := []string{vNotifyGate, vNotifyAlways, vNotifyPglock}
+		label := func(n string) string { return fmt.Sprintf("%s @%d", n, w) }
+		vs := []Variant{
+			{label(vNotifyGate), s.wrap(label(vNotifyGate), cycle(eNow))},
+			{label(vNotifyAlways), s.wrap(label(vNotifyAlways), cycle(eBefore))},
+			{label(vNotifyPglock), s.wrap(label(vNotifyPglock), now[0].PglockAcquireRelease(false))},
+		}
+		res := Interleave(ctx, vs, w, Distinct, cfg.Duration, cfg.Rounds, prefix(cfg, fmt.Sprintf("notify/%d", w)))
+		for i, x := range res {
+			r.f("| %d | %s | %.0f | %s | %s | %.2fx | %s |\n", w, names[i], x.MedianThroughput(), fmtDur(x.Latency(0.5)), fmtDur(x.Latency(0.99)),
+				LatencyRatio(x, res[2], 0.5), s.summary(label(names[i])))
+		}
+		r.Notes = append(r.Notes, fmt.Sprintf("notify, %d acquirers, loopback: fencegate ÷ pglock p50 = %.2fx (every release announced: %.2fx); target ≤ 0.8x: %s",
+			w, LatencyRatio(res[0], res[2], 0.5), LatencyRatio(res[1], res[2], 0.5), verdict(LatencyRatio(res[0], res[2], 0.5) <= 0.8)))
+	}
+	r.f("\n")
+	return nil
+}
