@@ -95,7 +95,7 @@ UPDATE fencegate_counter SET value = GREATEST(value, $1::bigint - 1) WHERE name 
 	LeaseGetForUpdate: `
 SELECT ` + leaseCols + `, ` + nowMicros + `
   FROM (SELECT * FROM fencegate_lease WHERE resource = $1 FOR UPDATE) l`,
-	LeaseGet:  `SELECT ` + leaseCols + `, ` + nowMicros + ` FROM fencegate_lease WHERE resource = $1`,
+	LeaseGet: `SELECT ` + leaseCols + `, ` + nowMicros + ` FROM fencegate_lease WHERE resource = $1`,
 	// Path locks (migration 00003): both kinds are the upsert that writes
 	// the row, shared ones included (see the migration). The range reads
 	// names byte-wise (COLLATE "C"), whatever the database's collation.
