@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/fencegate/fencegate/cmd/fencegate/internal/ops"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/lease"
 )
@@ -107,7 +108,7 @@ Client configuration:
 	holderFlag := fs.String("holder", "", "who this server's claims are for (default: host-pid-random, unique to the process)")
 	root := fs.String("root", "", "the `directory` file writes are confined to (default: none, no file writes)")
 	allowSQL := fs.Bool("allow-sql", false, "let write run SQL statements in the fenced transaction")
-	ttl := durationFlag(fs, "ttl", defaultTTL, "the lease `duration` claim asks for and renew extends to, unless the call names one")
+	ttl := durationFlag(fs, "ttl", ops.DefaultTTL, "the lease `duration` claim asks for and renew extends to, unless the call names one")
 	maxFile := fs.Int64("max-file-bytes", defaultMaxFileBytes, "the largest content, in `bytes`, of one file write")
 	cmd.exec = func(ctx context.Context, c *cli, _ []string) error {
 		if err := checkTTL(*ttl); err != nil {
@@ -167,13 +168,13 @@ func (nopWriteCloser) Close() error { return nil }
 // processHolder names this server process: host-pid plus a random part,
 // so that a restarted server, even under a reused pid, is a new holder.
 func processHolder() string {
-	return hostPID() + "-" + strings.ToLower(crand.Text()[:8])
+	return ops.HostPID() + "-" + strings.ToLower(crand.Text()[:8])
 }
 
 // mcpServer is the MCP server and what its tools use.
 type mcpServer struct {
 	cfg    mcpConfig
-	b      *backend
+	b      *ops.Backend
 	files  *fileArea // nil without --root
 	log    *slog.Logger
 	server *mcp.Server
@@ -189,12 +190,12 @@ func (c *cli) newMCPServer(ctx context.Context, cfg mcpConfig) (*mcpServer, erro
 	}
 	s := &mcpServer{cfg: cfg, b: b, log: log}
 	if cfg.root != "" {
-		if s.files, err = openFileArea(cfg.root, b.dsn, cfg.maxFileBytes); err != nil {
+		if s.files, err = openFileArea(cfg.root, b.DSN, cfg.maxFileBytes); err != nil {
 			b.Close()
 			return nil, err
 		}
 	}
-	s.server = mcp.NewServer(&mcp.Implementation{Name: "fencegate", Title: "fencegate: fenced leases and writes", Version: strings.TrimPrefix(version(), "fencegate ")},
+	s.server = mcp.NewServer(&mcp.Implementation{Name: "fencegate", Title: "fencegate: fenced leases and writes", Version: strings.TrimPrefix(ops.Version(), "fencegate ")},
 		&mcp.ServerOptions{Instructions: mcpInstructions, Logger: log})
 	s.addTools()
 	return s, nil

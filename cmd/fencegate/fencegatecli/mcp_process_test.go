@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/fencegate/fencegate/cmd/fencegate/internal/ops"
 )
 
 // envRoot is the root of the mcp-stall helper's file writes.
@@ -25,7 +27,7 @@ func mcpHelper(name, file string) (int, bool) {
 	}
 	c := &cli{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, env: os.Getenv}
 	cfg := mcpConfig{
-		holder: "stalled", root: os.Getenv(envRoot), ttl: defaultTTL, maxFileBytes: defaultMaxFileBytes,
+		holder: "stalled", root: os.Getenv(envRoot), ttl: ops.DefaultTTL, maxFileBytes: defaultMaxFileBytes,
 		beforeRename: func(context.Context) {
 			if err := writeFileAtomic(file, "stalled"); err != nil {
 				fail(err)
@@ -119,7 +121,7 @@ func TestMCPTwoServers(t *testing.T) {
 			t.Fatalf("A's renew: %+v", rn)
 		}
 
-		st := callOK[statusReport](t, b.ClientSession, "status", args{"resource": "path:report.md"})
+		st := callOK[ops.StatusReport](t, b.ClientSession, "status", args{"resource": "path:report.md"})
 		if len(st.Locks) != 1 || st.Locks[0].Holder != "agent-b" || st.Locks[0].Floor != cb.Fence {
 			t.Fatalf("status: %+v", st)
 		}

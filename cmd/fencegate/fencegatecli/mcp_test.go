@@ -19,6 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/fencegate/fencegate/cmd/fencegate/internal/ops"
 	"github.com/fencegate/fencegate/gate"
 )
 
@@ -52,7 +53,7 @@ type mcpSession struct {
 func newMCP(t *testing.T, dsn string, cfg mcpConfig) *mcpSession {
 	t.Helper()
 	if cfg.ttl == 0 {
-		cfg.ttl = defaultTTL
+		cfg.ttl = ops.DefaultTTL
 	}
 	if cfg.maxFileBytes == 0 {
 		cfg.maxFileBytes = defaultMaxFileBytes
@@ -330,11 +331,11 @@ func TestMCPLeaseTools(t *testing.T) {
 			t.Errorf("stale check: %+v, want assert's %+v", ch, as)
 		}
 
-		st := callOK[statusReport](t, b.ClientSession, "status", args{})
+		st := callOK[ops.StatusReport](t, b.ClientSession, "status", args{})
 		if len(st.Locks) != 1 || st.Locks[0].State != "held" || st.Locks[0].Holder != "agent-b" || st.Locks[0].Fence != bc.Fence || st.Locks[0].Floor != bc.Fence {
 			t.Fatalf("status: %+v", st)
 		}
-		if st := callOK[statusReport](t, b.ClientSession, "status", args{"resource": "other"}); len(st.Locks) != 0 {
+		if st := callOK[ops.StatusReport](t, b.ClientSession, "status", args{"resource": "other"}); len(st.Locks) != 0 {
 			t.Fatalf("status of another lock: %+v", st)
 		}
 	})
@@ -389,7 +390,7 @@ func TestMCPWriteFile(t *testing.T) {
 		}
 		wantFile(t, filepath.Join(root, "docs", "notes.md"), "B\n")
 		contains(t, "A's log", a.stderr.String(), "write refused")
-		st := callOK[statusReport](t, b.ClientSession, "status", args{"resource": "path:docs/notes.md"})
+		st := callOK[ops.StatusReport](t, b.ClientSession, "status", args{"resource": "path:docs/notes.md"})
 		if len(st.Refusals) != 3 || st.Refusals[0].Holder != "agent-a" {
 			t.Fatalf("status refusals: %+v", st.Refusals)
 		}
@@ -514,7 +515,7 @@ func TestMCPBadInput(t *testing.T) {
 
 	// Nothing was written: no refusals, the
 	// files as they were, nothing new in the root.
-	st := callOK[statusReport](t, s.ClientSession, "status", args{})
+	st := callOK[ops.StatusReport](t, s.ClientSession, "status", args{})
 	if len(st.Locks) == 0 || len(st.Refusals) != 0 {
 		t.Fatalf("status after bad input: %+v", st)
 	}
