@@ -1,4 +1,4 @@
-package fencegatecli
+package mcpserver
 
 import (
 	"context"
@@ -112,7 +112,7 @@ type statusInput struct {
 }
 
 // addTools registers the tools.
-func (s *mcpServer) addTools() {
+func (s *Server) addTools() {
 	mcp.AddTool(s.server, &mcp.Tool{
 		Name:  "claim",
 		Title: "Claim a lock",
@@ -167,7 +167,7 @@ func (s *mcpServer) addTools() {
 	}, s.status)
 }
 
-func (s *mcpServer) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimInput) (*mcp.CallToolResult, claimOutput, error) {
+func (s *Server) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimInput) (*mcp.CallToolResult, claimOutput, error) {
 	var out claimOutput
 	resources, paths, err := s.claimResources(in)
 	if err != nil {
@@ -177,7 +177,7 @@ func (s *mcpServer) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimI
 	if paths != nil {
 		name = paths.String()
 	}
-	ttl, err := parseDurationArg("ttl", in.TTL, s.cfg.ttl)
+	ttl, err := parseDurationArg("ttl", in.TTL, s.cfg.TTL)
 	if err != nil {
 		return nil, out, err
 	}
@@ -188,10 +188,10 @@ func (s *mcpServer) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimI
 	if err != nil {
 		return nil, out, err
 	}
-	if wait < 0 || wait > maxClaimWait {
-		return nil, out, fmt.Errorf("bad wait %q: must be between 0 and %s", in.Wait, maxClaimWait)
+	if wait < 0 || wait > MaxClaimWait {
+		return nil, out, fmt.Errorf("bad wait %q: must be between 0 and %s", in.Wait, MaxClaimWait)
 	}
-	client, err := lease.NewClient(&lease.ClientOptions{Holder: s.cfg.holder, TTL: ttl})
+	client, err := lease.NewClient(&lease.ClientOptions{Holder: s.cfg.Holder, TTL: ttl})
 	if err != nil {
 		return nil, out, errors.New(stripPrefix(err))
 	}
@@ -248,7 +248,7 @@ func (s *mcpServer) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimI
 
 // claimResources checks a claim's input: a resource, or paths, each given
 // its one identity under the root. paths is nil for a resource.
-func (s *mcpServer) claimResources(in claimInput) (resources []string, paths pathid.Claim, err error) {
+func (s *Server) claimResources(in claimInput) (resources []string, paths pathid.Claim, err error) {
 	switch {
 	case in.Resource != "" && in.Paths != nil:
 		return nil, nil, errors.New("give resource or paths, not both: a claim is of a lock name or of files")
@@ -276,7 +276,7 @@ func (s *mcpServer) claimResources(in claimInput) (resources []string, paths pat
 	return []string{in.Resource}, nil, nil
 }
 
-func (s *mcpServer) assert(ctx context.Context, _ *mcp.CallToolRequest, in tokenInput) (*mcp.CallToolResult, assertOutput, error) {
+func (s *Server) assert(ctx context.Context, _ *mcp.CallToolRequest, in tokenInput) (*mcp.CallToolResult, assertOutput, error) {
 	var out assertOutput
 	token, err := parseTokenArg(in.Token)
 	if err != nil {
@@ -297,13 +297,13 @@ func (s *mcpServer) assert(ctx context.Context, _ *mcp.CallToolRequest, in token
 	return nil, out, nil
 }
 
-func (s *mcpServer) renew(ctx context.Context, _ *mcp.CallToolRequest, in renewInput) (*mcp.CallToolResult, renewOutput, error) {
+func (s *Server) renew(ctx context.Context, _ *mcp.CallToolRequest, in renewInput) (*mcp.CallToolResult, renewOutput, error) {
 	var out renewOutput
 	token, err := s.ownToken(in.Token)
 	if err != nil {
 		return nil, out, err
 	}
-	ttl, err := parseDurationArg("ttl", in.TTL, s.cfg.ttl)
+	ttl, err := parseDurationArg("ttl", in.TTL, s.cfg.TTL)
 	if err != nil {
 		return nil, out, err
 	}
@@ -339,7 +339,7 @@ func (s *mcpServer) renew(ctx context.Context, _ *mcp.CallToolRequest, in renewI
 	return nil, out, nil
 }
 
-func (s *mcpServer) release(ctx context.Context, _ *mcp.CallToolRequest, in tokenInput) (*mcp.CallToolResult, releaseOutput, error) {
+func (s *Server) release(ctx context.Context, _ *mcp.CallToolRequest, in tokenInput) (*mcp.CallToolResult, releaseOutput, error) {
 	var out releaseOutput
 	token, err := s.ownToken(in.Token)
 	if err != nil {
@@ -359,7 +359,7 @@ func (s *mcpServer) release(ctx context.Context, _ *mcp.CallToolRequest, in toke
 	return nil, out, nil
 }
 
-func (s *mcpServer) status(ctx context.Context, _ *mcp.CallToolRequest, in statusInput) (*mcp.CallToolResult, ops.StatusReport, error) {
+func (s *Server) status(ctx context.Context, _ *mcp.CallToolRequest, in statusInput) (*mcp.CallToolResult, ops.StatusReport, error) {
 	if in.Resource != "" {
 		if err := gate.ValidateResource(in.Resource); err != nil {
 			return nil, ops.StatusReport{}, fmt.Errorf("bad resource %q: %s", in.Resource, stripPrefix(err))
@@ -372,7 +372,7 @@ func (s *mcpServer) status(ctx context.Context, _ *mcp.CallToolRequest, in statu
 	return nil, report, nil
 }
 
-func (s *mcpServer) write(ctx context.Context, _ *mcp.CallToolRequest, in writeInput) (*mcp.CallToolResult, writeOutput, error) {
+func (s *Server) write(ctx context.Context, _ *mcp.CallToolRequest, in writeInput) (*mcp.CallToolResult, writeOutput, error) {
 	var out writeOutput
 	token, err := s.ownToken(in.Token)
 	if err != nil {
@@ -395,7 +395,7 @@ func (s *mcpServer) write(ctx context.Context, _ *mcp.CallToolRequest, in writeI
 // mistyped name, before anything (a rejection record) is written. Once
 // leased a resource stays known, so this read cannot let a write through
 // that the gate would not judge.
-func (s *mcpServer) checkLeased(ctx context.Context, token gate.Token) error {
+func (s *Server) checkLeased(ctx context.Context, token gate.Token) error {
 	st, err := s.b.Coord.Status(ctx, ops.TokenMembers(token)[0])
 	if err != nil {
 		return dbError("write", err)
@@ -408,7 +408,7 @@ func (s *mcpServer) checkLeased(ctx context.Context, token gate.Token) error {
 
 // refused is write's answer to a token the gate refused: a tool error
 // whose structured content is the rejection record.
-func (s *mcpServer) refused(out writeOutput, stale *gate.StaleFenceError) (*mcp.CallToolResult, writeOutput, error) {
+func (s *Server) refused(out writeOutput, stale *gate.StaleFenceError) (*mcp.CallToolResult, writeOutput, error) {
 	r := ops.RejectionOf(stale)
 	refusal := ops.RefusalOf(r)
 	out.Written, out.Refusal = false, &refusal

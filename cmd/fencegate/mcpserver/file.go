@@ -1,4 +1,4 @@
-package fencegatecli
+package mcpserver
 
 import (
 	"context"
@@ -190,7 +190,7 @@ type fileWrite struct {
 // transaction: the gate admits the token (a refusal writes nothing), the
 // file is written while the transaction holds the lock's floor row, and
 // the transaction commits.
-func (s *mcpServer) writeFile(ctx context.Context, token gate.Token, in writeInput) (*mcp.CallToolResult, writeOutput, error) {
+func (s *Server) writeFile(ctx context.Context, token gate.Token, in writeInput) (*mcp.CallToolResult, writeOutput, error) {
 	out := writeOutput{Kind: "file", Resource: ops.TokenName(token), Fence: token.Fence}
 	if s.files == nil {
 		return nil, out, errors.New("file writes are off: the server must be started with --root DIR")

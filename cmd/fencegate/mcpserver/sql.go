@@ -1,4 +1,4 @@
-package fencegatecli
+package mcpserver
 
 import (
 	"context"
@@ -24,9 +24,9 @@ const (
 // confined write path as 'fencegate gate', in one transaction that commits
 // only together with the gate's admission of token, and that the SQL can
 // never end, restart or nest.
-func (s *mcpServer) writeSQL(ctx context.Context, token gate.Token, in []sqlStatement) (*mcp.CallToolResult, writeOutput, error) {
+func (s *Server) writeSQL(ctx context.Context, token gate.Token, in []sqlStatement) (*mcp.CallToolResult, writeOutput, error) {
 	out := writeOutput{Kind: "sql", Resource: ops.TokenName(token), Fence: token.Fence}
-	if !s.cfg.allowSQL {
+	if !s.cfg.AllowSQL {
 		return nil, out, errors.New("SQL writes are off: the server must be started with --allow-sql")
 	}
 	stmts, err := sqlStatements(in)
