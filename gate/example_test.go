@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -68,40 +69,13 @@ func ExampleGate_Commit() {
 	// deploys: v2
 }
 
-// The cleanup after a failed pipelined write (pgxgate.CommitBatch's
-// rollback, then the refusal's log) runs even though the caller's ctx is
-// done, and all of it under one Options.CleanupTimeout: Refuse, given the
-// cleanup context, keeps its bound, as a nested Cleanup does.
-func ExampleGate_Cleanup() {
-	dir, _ := os.MkdirTemp("", "fencegate-example")
-	defer os.RemoveAll(dir)
-	store, err := sqlite.Open(context.Background(), filepath.Join(dir, "app.db"))
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer store.Close()
-	g := gate.New(store, nil)
-
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel() // the caller gave up
-	cctx, done := g.Cleanup(ctx)
-	defer done()
-	fmt.Println("cleanup runs:", cctx.Err() == nil)
-	bound, _ := cctx.Deadline()
-	inner, innerDone := g.Cleanup(cctx)
-	defer innerDone()
-	same, _ := inner.Deadline()
-	fmt.Println("one bound:", same.Equal(bound))
-	// Output:
-	// cleanup runs: true
-	// one bound: true
-}
-
-// A package that checks a fence its own way (pgxgate.CommitBatch does, in a
-// pipeline) reports the check to the gate's instruments and spans as
-// Commit does: Observe before, end with the result after. Here the check is
-// WouldAdmit's read, standing in for the pipelined statement.
-func ExampleGate_Observe() {
+// A package that checks a fence its own way (gate/pgxgate does, in a
+// pipeline) runs the check through a FenceCheck: StartCheck before, the
+// driver's statement on Params, and Done with its result, which counts the
+// outcome and, for a refusal, rolls back and logs under one
+// Options.CleanupTimeout. Here the statement is the driver's own floor
+// raise in a transaction, for a fence never issued.
+func ExampleFenceCheck() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "fencegate-example")
 	defer os.RemoveAll(dir)
@@ -113,19 +87,20 @@ func ExampleGate_Observe() {
 	if err := store.Migrate(ctx); err != nil {
 		log.Fatal(err)
 	}
-	// nil providers: the global ones, which record nothing until the
-	// program installs an OpenTelemetry SDK (docs/OBSERVABILITY.md).
-	g := gate.New(store, &gate.Options{MeterProvider: nil, TracerProvider: nil})
+	g := gate.New(store, &gate.Options{VerifyIssued: true, Logger: slog.New(slog.DiscardHandler)})
 
-	token := gate.Token{Resource: "deploy-slot", Holder: "agent-a", Fence: 1}
-	ctx, end := g.Observe(ctx, "commit_batch", token)
-	ok, err := g.WouldAdmit(ctx, token) // the driver's own check
-	if err == nil && !ok {
-		err = &gate.StaleFenceError{Resource: token.Resource, Holder: token.Holder, Fence: token.Fence}
+	token := gate.Token{Resource: "deploy-slot", Holder: "agent-a", Fence: 7} // never granted
+	ctx, check := g.StartCheck(ctx, "my_pipeline", token)
+	tx, err := store.DB().BeginTx(ctx, nil)
+	if err != nil {
+		log.Fatal(err)
 	}
-	end(err) // counted as admitted, refused or error
-	fmt.Println("admitted:", err == nil)
-	// Output: admitted: true
+	p := check.Params(token.Resource)
+	res, err := store.UnwrapExecutor(tx).FloorRaise(ctx, &p)
+	err = check.Done(ctx, res, err, func(context.Context) error { return tx.Rollback() })
+	stale, ok := errors.AsType[*gate.StaleFenceError](err)
+	fmt.Println("refused:", ok, "never issued:", ok && stale.NotIssued, "logged:", ok && stale.Seq > 0)
+	// Output: refused: true never issued: true logged: true
 }
 
 // A token of several resources at once, as an outside lock service would

@@ -136,7 +136,7 @@ func (g *Gate[TTx]) Commit(ctx context.Context, tx TTx, token Token) (err error)
 	defer check.end(ctx, &err)
 	if !simple(token, "") {
 		if err := token.Validate(); err != nil {
-			cctx, cancel := g.Cleanup(ctx)
+			cctx, cancel := g.cleanup(ctx)
 			defer cancel()
 			g.rollback(cctx, tx)
 			return err
@@ -150,7 +150,7 @@ func (g *Gate[TTx]) Commit(ctx context.Context, tx TTx, token Token) (err error)
 	// Roll back first: tx must not commit, and rolling back releases the
 	// floor row (and SQLite's write lock), so the log written on another
 	// connection cannot wait on the caller's own tx.
-	cctx, cancel := g.Cleanup(ctx)
+	cctx, cancel := g.cleanup(ctx)
 	defer cancel()
 	g.rollback(cctx, tx)
 	if err != nil {
@@ -211,13 +211,13 @@ func isNested(v reflect.Value, depth int) bool {
 	return false
 }
 
-// Cleanup returns the context for work that must happen even though ctx
-// may be cancelled (gate/pgxgate's rollback after a failed pipelined
-// write, say): ctx's values, none of its cancellation, and a bound of its
-// own, Options.CleanupTimeout from now. Given a context from Cleanup, Cleanup and
-// Refuse keep its bound instead of starting another, so the steps of one
-// cleanup share one CleanupTimeout.
-func (g *Gate[TTx]) Cleanup(ctx context.Context) (context.Context, context.CancelFunc) {
+// cleanup returns the context for work that must happen even though ctx
+// may be cancelled (the rollback after a failed check, the refusal's log):
+// ctx's values, none of its cancellation, and a bound of its own,
+// Options.CleanupTimeout from now. Given a context from cleanup, cleanup
+// keeps its bound instead of starting another, so the steps of one cleanup
+// share one CleanupTimeout.
+func (g *Gate[TTx]) cleanup(ctx context.Context) (context.Context, context.CancelFunc) {
 	if ctx.Value(cleanupKey{}) != nil {
 		return context.WithCancel(ctx)
 	}
@@ -225,7 +225,7 @@ func (g *Gate[TTx]) Cleanup(ctx context.Context) (context.Context, context.Cance
 	return context.WithValue(ctx, cleanupKey{}, true), cancel
 }
 
-// cleanupKey marks a context made by Cleanup.
+// cleanupKey marks a context made by cleanup.
 type cleanupKey struct{}
 
 // rollback ends tx so that it cannot commit. database/sql and pgx both mark
@@ -237,24 +237,6 @@ func (g *Gate[TTx]) rollback(ctx context.Context, tx TTx) {
 		g.logger.WarnContext(ctx, "fencegate: rollback failed; the transaction cannot commit", "error", err)
 	}
 }
-
-// Refuse records that token was not admitted by a fence check run in
-// another way than Commit's (pgxgate.CommitBatch's pipeline), as Commit records its own
-// refusals: under Options.CleanupTimeout, whatever ctx does, it writes the
-// rejection log, logs a warning, and returns the *StaleFenceError. res is
-// the check's outcome; when res.Issued is false (Options.VerifyIssued found
-// no such lease) Refuse reads the floor itself. The caller's transaction
-// must already be over. Given a context from Cleanup, Refuse keeps its
-// bound: the caller's rollback and the refusal's log share one
-// CleanupTimeout.
-func (g *Gate[TTx]) Refuse(ctx context.Context, token Token, res sqlstore.FloorRaiseResult) error {
-	cctx, cancel := g.Cleanup(ctx)
-	defer cancel()
-	return g.refuse(cctx, token, res)
-}
-
-// Options returns the gate's options, defaults filled in.
-func (g *Gate[TTx]) Options() Options { return g.opts }
 
 // refuse logs a refusal and returns it as a *StaleFenceError; ctx is a
 // cleanup context. A fence that was not issued (nothing written) gets the
@@ -354,7 +336,7 @@ func (g *Gate[TTx]) doOnce(ctx context.Context, token Token, fn func(ctx context
 		return fmt.Errorf("fencegate: begin: %w", err)
 	}
 	defer func() { // after a commit a no-op; after a panic in fn, not
-		cctx, cancel := g.Cleanup(ctx)
+		cctx, cancel := g.cleanup(ctx)
 		defer cancel()
 		_ = g.driver.Rollback(cctx, tx)
 	}()
@@ -362,7 +344,7 @@ func (g *Gate[TTx]) doOnce(ctx context.Context, token Token, fn func(ctx context
 		return err // tx is rolled back
 	}
 	if err := fn(ctx, tx); err != nil {
-		cctx, cancel := g.Cleanup(ctx)
+		cctx, cancel := g.cleanup(ctx)
 		defer cancel()
 		g.rollback(cctx, tx)
 		if !g.retryable(err) {
@@ -412,7 +394,7 @@ func (g *Gate[TTx]) Admit(ctx context.Context, token Token) (err error) {
 			return fmt.Errorf("fencegate: admit %s: %w", token, err)
 		}
 		if len(refused) > 0 {
-			cctx, cancel := g.Cleanup(ctx)
+			cctx, cancel := g.cleanup(ctx)
 			defer cancel()
 			return g.refuseSet(cctx, token, refused)
 		}
@@ -423,7 +405,7 @@ func (g *Gate[TTx]) Admit(ctx context.Context, token Token) (err error) {
 		return fmt.Errorf("fencegate: admit %s: %w", token, err)
 	}
 	if !res.Admitted {
-		cctx, cancel := g.Cleanup(ctx)
+		cctx, cancel := g.cleanup(ctx)
 		defer cancel()
 		return g.refuse(cctx, token, res)
 	}

@@ -51,7 +51,7 @@ type obs struct {
 	logged     [2]telemetry.Attrs
 }
 
-// checkSpans names the span of each operation Commit, Admit and Observe
+// checkSpans names the span of each operation Commit, Admit and StartCheck
 // know; any other operation is counted as "other".
 var checkSpans = map[string]string{
 	"commit":       "gate.Commit",
@@ -160,17 +160,4 @@ func boolIndex(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-// Observe opens the span and starts the clock of a fence check run in
-// another way than Commit's (gate/pgxgate's pipelines), as Commit does for its own, and returns ctx
-// with the span and the function to call once with the check's result:
-// nil when admitted, the *StaleFenceError (or an error joining it) when
-// refused, any other error when the check failed. op names the check, in
-// the span's name and the operation attribute: pgxgate.CommitBatch passes
-// "commit_batch", pgxgate.BeginFenced "begin_fenced"; another name counts as
-// "other". The instruments are the package doc's (Observability).
-func (g *Gate[TTx]) Observe(ctx context.Context, op string, token Token) (context.Context, func(error)) {
-	ctx, c := g.obs.start(ctx, op, token)
-	return ctx, func(err error) { c.end(ctx, &err) }
 }

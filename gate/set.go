@@ -154,7 +154,7 @@ func (g *Gate[TTx]) CommitFile(ctx context.Context, tx TTx, token Token, file st
 	ctx, check := g.obs.start(ctx, "commit", token)
 	defer check.end(ctx, &err)
 	fail := func(err error) error {
-		cctx, cancel := g.Cleanup(ctx)
+		cctx, cancel := g.cleanup(ctx)
 		defer cancel()
 		g.rollback(cctx, tx)
 		return err
@@ -178,7 +178,7 @@ func (g *Gate[TTx]) CommitFile(ctx context.Context, tx TTx, token Token, file st
 // rolled back on any error and every refusal is logged.
 func (g *Gate[TTx]) commit(ctx context.Context, tx TTx, token Token, file string) error {
 	if IsNestedTx(tx) {
-		cctx, cancel := g.Cleanup(ctx)
+		cctx, cancel := g.cleanup(ctx)
 		defer cancel()
 		g.rollback(cctx, tx)
 		return fmt.Errorf("fencegate: commit %s: %w", token, ErrNestedTx)
@@ -187,7 +187,7 @@ func (g *Gate[TTx]) commit(ctx context.Context, tx TTx, token Token, file string
 	if err == nil && len(refused) == 0 {
 		return nil
 	}
-	cctx, cancel := g.Cleanup(ctx)
+	cctx, cancel := g.cleanup(ctx)
 	defer cancel()
 	g.rollback(cctx, tx)
 	if err != nil {

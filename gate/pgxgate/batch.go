@@ -10,8 +10,9 @@
 //
 // The statements are the driver's (pgxv5.FloorRaiseBatch,
 // pgxv5.BeginFloorRaise); this package adds what the gate does around
-// them, as around Gate.Commit: input checks, spans and instruments, the
-// rollback and the refusal's log under one Options.CleanupTimeout.
+// them (through gate.FenceCheck), as around Gate.Commit: input checks,
+// spans and instruments, the rollback and the refusal's log under one
+// Options.CleanupTimeout.
 package pgxgate
 
 import (
@@ -82,56 +83,43 @@ type BatchSender = pgxv5.BatchSender
 //
 // The fence statement needs fencegate's Postgres migrations 00002, 00004,
 // 00007 and 00013.
-func CommitBatch(ctx context.Context, g *gate.Gate[pgx.Tx], conn BatchSender, token gate.Token, b *pgx.Batch) (err error) {
-	ctx, end := g.Observe(ctx, "commit_batch", token)
-	defer func() { end(err) }()
+func CommitBatch(ctx context.Context, g *gate.Gate[pgx.Tx], conn BatchSender, token gate.Token, b *pgx.Batch) error {
+	ctx, c := g.StartCheck(ctx, "commit_batch", token)
 	if !pipelined(token) {
 		if err := token.Validate(); err != nil {
-			if tx, ok := conn.(pgx.Tx); ok {
-				cctx, cancel := g.Cleanup(ctx)
-				defer cancel()
-				_ = tx.Rollback(cctx)
-			}
-			return err
+			tx, _ := conn.(pgx.Tx)
+			return c.Done(ctx, sqlstore.FloorRaiseResult{}, err, rollbackOf(tx))
 		}
-		return commitBatchSet(ctx, g, conn, token, b)
+		tx, res, err := commitBatchSet(ctx, g, c, conn, token, b)
+		return c.Done(ctx, res, err, rollbackOf(tx))
 	}
-	tx, res, err := commitBatch(ctx, g, conn, token, b)
-	if err == nil && res.Admitted {
-		if tx != nil {
-			_ = tx.Rollback(ctx) // committed: only returns a pool's connection
+	tx, res, err := commitBatch(ctx, c, conn, token, b)
+	if err == nil && res.Admitted && tx != nil {
+		_ = tx.Rollback(ctx) // committed: only returns a pool's connection
+	}
+	// Whatever failed, tx (when not nil) must not commit, and with a pool
+	// rolling back is also what returns its connection (a transaction that
+	// never began included); then a refusal is logged.
+	return c.Done(ctx, res, err, rollbackOf(tx))
+}
+
+// rollbackOf is the rollback of tx for FenceCheck.Done: nil for no
+// transaction, and no error for one already over.
+func rollbackOf(tx pgx.Tx) func(context.Context) error {
+	if tx == nil {
+		return nil
+	}
+	return func(ctx context.Context) error {
+		if err := tx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
+			return err
 		}
 		return nil
 	}
-	err = notAdmitted(ctx, g, tx, token, res, err)
-	if errors.Is(err, sqlstore.ErrTransactionControl) {
-		g.Options().Logger.WarnContext(ctx, "fencegate: refused a fenced batch that would end its transaction; nothing of it committed", "token", token.String(), "error", err)
-	}
-	return err
-}
-
-// notAdmitted ends a pipelined write that failed (err) or was refused
-// (res): whatever failed, tx (when not nil) must not commit, and with a
-// pool rolling back is also what returns its connection (a transaction
-// that never began included); then a refusal is logged. The rollback and
-// the refusal's log share one Options.CleanupTimeout, whatever ctx does.
-func notAdmitted(ctx context.Context, g *gate.Gate[pgx.Tx], tx pgx.Tx, token gate.Token, res sqlstore.FloorRaiseResult, err error) error {
-	cctx, cancel := g.Cleanup(ctx)
-	defer cancel()
-	if tx != nil {
-		if rbErr := tx.Rollback(cctx); rbErr != nil && !errors.Is(rbErr, pgx.ErrTxClosed) {
-			g.Options().Logger.WarnContext(ctx, "fencegate: rollback failed; the transaction cannot commit", "error", rbErr)
-		}
-	}
-	if err != nil {
-		return err
-	}
-	return g.Refuse(cctx, token, res)
 }
 
 // commitBatch checks CommitBatch's input and sends the pipeline. It returns
 // the transaction to end: the caller's, or the one the pipeline began.
-func commitBatch(ctx context.Context, g *gate.Gate[pgx.Tx], conn BatchSender, token gate.Token, b *pgx.Batch) (pgx.Tx, sqlstore.FloorRaiseResult, error) {
+func commitBatch(ctx context.Context, c *gate.FenceCheck[pgx.Tx], conn BatchSender, token gate.Token, b *pgx.Batch) (pgx.Tx, sqlstore.FloorRaiseResult, error) {
 	callerTx, _ := conn.(pgx.Tx)
 	if err := token.Validate(); err != nil {
 		return callerTx, sqlstore.FloorRaiseResult{}, err
@@ -139,9 +127,7 @@ func commitBatch(ctx context.Context, g *gate.Gate[pgx.Tx], conn BatchSender, to
 	if gate.IsNestedTx(conn) {
 		return callerTx, sqlstore.FloorRaiseResult{}, fmt.Errorf("fencegate: commit batch %s: %w", token, gate.ErrNestedTx)
 	}
-	tx, res, err := pgxv5.FloorRaiseBatch(ctx, conn, sqlstore.FloorRaiseParams{
-		Resource: token.Resource, Holder: token.Holder, Fence: token.Fence, VerifyIssued: g.Options().VerifyIssued,
-	}, b)
+	tx, res, err := pgxv5.FloorRaiseBatch(ctx, conn, c.Params(token.Resource), b)
 	if err != nil {
 		return tx, res, fmt.Errorf("fencegate: commit batch %s: %w", token, err)
 	}

@@ -76,26 +76,27 @@ var ErrBeginInTx = errors.New("fencegate: begin fenced: already in a transaction
 //		return err
 //	}
 //	return tx.Commit(ctx)
-func BeginFenced(ctx context.Context, g *gate.Gate[pgx.Tx], db BatchSender, token gate.Token, opts pgx.TxOptions) (_ pgx.Tx, err error) {
-	ctx, end := g.Observe(ctx, "begin_fenced", token)
-	defer func() { end(err) }()
+func BeginFenced(ctx context.Context, g *gate.Gate[pgx.Tx], db BatchSender, token gate.Token, opts pgx.TxOptions) (pgx.Tx, error) {
+	ctx, c := g.StartCheck(ctx, "begin_fenced", token)
 	if err := token.Validate(); err != nil {
-		return nil, err
+		return nil, c.Done(ctx, sqlstore.FloorRaiseResult{}, err, nil)
 	}
 	if _, inTx := db.(pgx.Tx); inTx {
-		return nil, fmt.Errorf("%w (%s)", ErrBeginInTx, token)
+		return nil, c.Done(ctx, sqlstore.FloorRaiseResult{}, fmt.Errorf("%w (%s)", ErrBeginInTx, token), nil)
 	}
 	if !pipelined(token) {
-		return beginSet(ctx, g, db, token, opts)
+		tx, err := beginSet(ctx, g, db, token, opts)
+		if err != nil {
+			return nil, c.Done(ctx, sqlstore.FloorRaiseResult{}, err, rollbackOf(tx))
+		}
+		return tx, c.Done(ctx, sqlstore.FloorRaiseResult{Admitted: true}, nil, nil)
 	}
-	tx, res, err := pgxv5.BeginFloorRaise(ctx, db, sqlstore.FloorRaiseParams{
-		Resource: token.Resource, Holder: token.Holder, Fence: token.Fence, VerifyIssued: g.Options().VerifyIssued,
-	}, opts)
+	tx, res, err := pgxv5.BeginFloorRaise(ctx, db, c.Params(token.Resource), opts)
 	if err == nil && res.Admitted {
-		return tx, nil
+		return tx, c.Done(ctx, res, nil, nil)
 	}
 	if err != nil {
 		err = fmt.Errorf("fencegate: begin fenced %s: %w", token, err)
 	}
-	return nil, notAdmitted(ctx, g, tx, token, res, err)
+	return nil, c.Done(ctx, res, err, rollbackOf(tx))
 }

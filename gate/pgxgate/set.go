@@ -2,7 +2,6 @@ package pgxgate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -20,18 +19,15 @@ func pipelined(token gate.Token) bool { return !token.IsSet() && !gate.IsPath(to
 
 // beginSet is BeginFenced for a set or path token: BEGIN (in its own round
 // trip), then g.Commit, which admits every member or rolls back and logs.
+// On an error the transaction it returns, when not nil, is still to be
+// rolled back.
 func beginSet(ctx context.Context, g *gate.Gate[pgx.Tx], db BatchSender, token gate.Token, opts pgx.TxOptions) (pgx.Tx, error) {
 	b := &pgx.Batch{}
 	b.BeginTx(opts)
 	br := db.SendBatch(ctx, b)
 	tx := br.Tx()
 	if err := br.Close(); err != nil {
-		if tx != nil {
-			cctx, cancel := g.Cleanup(ctx)
-			defer cancel()
-			_ = tx.Rollback(cctx)
-		}
-		return nil, fmt.Errorf("fencegate: begin fenced %s: %w", token, err)
+		return tx, fmt.Errorf("fencegate: begin fenced %s: %w", token, err)
 	}
 	if err := g.Commit(ctx, tx, token); err != nil {
 		return nil, err // tx is rolled back
@@ -43,42 +39,35 @@ func beginSet(ctx context.Context, g *gate.Gate[pgx.Tx], db BatchSender, token g
 // every member in the transaction (conn's, or one begun here), then the
 // batch runs in it behind the fence statement of the first member (which
 // arms the guard against transaction control and refuses it as
-// CommitBatch does), and the transaction begun here commits.
-func commitBatchSet(ctx context.Context, g *gate.Gate[pgx.Tx], conn BatchSender, token gate.Token, b *pgx.Batch) error {
+// CommitBatch does), and the transaction begun here commits. It returns
+// what c.Done takes: the transaction still to roll back (nil when there is
+// none, or when g.Commit rolled it back), and the fence statement's result
+// and error.
+func commitBatchSet(ctx context.Context, g *gate.Gate[pgx.Tx], c *gate.FenceCheck[pgx.Tx], conn BatchSender, token gate.Token, b *pgx.Batch) (pgx.Tx, sqlstore.FloorRaiseResult, error) {
 	tx, inTx := conn.(pgx.Tx)
 	if gate.IsNestedTx(conn) {
-		cctx, cancel := g.Cleanup(ctx)
-		defer cancel()
-		_ = tx.Rollback(cctx)
-		return fmt.Errorf("fencegate: commit batch %s: %w", token, gate.ErrNestedTx)
+		return tx, sqlstore.FloorRaiseResult{}, fmt.Errorf("fencegate: commit batch %s: %w", token, gate.ErrNestedTx)
 	}
 	if !inTx {
 		var err error
 		if tx, err = beginSet(ctx, g, conn, token, pgx.TxOptions{}); err != nil {
-			return err
+			return tx, sqlstore.FloorRaiseResult{}, err
 		}
 	} else if err := g.Commit(ctx, tx, token); err != nil {
-		return err // tx is rolled back
+		return nil, sqlstore.FloorRaiseResult{}, err // tx is rolled back
 	}
-	m := token.Members()[0]
-	_, res, err := pgxv5.FloorRaiseBatch(ctx, tx, sqlstore.FloorRaiseParams{
-		Resource: m, Holder: token.Holder, Fence: token.Fence, VerifyIssued: g.Options().VerifyIssued,
-	}, b)
+	// The member was admitted by g.Commit a moment ago, in this very
+	// transaction, with its floor row held: a refusal now cannot happen,
+	// but were it to, c.Done logs it for this member.
+	_, res, err := pgxv5.FloorRaiseBatch(ctx, tx, c.Params(token.Members()[0]), b)
 	if err == nil && res.Admitted && !inTx {
 		err = tx.Commit(ctx)
 	}
 	if err == nil && res.Admitted {
-		return nil
-	}
-	cctx, cancel := g.Cleanup(ctx)
-	defer cancel()
-	if rbErr := tx.Rollback(cctx); rbErr != nil && !errors.Is(rbErr, pgx.ErrTxClosed) {
-		g.Options().Logger.WarnContext(ctx, "fencegate: rollback failed; the transaction cannot commit", "error", rbErr)
+		return nil, res, nil
 	}
 	if err != nil {
-		return fmt.Errorf("fencegate: commit batch %s: %w", token, err)
+		err = fmt.Errorf("fencegate: commit batch %s: %w", token, err)
 	}
-	// The member was admitted by g.Commit a moment ago, in this very
-	// transaction, with its floor row held: a refusal now cannot happen.
-	return g.Refuse(cctx, gate.Token{Resource: m, Holder: token.Holder, Fence: token.Fence}, res)
+	return tx, res, err
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencegate/fencegate/cmd/fencegate/internal/ops"
 	"github.com/fencegate/fencegate/gate"
 )
 
@@ -242,7 +243,7 @@ func TestLeaseCommands(t *testing.T) {
 			t.Errorf("refusals are not newest first:\n%s", r.stdout)
 		}
 		r = fg(t, env, "status", "--json").want(t, exitOK)
-		var rep statusReport
+		var rep ops.StatusReport
 		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 			t.Fatalf("status --json: %v\n%s", err, r.stdout)
 		}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/fencegate/fencegate/cmd/fencegate/internal/ops"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore/sqlite"
@@ -129,7 +130,7 @@ func (d *demo) play(ctx context.Context) error {
 	if la.Expired() {
 		return errors.New("demo: A's lease expired before its check")
 	}
-	d.step("A", "checks its lease", "valid, %s left: starts writing v1", dur(la.Remaining()))
+	d.step("A", "checks its lease", "valid, %s left: starts writing v1", ops.Dur(la.Remaining()))
 
 	// A stalls. Its own clock stands still (it cannot observe its stall);
 	// the database's runs on, and the coordinator expires A's lease.

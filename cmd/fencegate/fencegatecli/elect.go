@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"time"
 
+	"github.com/fencegate/fencegate/cmd/fencegate/internal/ops"
 	"github.com/fencegate/fencegate/lease"
 )
 
@@ -37,7 +38,7 @@ blocks the election until its --ttl ends.`,
 	}
 	fs := cmd.flagSet()
 	name := fs.String("name", "", "the election (a lock name) to stand for (required)")
-	ttl := durationFlag(fs, "ttl", defaultTTL, "`duration` of a term's lease; renewed when a third of it has passed")
+	ttl := durationFlag(fs, "ttl", ops.DefaultTTL, "`duration` of a term's lease; renewed when a third of it has passed")
 	holderFlag := fs.String("holder", "", "who stands (default $"+envHolder+", else host-pid)")
 	grace := durationFlag(fs, "grace", defaultGrace, "after a lost term, the `duration` CMD has between SIGTERM and SIGKILL")
 	cmd.exec = func(ctx context.Context, c *cli, args []string) error {
@@ -68,7 +69,7 @@ blocks the election until its --ttl ends.`,
 		if err != nil {
 			return err
 		}
-		e, err := lease.NewElector(b.coord, client, &lease.ElectorOptions{Name: *name})
+		e, err := lease.NewElector(b.Coord, client, &lease.ElectorOptions{Name: *name})
 		if err != nil {
 			return usagef("%s", err)
 		}
@@ -79,7 +80,7 @@ blocks the election until its --ttl ends.`,
 
 // lead campaigns for e and runs argv (supervised as run's child is) while
 // e leads, then resigns.
-func (c *cli) lead(ctx context.Context, cmd *command, b *backend, e *lease.Elector, grace time.Duration, argv []string) error {
+func (c *cli) lead(ctx context.Context, cmd *command, b *ops.Backend, e *lease.Elector, grace time.Duration, argv []string) error {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwardedSignals...)
 	defer signal.Stop(sigs)
@@ -105,7 +106,7 @@ func (c *cli) lead(ctx context.Context, cmd *command, b *backend, e *lease.Elect
 		return err
 	}
 	c.logf(cmd, "%s: leading as %q with fence %d", e.Name(), e.Identity(), term.Fence())
-	out, err := c.supervise(term.Context(), cmd, term.Lease(), b.dsn, argv, grace, sigs)
+	out, err := c.supervise(term.Context(), cmd, term.Lease(), b.DSN, argv, grace, sigs)
 	if rerr := term.Resign(ctx); rerr != nil && !out.lost {
 		c.logf(cmd, "warning: %v", rerr)
 	}
@@ -144,7 +145,7 @@ are still printed). Like status, this is a snapshot.`,
 		if err != nil {
 			return err
 		}
-		st, err := b.coord.Status(ctx, args[0])
+		st, err := b.Coord.Status(ctx, args[0])
 		if err != nil {
 			return err
 		}

@@ -36,7 +36,7 @@ See docs/RELIABILITY.md for the runbook.`,
 		if err != nil {
 			return err
 		}
-		next, err := b.coord.AdvanceFences(ctx, *margin)
+		next, err := b.Coord.AdvanceFences(ctx, *margin)
 		if err != nil {
 			return err
 		}

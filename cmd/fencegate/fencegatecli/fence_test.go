@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fencegate/fencegate/cmd/fencegate/internal/ops"
 	"github.com/fencegate/fencegate/internal/dbtest"
 )
 
@@ -43,7 +44,7 @@ func TestStatusDurabilityWarnings(t *testing.T) {
 	env := map[string]string{envDSN: dbtest.PostgresSchemaURL(t) + "&synchronous_commit=off"}
 	r := fg(t, env, "status").want(t, exitOK)
 	contains(t, "status", r.stdout, "warning: synchronous_commit is off")
-	var rep statusReport
+	var rep ops.StatusReport
 	if err := json.Unmarshal([]byte(fg(t, env, "status", "--json").want(t, exitOK).stdout), &rep); err != nil {
 		t.Fatal(err)
 	}

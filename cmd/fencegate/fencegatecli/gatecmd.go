@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/fencegate/fencegate/cmd/fencegate/internal/confined"
+	"github.com/fencegate/fencegate/cmd/fencegate/internal/ops"
 	"github.com/fencegate/fencegate/gate"
 )
 
@@ -100,16 +101,16 @@ once.
 			writes[i] = confined.Statement{SQL: q}
 		}
 		writes[0].Args = params // at most one statement when there are any
-		res, err := confined.Write(ctx, b.driver, b.gate, token, writes)
+		res, err := confined.Write(ctx, b.Driver, b.Gate, token, writes)
 		if stale, ok := errors.AsType[*gate.StaleFenceError](err); ok {
-			refused := fmt.Sprintf("refused: %s; nothing was committed", rejectionText(rejectionOf(stale)))
+			refused := fmt.Sprintf("refused: %s; nothing was committed", ops.RejectionText(ops.RejectionOf(stale)))
 			if err == error(stale) {
 				return heldf("%s", refused)
 			}
 			c.logf(cmd, "%s", refused)
 			return heldf("%v", err) // joined with the failure to log it
 		}
-		summary, _, err := sqlOutcome(token, len(stmts), res, err)
+		summary, _, err := ops.SQLOutcome(token, len(stmts), res, err)
 		if err != nil {
 			return err
 		}
@@ -117,48 +118,6 @@ once.
 		return nil
 	}
 	return cmd
-}
-
-// sqlOutcome describes what a confined write of n statements under token
-// did, other than a refusal: a one-line summary and the rows affected when
-// it committed, else err saying what committed.
-func sqlOutcome(token gate.Token, n int, res confined.Result, err error) (summary string, rows int64, _ error) {
-	switch {
-	case err == nil:
-		for _, r := range res.RowsAffected {
-			rows += r
-		}
-		return fmt.Sprintf("committed under %s fence %d: %d statement%s, %d row%s affected",
-			token.Name(), token.Fence, n, plural(n), rows, plural(int(rows))), rows, nil
-	case res.Outcome == confined.Unknown:
-		return "", 0, fmt.Errorf("%w; the connection broke during COMMIT: the statements may or may not have committed", err)
-	case res.Outcome == confined.Committed:
-		// Only without migration 00004's guard: the SQL's own COMMIT went through.
-		return "", 0, fmt.Errorf("%w; it committed the statements before it under the fence; the rest did not run", err)
-	}
-	return "", 0, fmt.Errorf("%w; nothing was committed", err)
-}
-
-// rejectionOf turns a refusal into its rejection log record.
-func rejectionOf(e *gate.StaleFenceError) gate.Rejection {
-	return gate.Rejection{
-		Seq: e.Seq, Resource: e.Resource, Fence: e.Fence, Holder: e.Holder,
-		Floor: e.Floor, FloorHolder: e.FloorHolder, NotIssued: e.NotIssued, At: e.At,
-	}
-}
-
-// rejectionText describes a rejection record in one line.
-func rejectionText(r gate.Rejection) string {
-	var what string
-	if r.NotIssued {
-		what = fmt.Sprintf("%s fence %d was never issued to %q", r.Resource, r.Fence, r.Holder)
-	} else {
-		what = fmt.Sprintf("%s fence %d from %q is below the floor %d from %q", r.Resource, r.Fence, r.Holder, r.Floor, r.FloorHolder)
-	}
-	if r.Seq == 0 {
-		return what + " (the rejection could not be logged)"
-	}
-	return fmt.Sprintf("%s (rejection #%d at %s)", what, r.Seq, stamp(r.At))
 }
 
 func readAll(r io.Reader) (string, error) {
@@ -173,11 +132,4 @@ func readAll(r io.Reader) (string, error) {
 		return "", fmt.Errorf("more than %d bytes", maxStdinSQL)
 	}
 	return string(b), nil
-}
-
-func plural(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"text/tabwriter"
 
+	"github.com/fencegate/fencegate/cmd/fencegate/internal/ops"
 	"github.com/fencegate/fencegate/guard"
 )
 
@@ -63,7 +64,7 @@ tells the least-privilege setup and the operator's bypass).`,
 		if err != nil {
 			return err
 		}
-		admin, err := guard.New(b.driver.DB(), b.driver.Dialect())
+		admin, err := guard.New(b.Driver.DB(), b.Driver.Dialect())
 		if err != nil {
 			return err
 		}
@@ -94,50 +95,13 @@ tells the least-privilege setup and the operator's bypass).`,
 			if *asJSON {
 				enc := json.NewEncoder(c.stdout)
 				enc.SetIndent("", "  ")
-				return enc.Encode(guardReports(gs))
+				return enc.Encode(ops.GuardReports(gs))
 			}
 			printGuards(c, gs)
 		}
 		return nil
 	}
 	return cmd
-}
-
-// guardReport is one guarded table in JSON (list, status).
-type guardReport struct {
-	Table        string `json:"table"`
-	Resource     string `json:"resource,omitempty"`
-	ResourceExpr string `json:"resource_expr,omitempty"`
-	Enabled      bool   `json:"enabled"`
-}
-
-func guardReports(gs []guard.Guard) []guardReport {
-	out := make([]guardReport, 0, len(gs))
-	for _, g := range gs {
-		out = append(out, guardReport{Table: g.Table, Resource: g.Resource, ResourceExpr: g.ResourceExpr, Enabled: g.Enabled})
-	}
-	return out
-}
-
-func guardResource(g guard.Guard) string {
-	if g.Resource != "" {
-		return "resource " + g.Resource
-	}
-	return "resource expression " + g.ResourceExpr
-}
-
-func (g guardReport) resource() string {
-	if g.Resource != "" {
-		return g.Resource
-	}
-	return "= " + g.ResourceExpr
-}
-
-func (g guardReport) state() string {
-	if !g.Enabled {
-		return "DISABLED (not guarded)"
-	}
-	return "guarded"
 }
 
 func printGuards(c *cli, gs []guard.Guard) {
@@ -147,8 +111,14 @@ func printGuards(c *cli, gs []guard.Guard) {
 	}
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "TABLE\tRESOURCE\tSTATE")
-	for _, g := range guardReports(gs) {
-		fmt.Fprintf(w, "%s\t%s\t%s\n", g.Table, g.resource(), g.state())
+	for _, g := range ops.GuardReports(gs) {
+		fmt.Fprintf(w, "%s\t%s\t%s\n", g.Table, g.ResourceText(), g.StateText())
 	}
 	w.Flush()
+}
+func guardResource(g guard.Guard) string {
+	if g.Resource != "" {
+		return "resource " + g.Resource
+	}
+	return "resource expression " + g.ResourceExpr
 }

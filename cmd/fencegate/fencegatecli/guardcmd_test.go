@@ -51,16 +51,7 @@ func TestGuardCommand(t *testing.T) {
 	if _, err := d.DB().ExecContext(t.Context(), `UPDATE orders SET tenant = 'a'`); !guard.IsRefused(err) {
 		t.Fatalf("plain UPDATE: %v, want a guard refusal", err)
 	}
-	// So does MCP's SQL write, for the token's resource only.
-	mcp := newMCP(t, db.dsn, mcpConfig{holder: "agent", allowSQL: true})
-	cl := callOK[claimOutput](t, mcp.ClientSession, "claim", args{"resource": "t:c"})
-	w := callOK[writeOutput](t, mcp.ClientSession, "write", args{"token": cl.Token, "sql": []any{
-		args{"query": "INSERT INTO orders VALUES (3, 'c')"}}})
-	if !w.Written || w.RowsAffected != 1 {
-		t.Fatalf("MCP write on a guarded table: %+v", w)
-	}
-	callErr(t, mcp.ClientSession, "write", args{"token": cl.Token, "sql": []any{
-		args{"query": "INSERT INTO orders VALUES (4, 'd')"}}}, "t:d", "no fence in this transaction")
+	// MCP's SQL write on a guarded table: mcpserver's TestMCPWriteSQLGuarded.
 
 	fg(t, env, "guard", "remove", "--table", "orders").want(t, exitOK)
 	contains(t, "guard list", fg(t, env, "guard", "list").want(t, exitOK).stdout, "no guarded tables")

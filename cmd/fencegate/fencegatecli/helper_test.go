@@ -71,9 +71,6 @@ func helper(name string) int {
 		_ = claim.Run()
 		return writeResult(file, fmt.Sprintf("check=%d claim=%d", check.ProcessState.ExitCode(), claim.ProcessState.ExitCode()))
 	}
-	if code, ok := mcpHelper(name, file); ok {
-		return code
-	}
 	if code, ok := unixHelper(name, file); ok {
 		return code
 	}

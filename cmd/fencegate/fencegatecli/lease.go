@@ -2,22 +2,14 @@ package fencegatecli
 
 import (
 	"context"
-	crand "crypto/rand"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/fencegate/fencegate/cmd/fencegate/internal/ops"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/lease"
-	"github.com/fencegate/fencegate/sqlstore"
 )
-
-// defaultTTL is the term claim and run ask for, and renew extends to.
-const defaultTTL = 30 * time.Second
-
-// minTTL is the shortest --ttl: a lease shorter than a round trip to the
-// database would be born expired.
-const minTTL = 100 * time.Millisecond
 
 func claimCommand() *command {
 	cmd := &command{
@@ -52,7 +44,7 @@ docs/PATHS.md.`,
 	fs := cmd.flagSet()
 	lock := fs.String("lock", "", "the lock (resource) to claim (or --path)")
 	pf := addPathFlags(fs)
-	ttl := durationFlag(fs, "ttl", defaultTTL, "`duration` of the lease, unless renewed")
+	ttl := durationFlag(fs, "ttl", ops.DefaultTTL, "`duration` of the lease, unless renewed")
 	holderFlag := fs.String("holder", "", "who claims it (default $"+envHolder+", else host-pid)")
 	wait := durationFlag(fs, "wait", 0, "if the lock is held, keep trying for this `duration` before exiting 3")
 	cmd.exec = func(ctx context.Context, c *cli, _ []string) error {
@@ -76,7 +68,7 @@ docs/PATHS.md.`,
 			return err
 		}
 
-		l, err := claimSet(ctx, b, client, resources, *wait)
+		l, err := ops.ClaimSet(ctx, b, client, resources, *wait)
 		if held, ok := errors.AsType[*lease.HeldError](err); ok {
 			return heldBy(held)
 		}
@@ -89,7 +81,7 @@ docs/PATHS.md.`,
 		g := l.Grant()
 		fmt.Fprintln(c.stdout, l.Token())
 		c.logf(cmd, "%s: fence %d for %s, expires in %s (%s)",
-			name, g.Fence, g.Holder, dur(g.TTL), stamp(g.CoordinatorExpiresAt.Time()))
+			name, g.Fence, g.Holder, ops.Dur(g.TTL), ops.Stamp(g.CoordinatorExpiresAt.Time()))
 		return nil
 	}
 	return cmd
@@ -97,8 +89,8 @@ docs/PATHS.md.`,
 
 // checkTTL checks a --ttl value.
 func checkTTL(ttl time.Duration) error {
-	if ttl < minTTL {
-		return usagef("--ttl must be at least %v, got %v", minTTL, ttl)
+	if ttl < ops.MinTTL {
+		return usagef("--ttl must be at least %v, got %v", ops.MinTTL, ttl)
 	}
 	return nil
 }
@@ -112,7 +104,7 @@ func heldBy(held *lease.HeldError) error {
 	if held.AlreadyHeld {
 		who = fmt.Sprintf("this holder, %q, under another claim", held.HeldBy)
 	}
-	return heldf("%s is held by %s (fence %d); retry after %s", held.Resource, who, held.Fence, dur(held.RetryAfter))
+	return heldf("%s is held by %s (fence %d); retry after %s", held.Resource, who, held.Fence, ops.Dur(held.RetryAfter))
 }
 
 // busy is the *heldError that says an acquisition found the lock in use by
@@ -139,8 +131,8 @@ database refuses once the token is stale.
 
 'fencegate assert' is the same command, under the MCP tool's name.`,
 	}
-	return tokenCommand(cmd, nil, func(ctx context.Context, c *cli, b *backend, token gate.Token) error {
-		st, _, why, err := checkToken(ctx, b, token)
+	return tokenCommand(cmd, nil, func(ctx context.Context, c *cli, b *ops.Backend, token gate.Token) error {
+		st, _, why, err := ops.CheckToken(ctx, b, token)
 		if err != nil {
 			return err
 		}
@@ -148,74 +140,9 @@ database refuses once the token is stale.
 			return heldf("%s", why)
 		}
 		fmt.Fprintf(c.stdout, "current: %s fence %d held by %s, expires in %s\n",
-			tokenName(token), token.Fence, token.Holder, dur(st.Remaining))
+			ops.TokenName(token), token.Fence, token.Holder, ops.Dur(st.Remaining))
 		return nil
 	})
-}
-
-// checkToken reads token's lease and floor, and says why the token is not
-// current ("" if it is). Advisory, as check is.
-//
-// A set token is current when every member is: the answer is the first
-// member's that is not (or the first member's, if all are).
-func checkToken(ctx context.Context, b *backend, token gate.Token) (st lease.Status, floor int64, why string, err error) {
-	for i, m := range token.Members() {
-		mst, err := b.coord.Status(ctx, m)
-		if err != nil {
-			return lease.Status{}, 0, "", err
-		}
-		f, err := b.gate.Floor(ctx, m)
-		if err != nil && !errors.Is(err, sqlstore.ErrNotFound) {
-			return lease.Status{}, 0, "", err
-		}
-		one := token
-		if token.IsSet() {
-			one = gate.Token{Resource: m, Holder: token.Holder, Fence: token.Fence}
-		}
-		if w := staleness(one, mst, f.Floor); i == 0 || w != "" {
-			st, floor, why = mst, f.Floor, w
-			if w != "" {
-				break
-			}
-		}
-	}
-	return st, floor, why, nil
-}
-
-// staleness says why token is not current, given its lock's lease status
-// and gate floor, or returns "" if it is.
-func staleness(token gate.Token, st lease.Status, floor int64) string {
-	mine := st.Fence == token.Fence && st.Holder == token.Holder
-	switch {
-	case st.Fence == 0:
-		return fmt.Sprintf("never issued: %s was never leased", token.Resource)
-	case mine && st.Released:
-		return fmt.Sprintf("stale: the lease on %s with fence %d was released", token.Resource, token.Fence)
-	case mine && !st.Held:
-		return fmt.Sprintf("stale: the lease on %s with fence %d expired %s ago",
-			token.Resource, token.Fence, dur(st.Now.Sub(st.ExpiresAt)))
-	case mine && floor > token.Fence:
-		return fmt.Sprintf("stale: the gate's floor for %s is %d, above fence %d", token.Resource, floor, token.Fence)
-	case mine:
-		return ""
-	case token.Fence < st.Fence:
-		return fmt.Sprintf("stale: %s has moved on to fence %d (%s), above fence %d",
-			token.Resource, st.Fence, describe(st), token.Fence)
-	default:
-		return fmt.Sprintf("never issued: no lease on %s has fence %d for holder %q", token.Resource, token.Fence, token.Holder)
-	}
-}
-
-// describe says who holds a lease now.
-func describe(st lease.Status) string {
-	switch {
-	case st.Held:
-		return fmt.Sprintf("held by %q", st.Holder)
-	case st.Released:
-		return fmt.Sprintf("released by %q", st.Holder)
-	default:
-		return fmt.Sprintf("expired, last held by %q", st.Holder)
-	}
 }
 
 func renewCommand() *command {
@@ -230,12 +157,12 @@ TOKEN defaults to $` + envToken + `.
 A lease that expired, was released or was superseded is never extended:
 exit 3, and claim the lock again.`,
 	}
-	ttl := durationFlag(cmd.flagSet(), "ttl", defaultTTL, "the new term: a `duration` from now")
+	ttl := durationFlag(cmd.flagSet(), "ttl", ops.DefaultTTL, "the new term: a `duration` from now")
 	check := func() error { return checkTTL(*ttl) }
-	return tokenCommand(cmd, check, func(ctx context.Context, c *cli, b *backend, token gate.Token) error {
-		out, err := renewToken(ctx, b, token, *ttl)
+	return tokenCommand(cmd, check, func(ctx context.Context, c *cli, b *ops.Backend, token gate.Token) error {
+		out, err := ops.RenewToken(ctx, b, token, *ttl)
 		if errors.Is(err, lease.ErrUnknownResource) {
-			return heldf("never issued: %s was never leased", tokenName(token))
+			return heldf("never issued: %s was never leased", ops.TokenName(token))
 		}
 		if err != nil {
 			return err
@@ -246,34 +173,11 @@ exit 3, and claim the lock again.`,
 				now = fmt.Sprintf("it is held by %q with fence %d", out.HeldBy, out.Fence)
 			}
 			return heldf("stale: the lease on %s with fence %d for %q expired, was released or was superseded (%s); claim it again",
-				tokenName(token), token.Fence, token.Holder, now)
+				ops.TokenName(token), token.Fence, token.Holder, now)
 		}
-		fmt.Fprintln(c.stdout, stamp(out.Grant.CoordinatorExpiresAt.Time()))
-		c.logf(cmd, "%s: fence %d, expires in %s", tokenName(token), token.Fence, dur(out.Grant.TTL))
+		fmt.Fprintln(c.stdout, ops.Stamp(out.Grant.CoordinatorExpiresAt.Time()))
+		c.logf(cmd, "%s: fence %d, expires in %s", ops.TokenName(token), token.Fence, ops.Dur(out.Grant.TTL))
 		return nil
-	})
-}
-
-// setMembers is a set token's members for a request's Resources; nil for
-// a token of one resource.
-func setMembers(token gate.Token) []string {
-	if !token.IsSet() {
-		return nil
-	}
-	return token.Members()
-}
-
-// renewToken renews the lease token names. Each invocation is a fresh
-// process with no lease.Client state, so the request is built from the
-// token: the coordinator side is authoritative and reads only these fields.
-func renewToken(ctx context.Context, b *backend, token gate.Token, ttl time.Duration) (lease.RenewOutcome, error) {
-	return b.coord.Renew(ctx, &lease.RenewRequest{
-		Resource:  token.Resource,
-		Resources: setMembers(token),
-		Holder:    token.Holder,
-		Fence:     token.Fence,
-		RequestID: newRequestID(),
-		TTL:       ttl,
 	})
 }
 
@@ -290,19 +194,16 @@ a late release never frees a successor's lease. The gate's floor is left as
 it is, so the released token's fenced writes are still admitted until
 someone claims the lock again.`,
 	}
-	return tokenCommand(cmd, nil, func(ctx context.Context, c *cli, b *backend, token gate.Token) error {
-		released, err := b.coord.Release(ctx, token)
+	return tokenCommand(cmd, nil, func(ctx context.Context, c *cli, b *ops.Backend, token gate.Token) error {
+		released, err := b.Coord.Release(ctx, token)
 		if err != nil {
 			return err
 		}
 		if !released {
 			return heldf("stale: %s fence %d for %q is not the current lease (expired, released, superseded or never issued); nothing changed",
-				tokenName(token), token.Fence, token.Holder)
+				ops.TokenName(token), token.Fence, token.Holder)
 		}
-		c.logf(cmd, "released %s (fence %d)", tokenName(token), token.Fence)
+		c.logf(cmd, "released %s (fence %d)", ops.TokenName(token), token.Fence)
 		return nil
 	})
 }
-
-// newRequestID returns a random request id (128 bits of base32).
-func newRequestID() string { return crand.Text() }

@@ -2,7 +2,6 @@ package fencegatecli
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,14 +9,13 @@ import (
 	"os"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/fencegate/fencegate/cmd/fencegate/internal/confined"
+	"github.com/fencegate/fencegate/cmd/fencegate/internal/ops"
 	"github.com/fencegate/fencegate/gate"
-	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/sqlopen"
 )
@@ -43,9 +41,6 @@ const (
 // defaultDB is the SQLite file used when neither --dsn nor FENCEGATE_DSN
 // names a database, relative to the working directory.
 const defaultDB = ".fencegate.db"
-
-// openTimeout bounds connecting to the database and migrating it.
-const openTimeout = 30 * time.Second
 
 // Run runs the fencegate command with args (the program's name left off),
 // its input and output, and env to look variables up in (os.Getenv), and
@@ -103,8 +98,8 @@ type cli struct {
 	// child: a file stays a file it inherits.
 	childStdout, childStderr io.Writer
 	env                      func(string) string
-	dsn                      string   // --dsn, global or the subcommand's
-	db                       *backend // the command's database, once opened: see database
+	dsn                      string       // --dsn, global or the subcommand's
+	db                       *ops.Backend // the command's database, once opened: see database
 	tel                      *telemetry
 }
 
@@ -136,7 +131,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	args = fs.Args()
 	if *showVersion {
-		fmt.Fprintln(c.stdout, version())
+		fmt.Fprintln(c.stdout, ops.Version())
 		return exitOK
 	}
 	if len(args) == 0 {
@@ -390,28 +385,8 @@ func (c *cli) holder(flagValue string) string {
 	if h := c.env(envHolder); h != "" {
 		return h
 	}
-	return hostPID()
+	return ops.HostPID()
 }
-
-// hostPID names this process: "host-pid".
-func hostPID() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "localhost"
-	}
-	return host + "-" + strconv.Itoa(os.Getpid()) // no colon: tokens would escape it
-}
-
-// backend is an open, migrated database with fencegate's coordinator and
-// gate on it.
-type backend struct {
-	driver sqlopen.Driver
-	dsn    string // the DSN, made absolute for SQLite, to hand to run's child
-	coord  *lease.Coordinator
-	gate   *gate.Gate[*sql.Tx]
-}
-
-func (b *backend) Close() error { return b.driver.Close() }
 
 // resolveDSN returns the DSN to use: --dsn, else $FENCEGATE_DSN, else the
 // default SQLite file. A SQLite path is made absolute, so that run's child
@@ -430,36 +405,19 @@ func (c *cli) resolveDSN() (string, error) {
 // open connects to the database and, unless migrate is false, applies
 // fencegate's migrations, which is idempotent: every command that uses the
 // tables migrates first, so a new database needs no set-up.
-func (c *cli) open(ctx context.Context, migrate bool) (*backend, error) {
+func (c *cli) open(ctx context.Context, migrate bool) (*ops.Backend, error) {
 	dsn, err := c.resolveDSN()
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, openTimeout)
-	defer cancel()
-	d, err := sqlopen.Open(ctx, dsn)
-	if err != nil {
-		return nil, err
-	}
-	if migrate {
-		if err := d.Migrate(ctx); err != nil { // idempotent; retries a concurrent first migration
-			d.Close()
-			return nil, err
-		}
-	}
 	mp, tp := c.tel.providers()
-	return &backend{
-		driver: d,
-		dsn:    dsn,
-		coord:  lease.NewCoordinator(d, &lease.CoordinatorOptions{MeterProvider: mp, TracerProvider: tp}),
-		gate:   gate.New(d, &gate.Options{VerifyIssued: true, MeterProvider: mp, TracerProvider: tp}),
-	}, nil
+	return ops.Open(ctx, dsn, migrate, mp, tp)
 }
 
 // database opens the database for the command being executed, which
 // closes it when the command returns. A command calls it once, after
 // checking its arguments, so that a usage error touches no database.
-func (c *cli) database(ctx context.Context, migrate bool) (*backend, error) {
+func (c *cli) database(ctx context.Context, migrate bool) (*ops.Backend, error) {
 	b, err := c.open(ctx, migrate)
 	if err != nil {
 		return nil, err
@@ -497,7 +455,7 @@ func (c *cli) tokenArg(args []string, lock string) (gate.Token, error) {
 // tokenCommand completes cmd, which acts on the lease its TOKEN names: it
 // takes --lock, and its exec runs check (if not nil) on the other flags,
 // reads TOKEN, opens the database and calls do.
-func tokenCommand(cmd *command, check func() error, do func(ctx context.Context, c *cli, b *backend, token gate.Token) error) *command {
+func tokenCommand(cmd *command, check func() error, do func(ctx context.Context, c *cli, b *ops.Backend, token gate.Token) error) *command {
 	cmd.db, cmd.args = true, true
 	lock := cmd.flagSet().String("lock", "", "the lock the token must be for (default: the token's)")
 	cmd.exec = func(ctx context.Context, c *cli, args []string) error {
@@ -584,15 +542,3 @@ func lockWriter(mu *sync.Mutex, w io.Writer) io.Writer {
 	}
 	return &lockedWriter{mu: mu, w: w}
 }
-
-// dur formats a duration for people: to the millisecond below a minute, to
-// the second above.
-func dur(d time.Duration) string {
-	if d >= time.Minute || d <= -time.Minute {
-		return d.Round(time.Second).String()
-	}
-	return d.Round(time.Millisecond).String()
-}
-
-// stamp formats a database timestamp.
-func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }

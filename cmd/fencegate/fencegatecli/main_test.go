@@ -273,3 +273,13 @@ func writeFileAtomic(path, data string) error {
 	}
 	return os.Rename(tmp, path)
 }
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dbtestSQLite is a fresh SQLite file for a test that needs one database.
+func dbtestSQLite(t *testing.T) string { return filepath.Join(t.TempDir(), "fencegate.db") }

@@ -2,37 +2,15 @@ package fencegatecli
 
 import (
 	"context"
-	crand "crypto/rand"
-	"errors"
-	"fmt"
 	"io"
-	"log/slog"
 	"strings"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/fencegate/fencegate/cmd/fencegate/internal/ops"
+	"github.com/fencegate/fencegate/cmd/fencegate/mcpserver"
 	"github.com/fencegate/fencegate/gate"
-	"github.com/fencegate/fencegate/lease"
 )
-
-// The MCP server: fencegate's protocol as tools for coding agents, over
-// stdio. Each agent spawns its own server; servers meet only in the
-// database, like the CLI's processes.
-
-// maxClaimWait bounds claim's wait, so a tool call cannot hang an agent for
-// longer than a person would wait for it.
-const maxClaimWait = 5 * time.Minute
-
-// defaultMaxFileBytes is the default of --max-file-bytes.
-const defaultMaxFileBytes = 1 << 20
-
-const mcpInstructions = `fencegate: leases with fences, and writes the database refuses once your lease has passed to someone else.
-1. claim the files you will change (paths: ["notes.txt", "src/"], relative to the root; a trailing / claims a directory), or a lock by name (resource: "deploy-slot") for SQL, and keep its token.
-2. Make every change through write with that token: the change lands only if the lease is still yours, even if you stalled past its ttl. A token writes only the files its claim covers; a lock name's token writes no files.
-3. renew before the ttl runs out if the work is long; release when done.
-claim answering claimed=false is normal: someone else holds the lock; wait, or claim with wait.
-assert (also named check) is advisory: never decide to write on its answer, just call write.`
 
 func mcpCommand() *command {
 	cmd := &command{
@@ -107,8 +85,8 @@ Client configuration:
 	holderFlag := fs.String("holder", "", "who this server's claims are for (default: host-pid-random, unique to the process)")
 	root := fs.String("root", "", "the `directory` file writes are confined to (default: none, no file writes)")
 	allowSQL := fs.Bool("allow-sql", false, "let write run SQL statements in the fenced transaction")
-	ttl := durationFlag(fs, "ttl", defaultTTL, "the lease `duration` claim asks for and renew extends to, unless the call names one")
-	maxFile := fs.Int64("max-file-bytes", defaultMaxFileBytes, "the largest content, in `bytes`, of one file write")
+	ttl := durationFlag(fs, "ttl", ops.DefaultTTL, "the lease `duration` claim asks for and renew extends to, unless the call names one")
+	maxFile := fs.Int64("max-file-bytes", mcpserver.DefaultMaxFileBytes, "the largest content, in `bytes`, of one file write")
 	cmd.exec = func(ctx context.Context, c *cli, _ []string) error {
 		if err := checkTTL(*ttl); err != nil {
 			return err
@@ -116,46 +94,25 @@ Client configuration:
 		if *maxFile <= 0 {
 			return usagef("--max-file-bytes must be positive, got %d", *maxFile)
 		}
-		cfg := mcpConfig{holder: *holderFlag, root: *root, allowSQL: *allowSQL, ttl: *ttl, maxFileBytes: *maxFile}
-		if cfg.holder == "" {
-			cfg.holder = processHolder()
+		holder := *holderFlag
+		if holder == "" {
+			holder = mcpserver.DefaultHolder()
 		}
-		if err := gate.ValidateHolder(cfg.holder); err != nil {
-			return usagef("--holder: %s", stripPrefix(err))
+		if err := gate.ValidateHolder(holder); err != nil {
+			return usagef("--holder: %s", strings.TrimPrefix(err.Error(), "fencegate: "))
 		}
-		return c.serveMCP(ctx, cfg, &mcp.IOTransport{Reader: io.NopCloser(c.stdin), Writer: nopWriteCloser{c.stdout}})
+		dsn, err := c.resolveDSN()
+		if err != nil {
+			return err
+		}
+		mp, tp := c.tel.providers()
+		cfg := mcpserver.Config{
+			DSN: dsn, Holder: holder, Root: *root, AllowSQL: *allowSQL, TTL: *ttl, MaxFileBytes: *maxFile,
+			Log: c.stderr, MeterProvider: mp, TracerProvider: tp,
+		}
+		return mcpserver.Run(ctx, cfg, &mcp.IOTransport{Reader: io.NopCloser(c.stdin), Writer: nopWriteCloser{c.stdout}})
 	}
 	return cmd
-}
-
-// mcpConfig is the server's configuration, from its flags.
-type mcpConfig struct {
-	holder       string        // who every claim is for
-	root         string        // the directory file writes are confined to; "" for none
-	allowSQL     bool          // the SQL kind of write is on
-	ttl          time.Duration // the default lease term
-	maxFileBytes int64         // the largest content a file write takes
-
-	// beforeRename, when set (by tests), runs after a file write's temp
-	// file is synced and before it is renamed into place, with the
-	// request's context.
-	beforeRename func(ctx context.Context)
-}
-
-// serveMCP opens the database and serves cfg's tools on t until the client
-// hangs up.
-func (c *cli) serveMCP(ctx context.Context, cfg mcpConfig, t mcp.Transport) error {
-	srv, err := c.newMCPServer(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
-	srv.log.Info("serving", "root", cfg.root, "allow_sql", cfg.allowSQL, "ttl", cfg.ttl)
-	err = srv.server.Run(ctx, t)
-	if errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
-		return nil // the client hung up
-	}
-	return err
 }
 
 // nopWriteCloser turns stdout into the io.WriteCloser an IOTransport
@@ -163,101 +120,3 @@ func (c *cli) serveMCP(ctx context.Context, cfg mcpConfig, t mcp.Transport) erro
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
-
-// processHolder names this server process: host-pid plus a random part,
-// so that a restarted server, even under a reused pid, is a new holder.
-func processHolder() string {
-	return hostPID() + "-" + strings.ToLower(crand.Text()[:8])
-}
-
-// mcpServer is the MCP server and what its tools use.
-type mcpServer struct {
-	cfg    mcpConfig
-	b      *backend
-	files  *fileArea // nil without --root
-	log    *slog.Logger
-	server *mcp.Server
-}
-
-// newMCPServer opens and migrates the database, opens --root and registers
-// the tools.
-func (c *cli) newMCPServer(ctx context.Context, cfg mcpConfig) (*mcpServer, error) {
-	log := slog.New(slog.NewTextHandler(c.stderr, nil)).With("holder", cfg.holder)
-	b, err := c.open(ctx, true)
-	if err != nil {
-		return nil, err
-	}
-	s := &mcpServer{cfg: cfg, b: b, log: log}
-	if cfg.root != "" {
-		if s.files, err = openFileArea(cfg.root, b.dsn, cfg.maxFileBytes); err != nil {
-			b.Close()
-			return nil, err
-		}
-	}
-	s.server = mcp.NewServer(&mcp.Implementation{Name: "fencegate", Title: "fencegate: fenced leases and writes", Version: strings.TrimPrefix(version(), "fencegate ")},
-		&mcp.ServerOptions{Instructions: mcpInstructions, Logger: log})
-	s.addTools()
-	return s, nil
-}
-
-// Close closes the database and the root.
-func (s *mcpServer) Close() error {
-	var err error
-	if s.files != nil {
-		err = s.files.Close()
-	}
-	return errors.Join(err, s.b.Close())
-}
-
-// parseTokenArg reads a token argument.
-func parseTokenArg(text string) (gate.Token, error) {
-	if strings.TrimSpace(text) == "" {
-		return gate.Token{}, errors.New("missing token: pass the token claim returned, such as fg1:7:deploy-slot:agent-a")
-	}
-	token, err := gate.Parse(strings.TrimSpace(text))
-	if err != nil {
-		return gate.Token{}, fmt.Errorf("bad token %q: %s; pass the token claim returned, unchanged", text, stripPrefix(err))
-	}
-	return token, nil
-}
-
-// ownToken reads a token argument for a tool that acts on the lease:
-// only this server's own. Tokens are not secrets (status shows holders and
-// fences), so without this an agent could act, by mistake or not, on a
-// lease another agent holds.
-func (s *mcpServer) ownToken(text string) (gate.Token, error) {
-	token, err := parseTokenArg(text)
-	if err != nil {
-		return gate.Token{}, err
-	}
-	if token.Holder != s.cfg.holder {
-		return gate.Token{}, fmt.Errorf("the token is %q's, and this server is %q: use a token that claim gave you here", token.Holder, s.cfg.holder)
-	}
-	return token, nil
-}
-
-// parseDurationArg reads an optional duration argument: def when empty.
-func parseDurationArg(name, text string, def time.Duration) (time.Duration, error) {
-	if text == "" {
-		return def, nil
-	}
-	d, err := time.ParseDuration(text)
-	if err != nil {
-		return 0, fmt.Errorf("bad %s %q: want a duration such as 30s, 1m30s or 500ms", name, text)
-	}
-	return d, nil
-}
-
-// dbError describes a database failure for the agent.
-func dbError(what string, err error) error {
-	if errors.Is(err, lease.ErrBusy) {
-		return fmt.Errorf("%s: busy, the lock is in use by another transaction (a write in flight, a concurrent claim); nothing changed: try again, or claim with wait: %w", what, err)
-	}
-	return fmt.Errorf("%s failed, nothing changed: %w", what, err)
-}
-
-// stripPrefix is err's message without fencegate's "fencegate: ".
-func stripPrefix(err error) string { return strings.TrimPrefix(err.Error(), "fencegate: ") }
-
-// ms converts a duration to whole milliseconds for outputs.
-func ms(d time.Duration) int64 { return d.Milliseconds() }

@@ -48,7 +48,7 @@ fencegate_goose_version, apart from your own).
 		if err != nil {
 			return err
 		}
-		return c.migrate(ctx, cmd, b.driver, action)
+		return c.migrate(ctx, cmd, b.Driver, action)
 	}
 	return cmd
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fencegate/fencegate/cmd/fencegate/internal/ops"
 	"github.com/fencegate/fencegate/lease"
 )
 
@@ -53,7 +54,7 @@ CMD's writes are safe only behind 'fencegate gate' (or gate.Commit).
 	fs := cmd.flagSet()
 	lock := fs.String("lock", "", "the lock (resource) to hold (or --path)")
 	pf := addPathFlags(fs)
-	ttl := durationFlag(fs, "ttl", defaultTTL, "`duration` of the lease; renewed when a third of it has passed")
+	ttl := durationFlag(fs, "ttl", ops.DefaultTTL, "`duration` of the lease; renewed when a third of it has passed")
 	holderFlag := fs.String("holder", "", "who holds it (default $"+envHolder+", else host-pid)")
 	wait := durationFlag(fs, "wait", 0, "if the lock is held, keep trying for this `duration` before exiting 3")
 	grace := durationFlag(fs, "grace", defaultGrace, "after a lost lease, the `duration` CMD has between SIGTERM and SIGKILL")
@@ -92,7 +93,7 @@ CMD's writes are safe only behind 'fencegate gate' (or gate.Commit).
 // for client's holder, once it is
 // free or wait has passed, and returns how run ends: with argv's own exit
 // status if it ran to its end.
-func (c *cli) runLocked(ctx context.Context, cmd *command, b *backend, client *lease.Client, resources []string, name string, wait, grace time.Duration, argv []string) error {
+func (c *cli) runLocked(ctx context.Context, cmd *command, b *ops.Backend, client *lease.Client, resources []string, name string, wait, grace time.Duration, argv []string) error {
 	// From here on, signals are ours to forward (or, before CMD starts, to
 	// stop waiting): run must live to release the lease.
 	sigs := make(chan os.Signal, 8)
@@ -124,14 +125,14 @@ func (c *cli) runLocked(ctx context.Context, cmd *command, b *backend, client *l
 		out     childOutcome
 		holdErr error
 	)
-	err := holdSet(waitCtx, client, b, resources, func(ctx context.Context, l *lease.Lease) error {
+	err := ops.HoldSet(waitCtx, client, b, resources, func(ctx context.Context, l *lease.Lease) error {
 		unwatch()
 		if err := context.Cause(waitCtx); err != nil {
 			return err // interrupted as the lease was granted: CMD never starts
 		}
 		started = true
 		var err error
-		out, err = c.supervise(ctx, cmd, l, b.dsn, argv, grace, sigs)
+		out, err = c.supervise(ctx, cmd, l, b.DSN, argv, grace, sigs)
 		return err
 	}, opts...)
 	if started {
@@ -185,7 +186,7 @@ func (c *cli) supervise(ctx context.Context, cmd *command, l *lease.Lease, dsn s
 	child.Stdin, child.Stdout, child.Stderr = c.stdin, c.childStdout, c.childStderr
 	child.Env = append(os.Environ(),
 		envToken+"="+token.String(),
-		envLock+"="+tokenName(token),
+		envLock+"="+ops.TokenName(token),
 		envFence+"="+strconv.FormatInt(token.Fence, 10),
 		envDSN+"="+dsn,
 	)
@@ -228,7 +229,7 @@ func (c *cli) supervise(ctx context.Context, cmd *command, l *lease.Lease, dsn s
 			} else {
 				out.interrupted = true
 			}
-			c.logf(cmd, "stopping %s: SIGTERM now, SIGKILL in %s", argv[0], dur(grace))
+			c.logf(cmd, "stopping %s: SIGTERM now, SIGKILL in %s", argv[0], ops.Dur(grace))
 			_ = terminateChild(child)
 			timer := time.NewTimer(grace)
 			defer timer.Stop()
@@ -236,7 +237,7 @@ func (c *cli) supervise(ctx context.Context, cmd *command, l *lease.Lease, dsn s
 
 		case <-kill:
 			kill = nil
-			c.logf(cmd, "%s is still running %s after SIGTERM: SIGKILL", argv[0], dur(grace))
+			c.logf(cmd, "%s is still running %s after SIGTERM: SIGKILL", argv[0], ops.Dur(grace))
 			_ = killChild(child)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/fencegate/fencegate/cmd/fencegate/internal/ops"
 	"github.com/fencegate/fencegate/gate"
 )
 
@@ -163,10 +164,10 @@ func TestRunKilled(t *testing.T) {
 }
 
 // lockStatus reads the one lock's status.
-func lockStatus(t *testing.T, env map[string]string) lockReport {
+func lockStatus(t *testing.T, env map[string]string) ops.LockReport {
 	t.Helper()
 	r := fg(t, env, "status", "--json", "--lock", "l").want(t, exitOK)
-	var rep statusReport
+	var rep ops.StatusReport
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || len(rep.Locks) != 1 {
 		t.Fatalf("status --json: %v\n%s", err, r.stdout)
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fencegate/fencegate/cmd/fencegate/internal/ops"
 	"github.com/fencegate/fencegate/sqlstore/sqlopen"
 )
 
@@ -28,7 +29,7 @@ func TestTTLMinimum(t *testing.T) {
 func TestVersion(t *testing.T) {
 	for _, args := range [][]string{{"--version"}, {"version"}} {
 		r := fg(t, nil, args...).want(t, exitOK)
-		if !strings.HasPrefix(r.stdout, "fencegate ") || r.stdout != version()+"\n" {
+		if !strings.HasPrefix(r.stdout, "fencegate ") || r.stdout != ops.Version()+"\n" {
 			t.Errorf("%q printed %q", args, r.stdout)
 		}
 	}

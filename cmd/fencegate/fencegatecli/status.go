@@ -3,17 +3,12 @@ package fencegatecli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"text/tabwriter"
-	"time"
 
+	"github.com/fencegate/fencegate/cmd/fencegate/internal/ops"
 	"github.com/fencegate/fencegate/gate"
-	"github.com/fencegate/fencegate/guard"
-	"github.com/fencegate/fencegate/lease"
-	"github.com/fencegate/fencegate/sqlstore"
 )
 
 func statusCommand() *command {
@@ -55,7 +50,7 @@ it can be stale by the time you read it.`,
 		if err != nil {
 			return err
 		}
-		report, err := readStatus(ctx, b, *lock, *refusals)
+		report, err := ops.ReadStatus(ctx, b, *lock, *refusals)
 		if err != nil {
 			return err
 		}
@@ -70,160 +65,7 @@ it can be stale by the time you read it.`,
 	return cmd
 }
 
-// statusReport is what status prints, and its JSON form.
-type statusReport struct {
-	Locks    []lockReport    `json:"locks"`
-	Refusals []refusalReport `json:"refusals"`
-	// Warnings name settings under which the database can lose a grant it
-	// acknowledged (Postgres: synchronous_commit off, asynchronous
-	// standbys; SQLite: synchronous=NORMAL); empty when there are none.
-	Warnings []string `json:"warnings"`
-	// Guarded lists the guarded tables (package guard; Postgres only,
-	// empty elsewhere), a disabled guard's trigger with enabled false.
-	Guarded []guardReport `json:"guarded_tables"`
-}
-
-// lockReport is one lock's lease and floor.
-type lockReport struct {
-	Lock        string     `json:"lock"`
-	Path        string     `json:"path,omitempty"` // for a path resource: the file, or the directory ending in "/"
-	State       string     `json:"state"`          // held, expired, released, none
-	Holder      string     `json:"holder,omitempty"`
-	Fence       int64      `json:"fence,omitempty"`
-	GrantedAt   *time.Time `json:"granted_at,omitempty"`
-	ExpiresAt   *time.Time `json:"expires_at,omitempty"`
-	RemainingMS int64      `json:"remaining_ms"` // 0 unless held
-	Floor       int64      `json:"floor"`        // 0: no fenced write or grant yet
-	FloorHolder string     `json:"floor_holder,omitempty"`
-
-	now time.Time // the database's clock at the read
-}
-
-// refusalReport is one record of the rejection log.
-type refusalReport struct {
-	Seq         int64     `json:"seq"`
-	Lock        string    `json:"lock"`
-	Fence       int64     `json:"fence"`
-	Holder      string    `json:"holder"`
-	Floor       int64     `json:"floor"`
-	FloorHolder string    `json:"floor_holder"`
-	NotIssued   bool      `json:"not_issued"`
-	At          time.Time `json:"at"`
-}
-
-// readStatus reads the leases, floors and recent refusals, of one lock or
-// of all.
-func readStatus(ctx context.Context, b *backend, lock string, refusals int) (statusReport, error) {
-	var (
-		leases []lease.Status
-		floors []gate.Floor
-	)
-	if lock != "" {
-		st, err := b.coord.Status(ctx, lock)
-		if err != nil {
-			return statusReport{}, err
-		}
-		if st.Fence > 0 {
-			leases = append(leases, st)
-		}
-		f, err := b.gate.Floor(ctx, lock)
-		switch {
-		case err == nil:
-			floors = append(floors, f)
-		case !errors.Is(err, sqlstore.ErrNotFound):
-			return statusReport{}, err
-		}
-	} else {
-		var err error
-		if leases, err = b.coord.List(ctx); err != nil {
-			return statusReport{}, err
-		}
-		if floors, err = b.gate.Floors(ctx); err != nil {
-			return statusReport{}, err
-		}
-	}
-
-	byLock := map[string]*lockReport{}
-	get := func(name string) *lockReport {
-		if r, ok := byLock[name]; ok {
-			return r
-		}
-		r := &lockReport{Lock: name, State: "none"}
-		r.Path, _ = pathOf(name)
-		byLock[name] = r
-		return r
-	}
-	for _, st := range leases {
-		r := get(st.Resource)
-		r.Holder, r.Fence, r.now = st.Holder, st.Fence, st.Now.Time()
-		granted, expires := st.GrantedAt.Time(), st.ExpiresAt.Time()
-		r.GrantedAt, r.ExpiresAt = &granted, &expires
-		switch {
-		case st.Held:
-			r.State, r.RemainingMS = "held", st.Remaining.Milliseconds()
-		case st.Released:
-			r.State = "released"
-		default:
-			r.State = "expired"
-		}
-	}
-	for _, f := range floors {
-		r := get(f.Resource)
-		r.Floor, r.FloorHolder = f.Floor, f.Holder
-	}
-	report := statusReport{Locks: []lockReport{}, Refusals: []refusalReport{}, Warnings: []string{}, Guarded: []guardReport{}}
-	if b.driver.Dialect() == "postgres" {
-		admin, err := guard.New(b.driver.DB(), b.driver.Dialect())
-		if err != nil {
-			return statusReport{}, err
-		}
-		gs, err := admin.List(ctx)
-		if err != nil {
-			return statusReport{}, err
-		}
-		report.Guarded = guardReports(gs)
-	}
-	if d, ok := b.driver.(sqlstore.DurabilityReporter); ok {
-		warnings, err := d.DurabilityWarnings(ctx)
-		if err != nil {
-			return statusReport{}, err
-		}
-		report.Warnings = append(report.Warnings, warnings...)
-	}
-	for _, r := range byLock {
-		report.Locks = append(report.Locks, *r)
-	}
-	slices.SortFunc(report.Locks, func(a, b lockReport) int {
-		switch {
-		case a.Lock < b.Lock:
-			return -1
-		case a.Lock > b.Lock:
-			return 1
-		}
-		return 0
-	})
-
-	if refusals > 0 {
-		rejections, err := b.gate.Rejections(ctx, gate.RejectionQuery{Resource: lock, Limit: refusals, Newest: true})
-		if err != nil {
-			return statusReport{}, err
-		}
-		for _, r := range rejections {
-			report.Refusals = append(report.Refusals, refusalOf(r))
-		}
-	}
-	return report, nil
-}
-
-// refusalOf is a rejection record as status reports it.
-func refusalOf(r gate.Rejection) refusalReport {
-	return refusalReport{
-		Seq: r.Seq, Lock: r.Resource, Fence: r.Fence, Holder: r.Holder,
-		Floor: r.Floor, FloorHolder: r.FloorHolder, NotIssued: r.NotIssued, At: r.At,
-	}
-}
-
-func printStatus(w io.Writer, report statusReport) {
+func printStatus(w io.Writer, report ops.StatusReport) {
 	for _, warning := range report.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warning)
 	}
@@ -250,10 +92,10 @@ func printStatus(w io.Writer, report statusReport) {
 				holder = "-"
 			}
 			if r.ExpiresAt != nil {
-				if d := r.ExpiresAt.Sub(r.now); d > 0 {
-					expires = fmt.Sprintf("in %s (%s)", dur(d), stamp(*r.ExpiresAt))
+				if d := r.ExpiresAt.Sub(r.Now); d > 0 {
+					expires = fmt.Sprintf("in %s (%s)", ops.Dur(d), ops.Stamp(*r.ExpiresAt))
 				} else {
-					expires = fmt.Sprintf("%s ago (%s)", dur(-d), stamp(*r.ExpiresAt))
+					expires = fmt.Sprintf("%s ago (%s)", ops.Dur(-d), ops.Stamp(*r.ExpiresAt))
 				}
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Lock, r.State, holder, fence, floor, expires)
@@ -265,7 +107,7 @@ func printStatus(w io.Writer, report statusReport) {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "GUARDED TABLE\tRESOURCE\tSTATE")
 		for _, g := range report.Guarded {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", g.Table, g.resource(), g.state())
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", g.Table, g.ResourceText(), g.StateText())
 		}
 		tw.Flush()
 		fmt.Fprintln(w)
@@ -276,7 +118,7 @@ func printStatus(w io.Writer, report statusReport) {
 	}
 	fmt.Fprintln(w, "Recent refusals, newest first:")
 	for _, r := range report.Refusals {
-		fmt.Fprintf(w, "  %s\n", rejectionText(gate.Rejection{
+		fmt.Fprintf(w, "  %s\n", ops.RejectionText(gate.Rejection{
 			Seq: r.Seq, Resource: r.Lock, Fence: r.Fence, Holder: r.Holder,
 			Floor: r.Floor, FloorHolder: r.FloorHolder, NotIssued: r.NotIssued, At: r.At,
 		}))

@@ -46,10 +46,10 @@ func TestMetricsAddrServesTheLibrarysMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	req, _ := client.BeginAcquire("metrics/slot")
-	if out, err := b.coord.Acquire(ctx, req); err != nil || !out.OK {
+	if out, err := b.Coord.Acquire(ctx, req); err != nil || !out.OK {
 		t.Fatalf("Acquire: %+v, %v", out, err)
 	}
-	if err := b.gate.Admit(ctx, gate.Token{Resource: "metrics/slot", Holder: "forger", Fence: 99}); !errors.Is(err, gate.ErrStaleFence) {
+	if err := b.Gate.Admit(ctx, gate.Token{Resource: "metrics/slot", Holder: "forger", Fence: 99}); !errors.Is(err, gate.ErrStaleFence) {
 		t.Fatalf("Admit of a forged fence: %v, want ErrStaleFence", err)
 	}
 

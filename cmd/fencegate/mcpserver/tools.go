@@ -1,4 +1,4 @@
-package fencegatecli
+package mcpserver
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/fencegate/fencegate/cmd/fencegate/internal/ops"
 	"github.com/fencegate/fencegate/cmd/fencegate/internal/pathid"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/lease"
@@ -93,17 +94,17 @@ type sqlStatement struct {
 }
 
 type writeOutput struct {
-	Written      bool           `json:"written" jsonschema:"the write landed, ordered after every write of an earlier fence"`
-	Kind         string         `json:"kind" jsonschema:"file or sql"`
-	Resource     string         `json:"resource"`
-	Fence        int64          `json:"fence"`
-	Path         string         `json:"path,omitempty"`
-	Mode         string         `json:"mode,omitempty"`
-	Bytes        int64          `json:"bytes,omitempty" jsonschema:"the file's size after the write"`
-	Statements   int            `json:"statements,omitempty"`
-	RowsAffected int64          `json:"rows_affected,omitempty"`
-	Refusal      *refusalReport `json:"refusal,omitempty" jsonschema:"why the gate refused the token: both holders, both fences and the refusal's number in the rejection log"`
-	Message      string         `json:"message"`
+	Written      bool               `json:"written" jsonschema:"the write landed, ordered after every write of an earlier fence"`
+	Kind         string             `json:"kind" jsonschema:"file or sql"`
+	Resource     string             `json:"resource"`
+	Fence        int64              `json:"fence"`
+	Path         string             `json:"path,omitempty"`
+	Mode         string             `json:"mode,omitempty"`
+	Bytes        int64              `json:"bytes,omitempty" jsonschema:"the file's size after the write"`
+	Statements   int                `json:"statements,omitempty"`
+	RowsAffected int64              `json:"rows_affected,omitempty"`
+	Refusal      *ops.RefusalReport `json:"refusal,omitempty" jsonschema:"why the gate refused the token: both holders, both fences and the refusal's number in the rejection log"`
+	Message      string             `json:"message"`
 }
 
 type statusInput struct {
@@ -111,7 +112,7 @@ type statusInput struct {
 }
 
 // addTools registers the tools.
-func (s *mcpServer) addTools() {
+func (s *Server) addTools() {
 	mcp.AddTool(s.server, &mcp.Tool{
 		Name:  "claim",
 		Title: "Claim a lock",
@@ -166,7 +167,7 @@ func (s *mcpServer) addTools() {
 	}, s.status)
 }
 
-func (s *mcpServer) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimInput) (*mcp.CallToolResult, claimOutput, error) {
+func (s *Server) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimInput) (*mcp.CallToolResult, claimOutput, error) {
 	var out claimOutput
 	resources, paths, err := s.claimResources(in)
 	if err != nil {
@@ -176,25 +177,25 @@ func (s *mcpServer) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimI
 	if paths != nil {
 		name = paths.String()
 	}
-	ttl, err := parseDurationArg("ttl", in.TTL, s.cfg.ttl)
+	ttl, err := parseDurationArg("ttl", in.TTL, s.cfg.TTL)
 	if err != nil {
 		return nil, out, err
 	}
-	if ttl < minTTL {
-		return nil, out, fmt.Errorf("bad ttl %q: must be at least %v", in.TTL, minTTL)
+	if ttl < ops.MinTTL {
+		return nil, out, fmt.Errorf("bad ttl %q: must be at least %v", in.TTL, ops.MinTTL)
 	}
 	wait, err := parseDurationArg("wait", in.Wait, 0)
 	if err != nil {
 		return nil, out, err
 	}
-	if wait < 0 || wait > maxClaimWait {
-		return nil, out, fmt.Errorf("bad wait %q: must be between 0 and %s", in.Wait, maxClaimWait)
+	if wait < 0 || wait > MaxClaimWait {
+		return nil, out, fmt.Errorf("bad wait %q: must be between 0 and %s", in.Wait, MaxClaimWait)
 	}
-	client, err := lease.NewClient(&lease.ClientOptions{Holder: s.cfg.holder, TTL: ttl})
+	client, err := lease.NewClient(&lease.ClientOptions{Holder: s.cfg.Holder, TTL: ttl})
 	if err != nil {
 		return nil, out, errors.New(stripPrefix(err))
 	}
-	l, err := claimSet(ctx, s.b, client, resources, wait)
+	l, err := ops.ClaimSet(ctx, s.b, client, resources, wait)
 	if held, ok := errors.AsType[*lease.HeldError](err); ok {
 		out = claimOutput{
 			Resource: name, Paths: paths.Names(), Holder: held.HeldBy, Fence: held.Fence, AlreadyHeld: held.AlreadyHeld,
@@ -205,13 +206,13 @@ func (s *mcpServer) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimI
 		exact := held.Resource == "" || (len(resources) == 1 && held.Resource == resources[0])
 		what := name
 		if !exact {
-			what = fmt.Sprintf("%s (%s is claimed)", name, displayResource(held.Resource))
+			what = fmt.Sprintf("%s (%s is claimed)", name, ops.DisplayResource(held.Resource))
 		}
 		switch {
 		case held.AlreadyHeld && exact:
 			// The lease is this server's own: an agent that lost its token
 			// gets it back rather than waiting out its own lease.
-			token, err := setToken(resources, held.HeldBy, held.Fence)
+			token, err := ops.SetToken(resources, held.HeldBy, held.Fence)
 			if err != nil {
 				return nil, out, fmt.Errorf("you already hold %s (fence %d) under an earlier claim, but its token cannot be rebuilt: %s", what, held.Fence, stripPrefix(err))
 			}
@@ -221,9 +222,9 @@ func (s *mcpServer) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimI
 		case held.AlreadyHeld:
 			// An earlier claim of this server's covers part of this one:
 			// its fence is not this claim's, so no token is made up.
-			out.Message = fmt.Sprintf("you already hold %s under an earlier claim (fence %d), which overlaps this one: write with that claim's token, or release it and claim again", displayResource(held.Resource), held.Fence)
+			out.Message = fmt.Sprintf("you already hold %s under an earlier claim (fence %d), which overlaps this one: write with that claim's token, or release it and claim again", ops.DisplayResource(held.Resource), held.Fence)
 		default:
-			out.Message = fmt.Sprintf("%s is held by %q (fence %d) for %s more at most; claim again then, or with wait", what, held.HeldBy, held.Fence, dur(held.RetryAfter))
+			out.Message = fmt.Sprintf("%s is held by %q (fence %d) for %s more at most; claim again then, or with wait", what, held.HeldBy, held.Fence, ops.Dur(held.RetryAfter))
 		}
 		s.log.Info("claim: held", "resource", name, "held", held.Resource, "by", held.HeldBy, "fence", held.Fence)
 		return nil, out, nil
@@ -237,17 +238,17 @@ func (s *mcpServer) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimI
 	g := l.Grant()
 	token := l.Token()
 	out = claimOutput{
-		Claimed: true, Resource: tokenName(token), Paths: paths.Names(), Token: token.String(), Holder: g.Holder, Fence: g.Fence,
-		ExpiresAt: stamp(g.CoordinatorExpiresAt.Time()), ExpiresInMS: ms(g.TTL),
-		Message: fmt.Sprintf("claimed %s with fence %d for %s; write with the token, renew before it expires, release when done", name, g.Fence, dur(g.TTL)),
+		Claimed: true, Resource: ops.TokenName(token), Paths: paths.Names(), Token: token.String(), Holder: g.Holder, Fence: g.Fence,
+		ExpiresAt: ops.Stamp(g.CoordinatorExpiresAt.Time()), ExpiresInMS: ms(g.TTL),
+		Message: fmt.Sprintf("claimed %s with fence %d for %s; write with the token, renew before it expires, release when done", name, g.Fence, ops.Dur(g.TTL)),
 	}
-	s.log.Info("claim", "resource", tokenName(token), "fence", g.Fence, "ttl", g.TTL)
+	s.log.Info("claim", "resource", ops.TokenName(token), "fence", g.Fence, "ttl", g.TTL)
 	return nil, out, nil
 }
 
 // claimResources checks a claim's input: a resource, or paths, each given
 // its one identity under the root. paths is nil for a resource.
-func (s *mcpServer) claimResources(in claimInput) (resources []string, paths pathid.Claim, err error) {
+func (s *Server) claimResources(in claimInput) (resources []string, paths pathid.Claim, err error) {
 	switch {
 	case in.Resource != "" && in.Paths != nil:
 		return nil, nil, errors.New("give resource or paths, not both: a claim is of a lock name or of files")
@@ -259,7 +260,7 @@ func (s *mcpServer) claimResources(in claimInput) (resources []string, paths pat
 			return nil, nil, err
 		}
 		for _, p := range paths {
-			resources = append(resources, pathResource(p.Name))
+			resources = append(resources, ops.PathResource(p.Name))
 		}
 		return resources, paths, nil
 	case in.Resource == "":
@@ -268,50 +269,50 @@ func (s *mcpServer) claimResources(in claimInput) (resources []string, paths pat
 	if err := gate.ValidateResource(in.Resource); err != nil {
 		return nil, nil, fmt.Errorf("bad resource %q: %s", in.Resource, stripPrefix(err))
 	}
-	if _, ok := pathOf(in.Resource); ok {
+	if _, ok := ops.PathOf(in.Resource); ok {
 		// A path resource named by hand would skip the path's identity.
-		return nil, nil, fmt.Errorf("bad resource %q: names starting %q are path claims: give paths instead", in.Resource, pathPrefix)
+		return nil, nil, fmt.Errorf("bad resource %q: names starting %q are path claims: give paths instead", in.Resource, ops.PathPrefix)
 	}
 	return []string{in.Resource}, nil, nil
 }
 
-func (s *mcpServer) assert(ctx context.Context, _ *mcp.CallToolRequest, in tokenInput) (*mcp.CallToolResult, assertOutput, error) {
+func (s *Server) assert(ctx context.Context, _ *mcp.CallToolRequest, in tokenInput) (*mcp.CallToolResult, assertOutput, error) {
 	var out assertOutput
 	token, err := parseTokenArg(in.Token)
 	if err != nil {
 		return nil, out, err
 	}
-	st, floor, why, err := checkToken(ctx, s.b, token)
+	st, floor, why, err := ops.CheckToken(ctx, s.b, token)
 	if err != nil {
 		return nil, out, dbError("assert", err)
 	}
 	out = assertOutput{
-		Current: why == "", Resource: tokenName(token), Fence: token.Fence,
+		Current: why == "", Resource: ops.TokenName(token), Fence: token.Fence,
 		Holder: st.Holder, HolderFence: st.Fence, Floor: floor, Message: why,
 	}
 	if out.Current {
 		out.ExpiresInMS = ms(st.Remaining)
-		out.Message = fmt.Sprintf("current for now (advisory: it may be stale by the time you act; write through write), %s left", dur(st.Remaining))
+		out.Message = fmt.Sprintf("current for now (advisory: it may be stale by the time you act; write through write), %s left", ops.Dur(st.Remaining))
 	}
 	return nil, out, nil
 }
 
-func (s *mcpServer) renew(ctx context.Context, _ *mcp.CallToolRequest, in renewInput) (*mcp.CallToolResult, renewOutput, error) {
+func (s *Server) renew(ctx context.Context, _ *mcp.CallToolRequest, in renewInput) (*mcp.CallToolResult, renewOutput, error) {
 	var out renewOutput
 	token, err := s.ownToken(in.Token)
 	if err != nil {
 		return nil, out, err
 	}
-	ttl, err := parseDurationArg("ttl", in.TTL, s.cfg.ttl)
+	ttl, err := parseDurationArg("ttl", in.TTL, s.cfg.TTL)
 	if err != nil {
 		return nil, out, err
 	}
-	if ttl < minTTL {
-		return nil, out, fmt.Errorf("bad ttl %q: must be at least %v", in.TTL, minTTL)
+	if ttl < ops.MinTTL {
+		return nil, out, fmt.Errorf("bad ttl %q: must be at least %v", in.TTL, ops.MinTTL)
 	}
-	res, err := renewToken(ctx, s.b, token, ttl)
+	res, err := ops.RenewToken(ctx, s.b, token, ttl)
 	if errors.Is(err, lease.ErrUnknownResource) {
-		return nil, out, fmt.Errorf("unknown resource: %s was never leased; claim it first", tokenName(token))
+		return nil, out, fmt.Errorf("unknown resource: %s was never leased; claim it first", ops.TokenName(token))
 	}
 	if err != nil {
 		if errors.Is(err, gate.ErrInvalidInput) {
@@ -319,59 +320,59 @@ func (s *mcpServer) renew(ctx context.Context, _ *mcp.CallToolRequest, in renewI
 		}
 		return nil, out, dbError("renew", err)
 	}
-	out = renewOutput{Resource: tokenName(token), Fence: token.Fence}
+	out = renewOutput{Resource: ops.TokenName(token), Fence: token.Fence}
 	if !res.OK {
 		out.Expired, out.Successor, out.SuccessorFence = true, res.HeldBy, res.Fence
 		now := "it is free"
 		if res.HeldBy != "" {
 			now = fmt.Sprintf("it is held by %q with fence %d", res.HeldBy, res.Fence)
 		}
-		out.Message = fmt.Sprintf("expired: your lease on %s (fence %d) was lost (expired, released or superseded) and %s; claim it again before writing", tokenName(token), token.Fence, now)
-		s.log.Info("renew: expired", "resource", tokenName(token), "fence", token.Fence, "successor", res.HeldBy)
+		out.Message = fmt.Sprintf("expired: your lease on %s (fence %d) was lost (expired, released or superseded) and %s; claim it again before writing", ops.TokenName(token), token.Fence, now)
+		s.log.Info("renew: expired", "resource", ops.TokenName(token), "fence", token.Fence, "successor", res.HeldBy)
 		return nil, out, nil
 	}
 	out.Renewed = true
-	out.ExpiresAt = stamp(res.Grant.CoordinatorExpiresAt.Time())
+	out.ExpiresAt = ops.Stamp(res.Grant.CoordinatorExpiresAt.Time())
 	out.ExpiresInMS = ms(res.Grant.TTL)
-	out.Message = fmt.Sprintf("renewed %s (fence %d) for %s", tokenName(token), token.Fence, dur(res.Grant.TTL))
-	s.log.Info("renew", "resource", tokenName(token), "fence", token.Fence, "ttl", res.Grant.TTL)
+	out.Message = fmt.Sprintf("renewed %s (fence %d) for %s", ops.TokenName(token), token.Fence, ops.Dur(res.Grant.TTL))
+	s.log.Info("renew", "resource", ops.TokenName(token), "fence", token.Fence, "ttl", res.Grant.TTL)
 	return nil, out, nil
 }
 
-func (s *mcpServer) release(ctx context.Context, _ *mcp.CallToolRequest, in tokenInput) (*mcp.CallToolResult, releaseOutput, error) {
+func (s *Server) release(ctx context.Context, _ *mcp.CallToolRequest, in tokenInput) (*mcp.CallToolResult, releaseOutput, error) {
 	var out releaseOutput
 	token, err := s.ownToken(in.Token)
 	if err != nil {
 		return nil, out, err
 	}
-	released, err := s.b.coord.Release(ctx, token)
+	released, err := s.b.Coord.Release(ctx, token)
 	if err != nil {
 		return nil, out, dbError("release", err)
 	}
-	out = releaseOutput{Released: released, Resource: tokenName(token), Fence: token.Fence}
+	out = releaseOutput{Released: released, Resource: ops.TokenName(token), Fence: token.Fence}
 	if released {
-		out.Message = fmt.Sprintf("released %s (fence %d); it is free", tokenName(token), token.Fence)
+		out.Message = fmt.Sprintf("released %s (fence %d); it is free", ops.TokenName(token), token.Fence)
 	} else {
-		out.Message = fmt.Sprintf("nothing changed: %s fence %d for %q is not the current lease (expired, released, superseded or never issued)", tokenName(token), token.Fence, token.Holder)
+		out.Message = fmt.Sprintf("nothing changed: %s fence %d for %q is not the current lease (expired, released, superseded or never issued)", ops.TokenName(token), token.Fence, token.Holder)
 	}
-	s.log.Info("release", "resource", tokenName(token), "fence", token.Fence, "released", released)
+	s.log.Info("release", "resource", ops.TokenName(token), "fence", token.Fence, "released", released)
 	return nil, out, nil
 }
 
-func (s *mcpServer) status(ctx context.Context, _ *mcp.CallToolRequest, in statusInput) (*mcp.CallToolResult, statusReport, error) {
+func (s *Server) status(ctx context.Context, _ *mcp.CallToolRequest, in statusInput) (*mcp.CallToolResult, ops.StatusReport, error) {
 	if in.Resource != "" {
 		if err := gate.ValidateResource(in.Resource); err != nil {
-			return nil, statusReport{}, fmt.Errorf("bad resource %q: %s", in.Resource, stripPrefix(err))
+			return nil, ops.StatusReport{}, fmt.Errorf("bad resource %q: %s", in.Resource, stripPrefix(err))
 		}
 	}
-	report, err := readStatus(ctx, s.b, in.Resource, statusRefusals)
+	report, err := ops.ReadStatus(ctx, s.b, in.Resource, statusRefusals)
 	if err != nil {
-		return nil, statusReport{}, dbError("status", err)
+		return nil, ops.StatusReport{}, dbError("status", err)
 	}
 	return nil, report, nil
 }
 
-func (s *mcpServer) write(ctx context.Context, _ *mcp.CallToolRequest, in writeInput) (*mcp.CallToolResult, writeOutput, error) {
+func (s *Server) write(ctx context.Context, _ *mcp.CallToolRequest, in writeInput) (*mcp.CallToolResult, writeOutput, error) {
 	var out writeOutput
 	token, err := s.ownToken(in.Token)
 	if err != nil {
@@ -394,28 +395,28 @@ func (s *mcpServer) write(ctx context.Context, _ *mcp.CallToolRequest, in writeI
 // mistyped name, before anything (a rejection record) is written. Once
 // leased a resource stays known, so this read cannot let a write through
 // that the gate would not judge.
-func (s *mcpServer) checkLeased(ctx context.Context, token gate.Token) error {
-	st, err := s.b.coord.Status(ctx, tokenMembers(token)[0])
+func (s *Server) checkLeased(ctx context.Context, token gate.Token) error {
+	st, err := s.b.Coord.Status(ctx, ops.TokenMembers(token)[0])
 	if err != nil {
 		return dbError("write", err)
 	}
 	if st.Fence == 0 {
-		return fmt.Errorf("unknown resource: %s was never leased; claim it first, and write with the token claim gives", tokenName(token))
+		return fmt.Errorf("unknown resource: %s was never leased; claim it first, and write with the token claim gives", ops.TokenName(token))
 	}
 	return nil
 }
 
 // refused is write's answer to a token the gate refused: a tool error
 // whose structured content is the rejection record.
-func (s *mcpServer) refused(out writeOutput, stale *gate.StaleFenceError) (*mcp.CallToolResult, writeOutput, error) {
-	r := rejectionOf(stale)
-	refusal := refusalOf(r)
+func (s *Server) refused(out writeOutput, stale *gate.StaleFenceError) (*mcp.CallToolResult, writeOutput, error) {
+	r := ops.RejectionOf(stale)
+	refusal := ops.RefusalOf(r)
 	out.Written, out.Refusal = false, &refusal
 	again := r.Resource
-	if p, ok := pathOf(r.Resource); ok {
+	if p, ok := ops.PathOf(r.Resource); ok {
 		again = "the path " + p // a file's or directory's, which a newer claim took
 	}
-	out.Message = fmt.Sprintf("refused, nothing was written: %s. Your lease is gone: claim %s again before writing", rejectionText(r), again)
+	out.Message = fmt.Sprintf("refused, nothing was written: %s. Your lease is gone: claim %s again before writing", ops.RejectionText(r), again)
 	s.log.Warn("write refused", "resource", r.Resource, "fence", r.Fence, "floor", r.Floor, "floor_holder", r.FloorHolder, "rejection", r.Seq)
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: out.Message}}}, out, nil
 }

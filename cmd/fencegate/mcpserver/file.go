@@ -1,4 +1,4 @@
-package fencegatecli
+package mcpserver
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/fencegate/fencegate/cmd/fencegate/internal/ops"
 	"github.com/fencegate/fencegate/cmd/fencegate/internal/pathid"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/sqlstore/sqlopen"
@@ -189,8 +190,8 @@ type fileWrite struct {
 // transaction: the gate admits the token (a refusal writes nothing), the
 // file is written while the transaction holds the lock's floor row, and
 // the transaction commits.
-func (s *mcpServer) writeFile(ctx context.Context, token gate.Token, in writeInput) (*mcp.CallToolResult, writeOutput, error) {
-	out := writeOutput{Kind: "file", Resource: tokenName(token), Fence: token.Fence}
+func (s *Server) writeFile(ctx context.Context, token gate.Token, in writeInput) (*mcp.CallToolResult, writeOutput, error) {
+	out := writeOutput{Kind: "file", Resource: ops.TokenName(token), Fence: token.Fence}
 	if s.files == nil {
 		return nil, out, errors.New("file writes are off: the server must be started with --root DIR")
 	}
@@ -212,9 +213,9 @@ func (s *mcpServer) writeFile(ctx context.Context, token gate.Token, in writeInp
 	if _, err := cleanPath(in.Path); err != nil {
 		return nil, out, err
 	}
-	paths := tokenPaths(token)
+	paths := ops.TokenPaths(token)
 	if len(paths) == 0 {
-		return nil, out, fmt.Errorf("this token claims no paths: it is for %s, and a claim of a plain resource writes no files; claim the file (claim with paths: [%q]) and write with that token", tokenName(token), in.Path)
+		return nil, out, fmt.Errorf("this token claims no paths: it is for %s, and a claim of a plain resource writes no files; claim the file (claim with paths: [%q]) and write with that token", ops.TokenName(token), in.Path)
 	}
 	// The path's one identity, refused unless the claim covers it, before
 	// the disk is touched; resolved again just before the rename.
@@ -244,11 +245,11 @@ func (s *mcpServer) writeFile(ctx context.Context, token gate.Token, in writeInp
 	// and the answer says the order may be lost).
 	txCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), mcpWriteTxTimeout)
 	defer cancel()
-	tx, err := s.b.driver.Begin(txCtx)
+	tx, err := s.b.Driver.Begin(txCtx)
 	if err != nil {
 		return nil, out, dbError("write", err)
 	}
-	if err := commitFile(ctx, s.b, tx, token, pathResource(target.Name)); err != nil {
+	if err := ops.CommitFile(ctx, s.b, tx, token, ops.PathResource(target.Name)); err != nil {
 		// Commit rolled tx back, whatever the error.
 		if stale, ok := errors.AsType[*gate.StaleFenceError](err); ok {
 			return s.refused(out, stale)
@@ -262,25 +263,25 @@ func (s *mcpServer) writeFile(ctx context.Context, token gate.Token, in writeInp
 	unsynced, _ := errors.AsType[*unsyncedError](err)
 	if err != nil && unsynced == nil {
 		_ = tx.Rollback()
-		s.log.Warn("write failed", "resource", tokenName(token), "fence", token.Fence, "path", w.rel, "err", err)
+		s.log.Warn("write failed", "resource", ops.TokenName(token), "fence", token.Fence, "path", w.rel, "err", err)
 		return nil, out, fmt.Errorf("%s %q failed, the file is unchanged: %w", w.mode, w.rel, err)
 	}
 	if err := tx.Commit(); err != nil {
 		// The file is in place, but the floor row may have been let go
 		// before the rename (a lost connection), so a newer holder may
 		// have written first. Say so rather than claim an order.
-		s.log.Error("write: commit after the file write failed", "resource", tokenName(token), "fence", token.Fence, "path", w.rel, "err", err)
+		s.log.Error("write: commit after the file write failed", "resource", ops.TokenName(token), "fence", token.Fence, "path", w.rel, "err", err)
 		return nil, out, fmt.Errorf("%s %q was done under fence %d, but its transaction failed to commit (%v): if the database connection was lost during the write, a newer holder may have written before it; check status", w.mode, w.rel, token.Fence, err)
 	}
 	out.Written, out.Bytes = true, size
-	out.Message = fmt.Sprintf("%s %q under %s fence %d: done (%d bytes)", w.mode, target.Name, tokenName(token), token.Fence, size)
+	out.Message = fmt.Sprintf("%s %q under %s fence %d: done (%d bytes)", w.mode, target.Name, ops.TokenName(token), token.Fence, size)
 	if unsynced != nil {
 		// Done and ordered, so not an error the agent would retry (an
 		// append twice); but not known to be on disk.
 		out.Message += fmt.Sprintf("; but %v, so the change may not survive a crash of the machine", unsynced)
 		s.log.Warn("write: directory not synced", "path", w.rel, "err", unsynced)
 	}
-	s.log.Info("write", "resource", tokenName(token), "fence", token.Fence, "path", w.rel, "mode", w.mode, "bytes", size)
+	s.log.Info("write", "resource", ops.TokenName(token), "fence", token.Fence, "path", w.rel, "mode", w.mode, "bytes", size)
 	return nil, out, nil
 }
 

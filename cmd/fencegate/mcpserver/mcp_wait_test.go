@@ -1,4 +1,4 @@
-package fencegatecli
+package mcpserver
 
 import (
 	"context"
@@ -30,7 +30,7 @@ func TestMCPWriteSupersededWhileWaiting(t *testing.T) {
 	schemaURL := dbtest.PostgresSchemaURL(t)
 	appA, appB := "fgtest_a_"+randomName(), "fgtest_b_"+randomName()
 	root := t.TempDir()
-	a := newMCP(t, withParam(t, schemaURL, "application_name", appA), mcpConfig{holder: "agent-a", root: root})
+	a := newMCP(t, withParam(t, schemaURL, "application_name", appA), Config{Holder: "agent-a", Root: root})
 	ta := callOK[claimOutput](t, a.ClientSession, "claim", args{"paths": []string{"f"}})
 	// A's lease ends (here by release, as it would by expiry), but its
 	// token is still the floor: its write would be admitted if it got
@@ -161,7 +161,7 @@ func TestMCPWriteHoldsTheFloorRow(t *testing.T) {
 	root := t.TempDir()
 	reached, proceed := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	a := newMCP(t, dsn, mcpConfig{holder: "agent-a", root: root, beforeRename: func(context.Context) {
+	a := newMCP(t, dsn, Config{Holder: "agent-a", Root: root, beforeRename: func(context.Context) {
 		once.Do(func() {
 			close(reached)
 			<-proceed
@@ -170,7 +170,7 @@ func TestMCPWriteHoldsTheFloorRow(t *testing.T) {
 	var release sync.Once
 	letGo := func() { release.Do(func() { close(proceed) }) }
 	t.Cleanup(letGo) // before a's cleanup, which waits for the write
-	b := newMCP(t, dsn, mcpConfig{holder: "agent-b", root: root})
+	b := newMCP(t, dsn, Config{Holder: "agent-b", Root: root})
 	ta := callOK[claimOutput](t, a.ClientSession, "claim", args{"paths": []string{"f"}})
 
 	wrote := make(chan *mcp.CallToolResult, 1)

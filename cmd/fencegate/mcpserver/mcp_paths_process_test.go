@@ -1,4 +1,4 @@
-package fencegatecli
+package mcpserver
 
 import (
 	"fmt"
@@ -250,7 +250,7 @@ func TestMCPPathsBadClaims(t *testing.T) {
 	dsn := dbtestSQLite(t)
 	root := t.TempDir()
 	must(t, os.MkdirAll(filepath.Join(root, "src"), 0o755))
-	a := newMCP(t, dsn, mcpConfig{holder: "agent-a", root: root})
+	a := newMCP(t, dsn, Config{Holder: "agent-a", Root: root})
 	many := make([]string, 65)
 	for i := range many {
 		many[i] = fmt.Sprintf("f%d", i)
@@ -290,8 +290,8 @@ func TestMCPPathsSetLifecycle(t *testing.T) {
 	databases(t, func(t *testing.T, db database) {
 		t.Parallel()
 		root := t.TempDir()
-		a := newMCP(t, db.dsn, mcpConfig{holder: "agent-a", root: root})
-		b := newMCP(t, db.dsn, mcpConfig{holder: "agent-b", root: root})
+		a := newMCP(t, db.dsn, Config{Holder: "agent-a", Root: root})
+		b := newMCP(t, db.dsn, Config{Holder: "agent-b", Root: root})
 		ca := callOK[claimOutput](t, a.ClientSession, "claim", args{"paths": []string{"b/", "a.txt"}, "ttl": "1m"})
 		if !ca.Claimed || !strings.HasPrefix(ca.Token, "fg2:") || len(ca.Paths) != 2 || ca.Paths[0] != "a.txt" || ca.Paths[1] != "b/" {
 			t.Fatalf("the set's claim: %+v", ca)
@@ -299,8 +299,11 @@ func TestMCPPathsSetLifecycle(t *testing.T) {
 		if as := callOK[assertOutput](t, a.ClientSession, "assert", args{"token": ca.Token}); !as.Current {
 			t.Fatalf("assert: %+v", as)
 		}
-		r := fg(t, map[string]string{envDSN: db.dsn}, "check", ca.Token).want(t, exitOK)
-		contains(t, "check", r.stdout, "current: {path:a.txt, path:b/}")
+		out, code := fgCheck(t, db.dsn, ca.Token)
+		if code != 0 {
+			t.Fatalf("fencegate check: exit %d, %s", code, out)
+		}
+		contains(t, "check", out, "current: {path:a.txt, path:b/}")
 		if rn := callOK[renewOutput](t, a.ClientSession, "renew", args{"token": ca.Token, "ttl": "2m"}); !rn.Renewed || rn.Resource != "{path:a.txt, path:b/}" {
 			t.Fatalf("renew: %+v", rn)
 		}

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package fencegatecli
+package mcpserver
 
 // openNonblock is 0 where named pipes cannot stand in for a file.
 const openNonblock = 0

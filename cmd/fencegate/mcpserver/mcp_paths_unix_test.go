@@ -1,6 +1,6 @@
 //go:build unix
 
-package fencegatecli
+package mcpserver
 
 import (
 	"context"
@@ -56,7 +56,7 @@ func TestMCPPathsRelinkedMidWrite(t *testing.T) {
 	}
 	link := filepath.Join(root, "s")
 	must(t, os.Symlink("src", link))
-	s := newMCP(t, dbtestSQLite(t), mcpConfig{holder: "agent-a", root: root, beforeRename: func(context.Context) {
+	s := newMCP(t, dbtestSQLite(t), Config{Holder: "agent-a", Root: root, beforeRename: func(context.Context) {
 		must(t, os.Remove(link))
 		must(t, os.Symlink("other", link))
 	}})

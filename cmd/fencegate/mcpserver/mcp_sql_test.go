@@ -1,4 +1,4 @@
-package fencegatecli
+package mcpserver
 
 import (
 	"slices"
@@ -9,8 +9,8 @@ func TestMCPWriteSQL(t *testing.T) {
 	t.Parallel()
 	databases(t, func(t *testing.T, db database) {
 		db.createLog(t)
-		a := newMCP(t, db.dsn, mcpConfig{holder: "agent-a", allowSQL: true})
-		b := newMCP(t, db.dsn, mcpConfig{holder: "agent-b", allowSQL: true})
+		a := newMCP(t, db.dsn, Config{Holder: "agent-a", AllowSQL: true})
+		b := newMCP(t, db.dsn, Config{Holder: "agent-b", AllowSQL: true})
 		ca := callOK[claimOutput](t, a.ClientSession, "claim", args{"resource": "log"})
 
 		// JSON numbers bind to a BIGINT parameter, strings to TEXT.

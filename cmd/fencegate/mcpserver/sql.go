@@ -1,4 +1,4 @@
-package fencegatecli
+package mcpserver
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/fencegate/fencegate/cmd/fencegate/internal/confined"
+	"github.com/fencegate/fencegate/cmd/fencegate/internal/ops"
 	"github.com/fencegate/fencegate/gate"
 )
 
@@ -23,9 +24,9 @@ const (
 // confined write path as 'fencegate gate', in one transaction that commits
 // only together with the gate's admission of token, and that the SQL can
 // never end, restart or nest.
-func (s *mcpServer) writeSQL(ctx context.Context, token gate.Token, in []sqlStatement) (*mcp.CallToolResult, writeOutput, error) {
-	out := writeOutput{Kind: "sql", Resource: tokenName(token), Fence: token.Fence}
-	if !s.cfg.allowSQL {
+func (s *Server) writeSQL(ctx context.Context, token gate.Token, in []sqlStatement) (*mcp.CallToolResult, writeOutput, error) {
+	out := writeOutput{Kind: "sql", Resource: ops.TokenName(token), Fence: token.Fence}
+	if !s.cfg.AllowSQL {
 		return nil, out, errors.New("SQL writes are off: the server must be started with --allow-sql")
 	}
 	stmts, err := sqlStatements(in)
@@ -35,19 +36,19 @@ func (s *mcpServer) writeSQL(ctx context.Context, token gate.Token, in []sqlStat
 	if err := s.checkLeased(ctx, token); err != nil {
 		return nil, out, err
 	}
-	res, err := confined.Write(ctx, s.b.driver, s.b.gate, token, stmts)
+	res, err := confined.Write(ctx, s.b.Driver, s.b.Gate, token, stmts)
 	if stale, ok := errors.AsType[*gate.StaleFenceError](err); ok {
 		return s.refused(out, stale)
 	}
-	summary, rows, err := sqlOutcome(token, len(stmts), res, err)
+	summary, rows, err := ops.SQLOutcome(token, len(stmts), res, err)
 	if err != nil {
 		if res.Outcome != confined.NotCommitted {
-			s.log.Error("write: SQL failed after a commit may have happened", "resource", tokenName(token), "fence", token.Fence, "outcome", res.Outcome, "err", err)
+			s.log.Error("write: SQL failed after a commit may have happened", "resource", ops.TokenName(token), "fence", token.Fence, "outcome", res.Outcome, "err", err)
 		}
 		return nil, out, errors.New(stripPrefix(err))
 	}
 	out.Written, out.Statements, out.RowsAffected, out.Message = true, len(stmts), rows, summary
-	s.log.Info("write", "resource", tokenName(token), "fence", token.Fence, "statements", len(stmts), "rows", rows)
+	s.log.Info("write", "resource", ops.TokenName(token), "fence", token.Fence, "statements", len(stmts), "rows", rows)
 	return nil, out, nil
 }
 

@@ -1,6 +1,6 @@
 //go:build unix
 
-package fencegatecli
+package mcpserver
 
 import "syscall"
 

@@ -1,4 +1,4 @@
-package fencegatecli
+package mcpserver
 
 import (
 	"bytes"

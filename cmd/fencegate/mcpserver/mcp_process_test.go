@@ -1,4 +1,4 @@
-package fencegatecli
+package mcpserver
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/fencegate/fencegate/cmd/fencegate/internal/ops"
 )
 
 // envRoot is the root of the mcp-stall helper's file writes.
@@ -23,9 +25,8 @@ func mcpHelper(name, file string) (int, bool) {
 	if name != "mcp-stall" {
 		return 0, false
 	}
-	c := &cli{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, env: os.Getenv}
-	cfg := mcpConfig{
-		holder: "stalled", root: os.Getenv(envRoot), ttl: defaultTTL, maxFileBytes: defaultMaxFileBytes,
+	cfg := Config{
+		DSN: os.Getenv(envDSN), Holder: "stalled", Root: os.Getenv(envRoot), Log: os.Stderr,
 		beforeRename: func(context.Context) {
 			if err := writeFileAtomic(file, "stalled"); err != nil {
 				fail(err)
@@ -33,7 +34,7 @@ func mcpHelper(name, file string) (int, bool) {
 			time.Sleep(helperTimeout)
 		},
 	}
-	if err := c.serveMCP(context.Background(), cfg, &mcp.StdioTransport{}); err != nil {
+	if err := Run(context.Background(), cfg, &mcp.StdioTransport{}); err != nil {
 		return fail(err), true
 	}
 	return 0, true
@@ -119,7 +120,7 @@ func TestMCPTwoServers(t *testing.T) {
 			t.Fatalf("A's renew: %+v", rn)
 		}
 
-		st := callOK[statusReport](t, b.ClientSession, "status", args{"resource": "path:report.md"})
+		st := callOK[ops.StatusReport](t, b.ClientSession, "status", args{"resource": "path:report.md"})
 		if len(st.Locks) != 1 || st.Locks[0].Holder != "agent-b" || st.Locks[0].Floor != cb.Fence {
 			t.Fatalf("status: %+v", st)
 		}
@@ -161,7 +162,7 @@ func TestMCPKilledMidWrite(t *testing.T) {
 
 		wantFile(t, target, `{"old": true}`)
 		// Nobody released it: held until its ttl, then B gets it.
-		b := newMCP(t, db.dsn, mcpConfig{holder: "agent-b", root: root})
+		b := newMCP(t, db.dsn, Config{Holder: "agent-b", Root: root})
 		if held := callOK[claimOutput](t, b.ClientSession, "claim", args{"paths": []string{"state.json"}}); held.Claimed || held.Holder != "stalled" {
 			t.Fatalf("B's claim right after the kill: %+v", held)
 		}

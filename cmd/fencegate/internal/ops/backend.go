@@ -1,0 +1,77 @@
+package ops
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/sqlstore/sqlopen"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// OpenTimeout bounds connecting to the database and migrating it.
+const OpenTimeout = 30 * time.Second
+
+// HostPID names this process: "host-pid".
+func HostPID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	return host + "-" + strconv.Itoa(os.Getpid()) // no colon: tokens would escape it
+}
+
+// Backend is an open database with fencegate's coordinator and gate on it:
+// what the commands and the MCP server act through. Open makes one.
+type Backend struct {
+	Driver sqlopen.Driver
+	DSN    string // the DSN, made absolute for SQLite, to hand to run's child
+	Coord  *lease.Coordinator
+	Gate   *gate.Gate[*sql.Tx]
+}
+
+// Open connects to the database dsn (already resolved: sqlopen.Resolve)
+// and, unless migrate is false, applies fencegate's migrations, which is
+// idempotent: every command that uses the tables migrates first, so a new
+// database needs no set-up. mp and tp may be nil (the global providers).
+// Connecting and migrating are bounded by OpenTimeout.
+func Open(ctx context.Context, dsn string, migrate bool, mp metric.MeterProvider, tp trace.TracerProvider) (*Backend, error) {
+	ctx, cancel := context.WithTimeout(ctx, OpenTimeout)
+	defer cancel()
+	d, err := sqlopen.Open(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	if migrate {
+		if err := d.Migrate(ctx); err != nil { // idempotent; retries a concurrent first migration
+			d.Close()
+			return nil, err
+		}
+	}
+	return &Backend{
+		Driver: d,
+		DSN:    dsn,
+		Coord:  lease.NewCoordinator(d, &lease.CoordinatorOptions{MeterProvider: mp, TracerProvider: tp}),
+		Gate:   gate.New(d, &gate.Options{VerifyIssued: true, MeterProvider: mp, TracerProvider: tp}),
+	}, nil
+}
+
+// Close closes the database.
+func (b *Backend) Close() error { return b.Driver.Close() }
+
+// Dur formats a duration for people: to the millisecond below a minute, to
+// the second above.
+func Dur(d time.Duration) string {
+	if d >= time.Minute || d <= -time.Minute {
+		return d.Round(time.Second).String()
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+// Stamp formats a database timestamp.
+func Stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
