@@ -36,7 +36,7 @@ again, so a stale holder's write could commit. Leases are not touched.`,
 		if err != nil {
 			return err
 		}
-		res, err := b.coord.Prune(ctx, lease.PruneOptions{RequestAge: *age, KeepRejections: *keep, BatchSize: *batch})
+		res, err := b.Coord.Prune(ctx, lease.PruneOptions{RequestAge: *age, KeepRejections: *keep, BatchSize: *batch})
 		if err != nil {
 			return err
 		}
