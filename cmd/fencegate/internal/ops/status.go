@@ -125,13 +125,11 @@ func ReadStatus(ctx context.Context, b *Backend, lock string, refusals int) (Sta
 		}
 		report.Guarded = GuardReports(gs)
 	}
-	if d, ok := b.Driver.(sqlstore.DurabilityReporter); ok {
-		warnings, err := d.DurabilityWarnings(ctx)
-		if err != nil {
-			return StatusReport{}, err
-		}
-		report.Warnings = append(report.Warnings, warnings...)
+	warnings, err := b.Driver.DurabilityWarnings(ctx)
+	if err != nil {
+		return StatusReport{}, err
 	}
+	report.Warnings = append(report.Warnings, warnings...)
 	for _, r := range byLock {
 		report.Locks = append(report.Locks, *r)
 	}
