@@ -265,4 +265,5 @@ func mergeReturn(o *Op, r Record) {
 	o.Code = r.Code
 	o.Cause = r.Cause
 	o.Slot = r.Slot
+	o.Covered = r.Covered
 }

@@ -45,6 +45,9 @@ func (e *env[TTx]) claimCycle(ctx context.Context, a *agent) bool {
 	if err != nil {
 		panic(fmt.Sprintf("workload: %v", err)) // a bad Config
 	}
+	if len(targets) == 0 {
+		return false // a directory with no file of Paths below it
+	}
 	sleep(ctx, e.claim(ctx, a, members, targets))
 	return true
 }
