@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencegate/fencegate/integration/internal/check"
 	"github.com/fencegate/fencegate/integration/internal/workload"
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/mysql"
@@ -83,4 +84,28 @@ func runClaims(t *testing.T, dialect sqlstore.Dialect) {
 	if c.Granted < 4 || c.Committed < 4 || c.Targets < 3 {
 		t.Errorf("too little happened: %s", fmt.Sprint(c.Summary()))
 	}
+}
+
+// TestClaimsControl runs the claims with the gate bypassed: only the
+// holders' own checks guard the writes, and a holder stalled past its term
+// writes over its successor's. check.Claims must say so.
+func TestClaimsControl(t *testing.T) {
+	t.Parallel()
+	seed := baseSeed(t)
+	sp := claimsSpec(sqlite.Dialect, seed)
+	sp.Bypass, sp.Kills, sp.Pauses = true, 0, 0
+	o := runHistory(t, sp)
+	c := o.Claims
+	t.Logf("claims (control): %s; by check %v", c.Summary(), claimChecks(c))
+	if n := claimChecks(c)["stale-file-write"] + claimChecks(c)["file-order"]; n == 0 {
+		t.Errorf("the control's stale writes went unseen (replay with %s=%d)", EnvSeed, seed)
+	}
+}
+
+func claimChecks(c *check.ClaimReport) map[string]int {
+	m := map[string]int{}
+	for _, v := range c.Violations {
+		m[v.Check]++
+	}
+	return m
 }
