@@ -503,7 +503,7 @@ func runHistory(t *testing.T, sp spec) *outcome {
 		}
 	}
 	if len(sp.Claims.SetResources) > 0 || len(sp.Claims.Paths) > 0 {
-		out.Claims = check.Claims(in.Ops, readFileWrites(t, checkDSN))
+		out.Claims = check.Claims(in.Ops, readFileWrites(t, checkDSN), in.LeaseLog, in.Commits)
 		withoutClaims(&in, sp.Claims)
 	}
 	out.Report = check.Run(in)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/integration/internal/history"
+	"github.com/fencegate/fencegate/integration/internal/observe"
 	"github.com/fencegate/fencegate/integration/internal/workload"
 )
 
@@ -20,6 +21,7 @@ type ClaimReport struct {
 	Writes, Committed       int // claim-writes invoked; rows in fg_file_writes
 	Refused                 int // claim-writes the gate refused
 	Targets                 int // files and members written
+	SetGrants               int // fences granted to claims in the database
 	Violations              []Violation
 }
 
@@ -42,13 +44,22 @@ const claimSlack = time.Millisecond
 //     acknowledged;
 //   - set-atomic: a granted claim's token does not name exactly the members
 //     asked for, or two granted claims that overlap share a fence;
+//   - set-grant: in the database (leases: every version of the claims'
+//     lease rows, and with commits the transactions that wrote them), the
+//     members granted one fence are not exactly the members of a claim of
+//     that holder (all or none), or, with commits, were not granted in one
+//     transaction;
 //   - claim-lost-write, claim-phantom-write: an acknowledged write with no
 //     row, or a row of a write that was refused, failed or never invoked.
 //
 // Operations whose outcome is unknown are used only as what they certainly
 // are: an unknown claim grants nothing the checks rely on.
-func Claims(ops []history.Op, writes []workload.FileWrite) *ClaimReport {
+func Claims(ops []history.Op, writes []workload.FileWrite, leases []observe.Mark, commits []observe.Commit) *ClaimReport {
 	r := &ClaimReport{}
+	defer func() {
+		n, vs := setGrants(ops, leases, commits)
+		r.SetGrants, r.Violations = n, append(r.Violations, vs...)
+	}()
 	byOp := map[string]history.Op{}
 	var granted []history.Op
 	relInv := map[string]int64{} // holder+fence: the first release's invocation
@@ -183,6 +194,82 @@ func covers(members []string, target string) bool {
 
 // Summary is one line of the report's figures.
 func (r *ClaimReport) Summary() string {
-	return fmt.Sprintf("claims %d (granted %d, denied %d), writes %d (committed %d, refused %d) to %d targets, violations %d",
-		r.Claims, r.Granted, r.Denied, r.Writes, r.Committed, r.Refused, r.Targets, len(r.Violations))
+	return fmt.Sprintf("claims %d (granted %d, denied %d; %d grants in the database), writes %d (committed %d, refused %d) to %d targets, violations %d",
+		r.Claims, r.Granted, r.Denied, r.SetGrants, r.Writes, r.Committed, r.Refused, r.Targets, len(r.Violations))
+}
+
+// setGrants is the set-grant check. A claim's generation of a member is the
+// first version of the member's lease row with its fence; the claim
+// resources are those some claim operation named.
+func setGrants(ops []history.Op, leases []observe.Mark, commits []observe.Commit) (int, []Violation) {
+	var out []Violation
+	claimed := map[string]bool{}
+	asked := map[string][]string{} // holder: the member lists it claimed, joined
+	byFence := map[int64]history.Op{}
+	for _, o := range ops {
+		if o.Type != history.Claim {
+			continue
+		}
+		for _, m := range o.Members {
+			claimed[m] = true
+		}
+		asked[o.Holder] = append(asked[o.Holder], strings.Join(o.Members, "\n"))
+		if o.Outcome == history.OK {
+			byFence[o.Granted] = o
+		}
+	}
+	type gen struct {
+		holder  string
+		members []string
+		commits map[int]bool
+	}
+	gens := map[int64]*gen{}
+	first := map[string]bool{} // resource#fence seen
+	add := func(m observe.Mark, pos int) {
+		if m.Kind != observe.Lease || !claimed[m.Resource] || m.Fence == 0 {
+			return
+		}
+		k := fmt.Sprintf("%s#%d", m.Resource, m.Fence)
+		if first[k] {
+			return
+		}
+		first[k] = true
+		g := gens[m.Fence]
+		if g == nil {
+			g = &gen{holder: m.Holder, commits: map[int]bool{}}
+			gens[m.Fence] = g
+		}
+		if g.holder != m.Holder {
+			out = append(out, Violation{"set-grant", fmt.Sprintf("fence %d granted to %s and to %s", m.Fence, g.holder, m.Holder)})
+		}
+		g.members = append(g.members, m.Resource)
+		g.commits[pos] = true
+	}
+	for _, m := range leases {
+		add(m, -1)
+	}
+	for _, c := range commits {
+		for _, m := range c.Marks {
+			add(m, c.Pos)
+		}
+	}
+	fences := make([]int64, 0, len(gens))
+	for f := range gens {
+		fences = append(fences, f)
+	}
+	slices.Sort(fences)
+	for _, f := range fences {
+		g := gens[f]
+		slices.Sort(g.members)
+		joined := strings.Join(g.members, "\n")
+		if o, ok := byFence[f]; ok && !slices.Equal(o.Members, g.members) {
+			out = append(out, Violation{"set-grant", fmt.Sprintf("fence %d: %s claimed %v, the database granted %v", f, o.Op, o.Members, g.members)})
+		} else if !ok && !slices.Contains(asked[g.holder], joined) {
+			out = append(out, Violation{"set-grant", fmt.Sprintf("fence %d: %s granted %v, which it never claimed as one", f, g.holder, g.members)})
+		}
+		if len(commits) > 0 && len(g.commits) > 1 {
+			out = append(out, Violation{"set-grant", fmt.Sprintf("fence %d: %v granted in %d transactions", f, g.members, len(g.commits))})
+		}
+	}
+	return len(gens), out
 }
