@@ -54,6 +54,18 @@
 // control history writes with the gate bypassed, guarded only by the
 // holder's own expiry check, and must make the checker report violations.
 //
+// The claims' histories (claims_test.go, workload.Claims) add agents that
+// claim two or three resources under one fence, or paths of a small tree
+// where a directory overlaps the files below it and siblings do not, and
+// write under them (gate.Commit, gate.CommitFile) to fg_file_writes, whose
+// rows are numbered per file in commit order by the workload's own primary
+// key. check.Claims judges per file: no two overlapping claims live at once
+// in the database's clock, each file's writes in fence order, no write
+// committed under a fence below a claim of its file granted before it was
+// invoked, each fence's lease versions exactly one claim's members (on
+// Postgres, in one transaction). Their own control, with the gate
+// bypassed, must make it report stale or out-of-order file writes.
+//
 // # Running it
 //
 //	go test -race ./integration/...                      # CI size, a few minutes

@@ -23,6 +23,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/guard"
 	"github.com/fencegate/fencegate/integration/internal/check"
 	"github.com/fencegate/fencegate/integration/internal/faults"
@@ -96,12 +97,17 @@ type spec struct {
 	BeginStalls float64
 	// Coordination runs elections and a semaphore in the workload.
 	Coordination workload.Coordination
+	// Claims runs claims of several resources and of paths in the
+	// workload, judged per file by check.Claims (outcome.Claims); the
+	// single-resource checks do not see their resources.
+	Claims workload.Claims
 }
 
 // outcome is what one history did and what the checker said.
 type outcome struct {
 	spec
 	Report     *check.Report
+	Claims     *check.ClaimReport // with spec.Claims
 	Kills      int
 	MidOpKills int // kills that left an operation without a return
 	Pauses     int
@@ -261,6 +267,7 @@ func runHistory(t *testing.T, sp spec) *outcome {
 		Bypass:        sp.Bypass,
 		Announce:      true,
 		Coordination:  sp.Coordination,
+		Claims:        sp.Claims,
 	}
 	if sp.Dialect == pgsql.Dialect {
 		// A stall inside the transaction holds the floor row: acquisitions
@@ -494,6 +501,10 @@ func runHistory(t *testing.T, sp spec) *outcome {
 		if w.killed && open[w.name] {
 			out.MidOpKills++
 		}
+	}
+	if len(sp.Claims.SetResources) > 0 || len(sp.Claims.Paths) > 0 {
+		out.Claims = check.Claims(in.Ops, readFileWrites(t, checkDSN), in.LeaseLog, in.Commits)
+		withoutClaims(&in, sp.Claims)
 	}
 	out.Report = check.Run(in)
 	out.Elapsed = time.Since(start)
@@ -1045,3 +1056,39 @@ func randomHex(n int) string {
 }
 
 var errNoViolations = errors.New("the control history broke no rule: the checker (or the workload) is too weak to catch a missing gate")
+
+// readFileWrites reads fg_file_writes, the writes under claims.
+func readFileWrites(t *testing.T, dsn string) []workload.FileWrite {
+	t.Helper()
+	ctx := context.Background()
+	d, err := sqlopen.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	ws, err := workload.ReadFileWrites(ctx, d.DB())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
+
+// withoutClaims removes from in what the database recorded of the claims'
+// resources (their floors, leases and refusals): check.Claims judges them,
+// and the single-resource checks, which know nothing of sets and paths,
+// must not.
+func withoutClaims(in *check.Input, c workload.Claims) {
+	claimed := func(res string) bool { return gate.IsPath(res) || slices.Contains(c.SetResources, res) }
+	in.Events = slices.DeleteFunc(in.Events, func(e workload.Event) bool { return claimed(e.Resource) })
+	in.Rejections = slices.DeleteFunc(in.Rejections, func(r sqlstore.Rejection) bool { return claimed(r.Resource) })
+	in.LeaseLog = slices.DeleteFunc(in.LeaseLog, func(m observe.Mark) bool { return claimed(m.Resource) })
+	commits := in.Commits[:0]
+	for _, c := range in.Commits {
+		c.Marks = slices.DeleteFunc(c.Marks, func(m observe.Mark) bool { return claimed(m.Resource) })
+		if len(c.Marks) > 0 {
+			c.Pos = len(commits)
+			commits = append(commits, c)
+		}
+	}
+	in.Commits = commits
+}

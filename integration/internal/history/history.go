@@ -37,6 +37,15 @@ const (
 	// Observe is one leader lease.Elector.Observe reported on the election
 	// Resource (Granted, HeldBy), invoked and returned at its receipt.
 	Observe = "observe"
+	// Claim is Coordinator.Acquire of a claim of several resources, or of
+	// paths (Members), under one fence; it returns the token's members
+	// (Covered) and Granted. ClaimWrite is a write under such a claim to
+	// one file or member (Target), through gate.CommitFile or gate.Commit;
+	// ClaimRelease is its release. They have types of their own so that the
+	// single-resource checks never mistake them for their own.
+	Claim        = "claim"
+	ClaimWrite   = "claim-write"
+	ClaimRelease = "claim-release"
 )
 
 // Outcome is what the agent observed when an operation returned.
@@ -60,36 +69,39 @@ type Record struct {
 	Time  int64  `json:"t"`  // wall clock, Unix nanoseconds
 
 	// Invocation fields.
-	Type     string `json:"type,omitempty"`
-	Proc     string `json:"proc,omitempty"`  // worker process and incarnation, "p1.2"
-	Agent    string `json:"agent,omitempty"` // the agent, stable across incarnations, "p1/a3"
-	Holder   string `json:"holder,omitempty"`
-	Resource string `json:"res,omitempty"`
-	Fence    int64  `json:"fence,omitempty"`   // the token's fence (renew, release, write)
-	Request  string `json:"req,omitempty"`     // acquire: the request id (kept across retries)
-	Hold     bool   `json:"hold,omitempty"`    // acquire, write, release inside lease.Hold (renewals unseen)
-	Via      string `json:"via,omitempty"`     // write: "commit" (gate.Commit), "do" (gate.Do), "batch" (pgxgate.CommitBatch), "begin" (pgxgate.BeginFenced) or "bypass"
-	Late     bool   `json:"late,omitempty"`    // renew: sent after the holder's own deadline had passed
-	Wait     bool   `json:"wait,omitempty"`    // acquire: waited its turn in the queue (AcquireWait, lease.Wait)
-	Elect    bool   `json:"elect,omitempty"`   // acquire, release: a term of the election Resource (lease.Elector's Campaign, Resign)
-	Permits  int    `json:"permits,omitempty"` // permit: the semaphore's N
+	Type     string   `json:"type,omitempty"`
+	Proc     string   `json:"proc,omitempty"`  // worker process and incarnation, "p1.2"
+	Agent    string   `json:"agent,omitempty"` // the agent, stable across incarnations, "p1/a3"
+	Holder   string   `json:"holder,omitempty"`
+	Resource string   `json:"res,omitempty"`
+	Fence    int64    `json:"fence,omitempty"`   // the token's fence (renew, release, write)
+	Request  string   `json:"req,omitempty"`     // acquire: the request id (kept across retries)
+	Hold     bool     `json:"hold,omitempty"`    // acquire, write, release inside lease.Hold (renewals unseen)
+	Via      string   `json:"via,omitempty"`     // write: "commit" (gate.Commit), "do" (gate.Do), "batch" (pgxgate.CommitBatch), "begin" (pgxgate.BeginFenced) or "bypass"
+	Late     bool     `json:"late,omitempty"`    // renew: sent after the holder's own deadline had passed
+	Wait     bool     `json:"wait,omitempty"`    // acquire: waited its turn in the queue (AcquireWait, lease.Wait)
+	Elect    bool     `json:"elect,omitempty"`   // acquire, release: a term of the election Resource (lease.Elector's Campaign, Resign)
+	Permits  int      `json:"permits,omitempty"` // permit: the semaphore's N
+	Members  []string `json:"members,omitempty"` // claim, claim-write, claim-release: the resources claimed, sorted
+	Target   string   `json:"target,omitempty"`  // claim-write: the file (path resource) or member written
 
 	// Return fields.
-	Outcome   Outcome `json:"out,omitempty"`
-	Granted   int64   `json:"granted,omitempty"`    // acquire ok: the fence granted
-	TTL       int64   `json:"ttl,omitempty"`        // acquire/renew ok: Grant.TTL in nanoseconds
-	Until     int64   `json:"until,omitempty"`      // acquire/renew ok: the holder's own deadline, wall clock Unix nanoseconds (its send instant may be read after the invocation)
-	Expires   int64   `json:"expires,omitempty"`    // acquire/renew ok: the coordinator's expiry (Grant.CoordinatorExpiresAt), database clock Unix nanoseconds
-	HeldBy    string  `json:"held_by,omitempty"`    // acquire denied
-	HeldFence int64   `json:"held_fence,omitempty"` // acquire denied
-	RejSeq    int64   `json:"rej_seq,omitempty"`    // write refused: the rejection log's seq
-	Floor     int64   `json:"floor,omitempty"`      // write refused: the floor reported
-	LogFailed bool    `json:"log_failed,omitempty"` // write refused, but the refusal could not be logged
-	Attempts  int     `json:"attempts,omitempty"`   // acquire: attempts with the same request id
-	Err       string  `json:"err,omitempty"`
-	Code      string  `json:"code,omitempty"`  // the SQLSTATE the error carried, when the server sent one
-	Cause     string  `json:"cause,omitempty"` // fail: what the agent took the failure for (see the Cause constants)
-	Slot      string  `json:"slot,omitempty"`  // permit ok: the slot's resource, "name#i"
+	Outcome   Outcome  `json:"out,omitempty"`
+	Granted   int64    `json:"granted,omitempty"`    // acquire ok: the fence granted
+	TTL       int64    `json:"ttl,omitempty"`        // acquire/renew ok: Grant.TTL in nanoseconds
+	Until     int64    `json:"until,omitempty"`      // acquire/renew ok: the holder's own deadline, wall clock Unix nanoseconds (its send instant may be read after the invocation)
+	Expires   int64    `json:"expires,omitempty"`    // acquire/renew ok: the coordinator's expiry (Grant.CoordinatorExpiresAt), database clock Unix nanoseconds
+	HeldBy    string   `json:"held_by,omitempty"`    // acquire denied
+	HeldFence int64    `json:"held_fence,omitempty"` // acquire denied
+	RejSeq    int64    `json:"rej_seq,omitempty"`    // write refused: the rejection log's seq
+	Floor     int64    `json:"floor,omitempty"`      // write refused: the floor reported
+	LogFailed bool     `json:"log_failed,omitempty"` // write refused, but the refusal could not be logged
+	Attempts  int      `json:"attempts,omitempty"`   // acquire: attempts with the same request id
+	Err       string   `json:"err,omitempty"`
+	Code      string   `json:"code,omitempty"`    // the SQLSTATE the error carried, when the server sent one
+	Cause     string   `json:"cause,omitempty"`   // fail: what the agent took the failure for (see the Cause constants)
+	Slot      string   `json:"slot,omitempty"`    // permit ok: the slot's resource, "name#i"
+	Covered   []string `json:"covered,omitempty"` // claim ok: the granted token's Members()
 }
 
 // Causes of a failed operation, as the agent read its error. CauseOther is
@@ -253,4 +265,5 @@ func mergeReturn(o *Op, r Record) {
 	o.Code = r.Code
 	o.Cause = r.Cause
 	o.Slot = r.Slot
+	o.Covered = r.Covered
 }

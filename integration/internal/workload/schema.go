@@ -61,6 +61,7 @@ var postgresSchema = []string{
 	`CREATE TRIGGER fg_log_raise AFTER INSERT OR UPDATE ON fencegate_floor
 	    FOR EACH ROW EXECUTE FUNCTION fg_log_raise()`,
 	`CREATE SEQUENCE fg_external_fence CACHE 1`,
+	fileWritesTable("text", "bigint"),
 }
 
 // On MariaDB every fg_events row takes its id from a counter row (fg_order),
@@ -104,6 +105,7 @@ var mysqlSchema = []string{
 	    INSERT INTO fg_events (kind, resource, fence, holder)
 	    SELECT 'raise', NEW.resource, NEW.fence, NEW.holder FROM DUAL WHERE NEW.fence <> OLD.fence`,
 	`CREATE TABLE fg_external_fence (id BIGINT AUTO_INCREMENT PRIMARY KEY) ENGINE = InnoDB`,
+	fileWritesTable("VARCHAR(256)", "BIGINT") + ` ENGINE = InnoDB`,
 	// Times in microseconds since the epoch, as on SQLite: the lease's
 	// DATETIME(6) columns hold UTC, whatever the session's time_zone.
 	`CREATE TABLE fg_lease_log (
@@ -148,6 +150,7 @@ var sqliteSchema = []string{
 	    INSERT INTO fg_events (kind, resource, fence, holder) VALUES ('raise', NEW.resource, NEW.floor, NEW.holder);
 	END`,
 	`CREATE TABLE fg_external_fence (id INTEGER PRIMARY KEY AUTOINCREMENT)`,
+	fileWritesTable("TEXT", "INTEGER"),
 	// Every version of a lease row, in id order, which on SQLite is commit
 	// order: the lease's life in database time, for the checker.
 	`CREATE TABLE fg_lease_log (
@@ -329,4 +332,57 @@ func AdvanceFences(ctx context.Context, dsn string, margin int64) (int64, error)
 		return 0, fmt.Errorf("advance the outside fence source: %w", err)
 	}
 	return next, nil
+}
+
+// fileWritesTable is fg_file_writes: the writes under claims (Claims), one
+// row per write, numbered per file (or member) in commit order. A write
+// takes the next number as MAX(seq)+1 of its file's rows: a transaction
+// that cannot see an uncommitted row of its file takes the same number and
+// fails on the primary key once that row commits, so a row numbered s
+// commits only after the row numbered s-1 did, on every dialect, whatever
+// the gate's own locks do.
+func fileWritesTable(text, integer string) string {
+	return fmt.Sprintf(`CREATE TABLE fg_file_writes (
+	    target %[1]s NOT NULL,
+	    seq    %[2]s NOT NULL,
+	    fence  %[2]s NOT NULL,
+	    op_id  %[1]s NOT NULL UNIQUE,
+	    PRIMARY KEY (target, seq)
+	)`, text, integer)
+}
+
+// insertFileWrite is the write under a claim: the next row of its target.
+var insertFileWrite = map[sqlstore.Dialect]string{
+	pgsql.Dialect: `INSERT INTO fg_file_writes (target, seq, fence, op_id)
+	    SELECT $1, COALESCE(MAX(seq), 0) + 1, $2, $3 FROM fg_file_writes WHERE target = $1`,
+	sqlite.Dialect: `INSERT INTO fg_file_writes (target, seq, fence, op_id)
+	    SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3 FROM fg_file_writes WHERE target = ?1`,
+	mysql.Dialect: `INSERT INTO fg_file_writes (target, seq, fence, op_id)
+	    SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ? FROM fg_file_writes WHERE target = ?`,
+}
+
+// FileWrite is one row of fg_file_writes.
+type FileWrite struct {
+	Target string
+	Seq    int64
+	Fence  int64
+	OpID   string
+}
+
+// ReadFileWrites reads fg_file_writes, per target in commit order.
+func ReadFileWrites(ctx context.Context, db *sql.DB) ([]FileWrite, error) {
+	rows, err := db.QueryContext(ctx, `SELECT target, seq, fence, op_id FROM fg_file_writes ORDER BY target, seq`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []FileWrite
+	for rows.Next() {
+		var w FileWrite
+		if err := rows.Scan(&w.Target, &w.Seq, &w.Fence, &w.OpID); err != nil {
+			return nil, err
+		}
+		out = append(out, w)
+	}
+	return out, rows.Err()
 }

@@ -109,6 +109,7 @@ type Config struct {
 	Announce bool `json:"announce"`
 
 	Coordination // elections and semaphores: see elect.go
+	Claims       // claims of several resources and of paths: see claims.go
 }
 
 // Run opens the database and runs cfg.Agents agents until cfg.Until.
@@ -299,7 +300,7 @@ func (e *env[TTx]) agent(ctx context.Context, idx int) error {
 	}
 	defer a.coordStop()
 	for ctx.Err() == nil && time.Now().Before(e.cfg.Until) {
-		if e.coordCycle(ctx, a) {
+		if e.coordCycle(ctx, a) || e.claimCycle(ctx, a) {
 			continue
 		}
 		if len(e.cfg.External) > 0 && a.rng.Float64() < e.cfg.ExternalProb {
