@@ -106,7 +106,7 @@ func (a *fileArea) checkTarget(rel string) (exists bool, info fs.FileInfo, err e
 			// Created by the write. A component that is a symlink
 			// leading out is still refused then, by the root.
 		case err != nil:
-			return false, nil, fmt.Errorf("directory of %q is refused: %s (symlinks may not lead out of the root)", rel, rootErr(err))
+			return false, nil, fmt.Errorf("directory of %q is refused: %s (symlinks may not lead out of the root)", rel, pathid.RootError(err))
 		case !di.IsDir():
 			return false, nil, fmt.Errorf("directory of %q is not a directory", rel)
 		}
@@ -116,7 +116,7 @@ func (a *fileArea) checkTarget(rel string) (exists bool, info fs.FileInfo, err e
 		return false, nil, a.checkProtected(rel, nil)
 	}
 	if err != nil {
-		return false, nil, fmt.Errorf("path %q is refused: %s (symlinks may not lead out of the root)", rel, rootErr(err))
+		return false, nil, fmt.Errorf("path %q is refused: %s (symlinks may not lead out of the root)", rel, pathid.RootError(err))
 	}
 	switch m := fi.Mode(); {
 	case m.IsRegular():
@@ -126,7 +126,7 @@ func (a *fileArea) checkTarget(rel string) (exists bool, info fs.FileInfo, err e
 	case m.IsDir():
 		return false, nil, fmt.Errorf("path %q is a directory: name a file", rel)
 	default:
-		return false, nil, fmt.Errorf("path %q is a special file (%s): only regular files are written", rel, kindOf(m))
+		return false, nil, fmt.Errorf("path %q is a special file (%s): only regular files are written", rel, pathid.KindOf(m))
 	}
 	return true, fi, a.checkProtected(rel, fi)
 }
@@ -148,28 +148,6 @@ func (a *fileArea) checkProtected(rel string, fi fs.FileInfo) error {
 		}
 	}
 	return nil
-}
-
-// rootErr is an os.Root error without the op and path the message repeats.
-func rootErr(err error) string {
-	if pe, ok := errors.AsType[*fs.PathError](err); ok {
-		return pe.Err.Error()
-	}
-	return err.Error()
-}
-
-func kindOf(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	}
-	return m.Type().String()
 }
 
 // fileWrite is one checked file write.

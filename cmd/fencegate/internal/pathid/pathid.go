@@ -229,7 +229,7 @@ func (r *Root) Resolve(p string) (Path, error) {
 		case m.IsRegular() && wantDir:
 			return Path{}, invalid("path %q ends in \"/\" but %q is a file", p, disk)
 		case !m.IsDir() && !m.IsRegular():
-			return Path{}, invalid("path %q is a special file (%s): only files and directories are claimed", p, kindOf(m))
+			return Path{}, invalid("path %q is a special file (%s): only files and directories are claimed", p, KindOf(m))
 		}
 	}
 	name := disk
@@ -272,7 +272,7 @@ func (r *Root) walk(p, clean string) (string, fs.FileInfo, error) {
 			return joinLen(p, append(append(done, c), todo...))
 		}
 		if err != nil {
-			return "", nil, invalid("path %q: %s", p, rootErr(err))
+			return "", nil, invalid("path %q: %s", p, RootError(err))
 		}
 		if fi.Mode()&fs.ModeSymlink != 0 {
 			links++
@@ -281,7 +281,7 @@ func (r *Root) walk(p, clean string) (string, fs.FileInfo, error) {
 			}
 			target, err := r.root.Readlink(next)
 			if err != nil {
-				return "", nil, invalid("path %q: link %q: %s", p, next, rootErr(err))
+				return "", nil, invalid("path %q: link %q: %s", p, next, RootError(err))
 			}
 			rel, err := r.inside(target, done)
 			if err != nil {
@@ -420,7 +420,7 @@ func (r *Root) CheckWritable(p Path) error {
 		return nil
 	}
 	if err != nil {
-		return invalid("path %q: %s", p.Name, rootErr(err))
+		return invalid("path %q: %s", p.Name, RootError(err))
 	}
 	if !fi.Mode().IsRegular() {
 		return invalid("path %q is no longer a regular file", p.Name)
@@ -435,15 +435,18 @@ func (r *Root) CheckWritable(p Path) error {
 	return nil
 }
 
-// rootErr is an os.Root error without the op and path the message repeats.
-func rootErr(err error) string {
+// RootError is an os.Root error without the op and path the message
+// repeats.
+func RootError(err error) string {
 	if pe, ok := errors.AsType[*fs.PathError](err); ok {
 		return pe.Err.Error()
 	}
 	return err.Error()
 }
 
-func kindOf(m fs.FileMode) string {
+// KindOf names a file mode that is neither a regular file nor a
+// directory, for an error that refuses it ("a named pipe").
+func KindOf(m fs.FileMode) string {
 	switch {
 	case m&fs.ModeNamedPipe != 0:
 		return "a named pipe"
