@@ -164,7 +164,11 @@ func Notify(ctx context.Context, cfg Config, r *Report) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = conn.Close(cctx)
+	}()
 	s := &waitSampler{samples: map[string]int{}, counts: map[string]map[string]int{}}
 	sctx, stop := context.WithCancel(ctx)
 	var sampling sync.WaitGroup

@@ -195,7 +195,9 @@ func (e *env[TTx]) claimWrite(ctx context.Context, a *agent, tok gate.Token, tar
 		if err != nil && !committing {
 			// Commit and CommitFile roll tx back themselves on an error;
 			// a second rollback is a no-op.
-			_ = e.driver.Rollback(context.WithoutCancel(octx), tx)
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(octx), e.cfg.OpTimeout)
+			_ = e.driver.Rollback(rctx, tx)
+			cancel()
 		}
 	}
 	r := history.Record{Outcome: history.OK}
