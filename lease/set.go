@@ -157,17 +157,6 @@ func HoldSet(ctx context.Context, c *Client, coord *Coordinator, resources []str
 	return hold(ctx, c, coord, members, fn, opts)
 }
 
-// grantToken is the token of the grant g answering req: a set's, or one
-// resource's.
-func grantToken(req *AcquireRequest, g Grant) gate.Token {
-	if len(req.Resources) > 0 {
-		if t, err := gate.NewSetToken(req.Resources, g.Holder, g.Fence); err == nil {
-			return t
-		}
-	}
-	return gate.Token{Resource: g.Resource, Holder: g.Holder, Fence: g.Fence}
-}
-
 // soonest is the row of a set's members whose term ends first, with the
 // latest clock: the set lasts as long as its shortest member.
 func soonest(rows []sqlstore.LeaseRow) sqlstore.LeaseRow {

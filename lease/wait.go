@@ -250,7 +250,7 @@ func (c *Coordinator) tryAcquire(ctx context.Context, client *Client, members []
 	}
 	out, err := c.acquire(ctx, req, waiter)
 	if err != nil && req.sent() && (ctx.Err() != nil || sqlstore.IsOutcomeUnknown(err)) {
-		return nil, out, errors.Join(err, c.releaseUnknown(ctx, req, waiter))
+		return nil, out, errors.Join(err, c.releaseUnknown(ctx, req))
 	}
 	if err != nil || !out.OK {
 		return nil, out, err
@@ -259,26 +259,33 @@ func (c *Coordinator) tryAcquire(ctx context.Context, client *Client, members []
 	return l, out, err
 }
 
-// releaseUnknown releases what req may have been granted, even after ctx
-// ended, within cleanupTimeout. It sends req again: a copy of a request
-// answers the live lease that request made, or, if the first sending
-// committed nothing, is granted now (after the first sending, if that is
-// still in flight, which then finds its request spent); either way the
-// grant it answers is released. It returns nil when nothing is left held,
-// or a *grantLeftError saying what may be.
-func (c *Coordinator) releaseUnknown(ctx context.Context, req *AcquireRequest, waiter int64) error {
+// releaseUnknown spends req, whose outcome is unknown, even after ctx
+// ended, within cleanupTimeout (Executor.LeaseAbandon): the live lease it
+// made is released, and where it made none it is recorded as spent, so
+// that its first sending, if the database has yet to run it (queued
+// behind the cancellation, on a connection the client already gave up),
+// is refused as a late retry instead of granted to a waiter that left. A
+// second sending of the request, as this once was, would be answered
+// "held" while the first is still queued, which spends nothing. It returns
+// nil when nothing is left held, or a *grantLeftError saying what may be.
+func (c *Coordinator) releaseUnknown(ctx context.Context, req *AcquireRequest) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	out, err := c.acquire(rctx, req, waiter)
-	if err == nil && out.OK {
-		g := out.Grant
-		var ok bool
-		if ok, err = c.Release(rctx, grantToken(req, g)); err == nil && !ok {
-			return nil // over already
+	members, err := checkMembers(req.Resource, req.Resources)
+	if err == nil {
+		p := sqlstore.LeaseAbandonParams{Resource: req.Resource, Holder: req.Holder, RequestID: req.RequestID, LockTimeout: c.lockTimeout}
+		if claimsSet(members) {
+			p.Members = members
 		}
-	}
-	if err == nil || errors.Is(err, ErrRequestExpired) { // released, never granted, or over already
-		return nil
+		var res sqlstore.LeaseAbandonResult
+		if res, err = c.store.Executor().LeaseAbandon(rctx, &p); err == nil {
+			if res.Released {
+				for _, m := range members {
+					c.waits.announced(sqlstore.LeaseChange{Resource: m})
+				}
+			}
+			return nil
+		}
 	}
 	return &grantLeftError{resource: req.name(), holder: req.Holder, requestID: req.RequestID, err: err}
 }

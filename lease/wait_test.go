@@ -677,13 +677,25 @@ type lostReplyExecutor struct {
 }
 
 func (e lostReplyExecutor) LeaseRelease(ctx context.Context, p *sqlstore.LeaseReleaseParams) (sqlstore.LeaseReleaseResult, error) {
-	e.s.mu.Lock()
-	fail := e.s.failRelease
-	e.s.mu.Unlock()
-	if fail {
+	if e.s.releasesFail() {
 		return sqlstore.LeaseReleaseResult{}, errReleaseFailed
 	}
 	return e.Executor.LeaseRelease(ctx, p)
+}
+
+// LeaseAbandon, the waiter's cleanup of a grant it never learned of, fails
+// as a release does.
+func (e lostReplyExecutor) LeaseAbandon(ctx context.Context, p *sqlstore.LeaseAbandonParams) (sqlstore.LeaseAbandonResult, error) {
+	if e.s.releasesFail() {
+		return sqlstore.LeaseAbandonResult{}, errReleaseFailed
+	}
+	return e.Executor.LeaseAbandon(ctx, p)
+}
+
+func (s *lostGrantReply) releasesFail() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failRelease
 }
 
 func (e lostReplyExecutor) LeaseAcquire(ctx context.Context, p *sqlstore.LeaseAcquireParams) (sqlstore.LeaseAcquireResult, error) {

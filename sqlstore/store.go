@@ -198,6 +198,20 @@ type Executor interface {
 	// the resource's first live waiter: the waiter the release hands the
 	// lease to.
 	LeaseRelease(ctx context.Context, p *LeaseReleaseParams) (LeaseReleaseResult, error)
+	// LeaseAbandon spends an acquisition request whose outcome its sender
+	// never learned (its context ended, or the reply was lost), in one
+	// transaction: each member's lease row locked in order (Members, or
+	// Resource alone), the live lease the request made released, and,
+	// where the request made no generation, the request recorded as spent
+	// (RequestRecord, under a fence of its own; on a resource never leased
+	// with a lease row over at once, so that a first grant of the request
+	// still in flight conflicts with it). A sending of the request that the
+	// database runs after the abandon commits, however late, is then
+	// answered AcquireRequestExpired and grants nothing: without it, a
+	// sending queued at the server behind the sender's cancellation could
+	// be granted after the sender gave up, and hold the resource for a
+	// whole term.
+	LeaseAbandon(ctx context.Context, p *LeaseAbandonParams) (LeaseAbandonResult, error)
 
 	// The steps of LeaseAcquire, which the shared step-by-step
 	// implementation runs one statement at a time; a caller outside the
@@ -216,6 +230,10 @@ type Executor interface {
 	// RequestFence returns the fence of the generation that the acquisition
 	// request requestID made on resource, or 0 if it never made one.
 	RequestFence(ctx context.Context, resource, requestID string) (int64, error)
+	// RequestRecord records requestID as having made the generation with
+	// fence on resource (what LeaseGrant records), without a lease:
+	// LeaseAbandon's mark of a spent request.
+	RequestRecord(ctx context.Context, resource, requestID string, fence int64) error
 	// WaiterRemove takes the waiter at place seq out of the queue; removing
 	// one that is gone is not an error.
 	WaiterRemove(ctx context.Context, seq int64) error
@@ -469,6 +487,23 @@ type LeaseAcquireParams struct {
 	// term ends first; a Held answer's is the blocking lease (a member, a
 	// directory above one, a lease below one).
 	Members []string
+}
+
+// LeaseAbandonParams are the inputs of Executor.LeaseAbandon: the request
+// (Resource or Members, Holder, RequestID) as it was sent to LeaseAcquire.
+type LeaseAbandonParams struct {
+	Resource    string
+	Members     []string // a claim of several resources or of a path, as LeaseAcquireParams.Members
+	Holder      string
+	RequestID   string
+	LockTimeout time.Duration
+}
+
+// LeaseAbandonResult is the outcome of Executor.LeaseAbandon.
+type LeaseAbandonResult struct {
+	// Released is true when the request had made a live lease, which the
+	// abandon released.
+	Released bool
 }
 
 // AcquireStatus is the kind of answer Executor.LeaseAcquire gives.

@@ -276,6 +276,17 @@ func (e *executor) LeaseGrant(ctx context.Context, p *sqlstore.LeaseGrantParams)
 	return r, r.Found, nil
 }
 
+func (e *executor) RequestRecord(ctx context.Context, resource, requestID string, fence int64) error {
+	_, _, err := e.exec(ctx, requestInsert, resource, requestID, fence)
+	return fail("record request", err)
+}
+
+// LeaseAbandon runs the shared steps (package steps), in e's transaction
+// or one of their own.
+func (e *executor) LeaseAbandon(ctx context.Context, p *sqlstore.LeaseAbandonParams) (sqlstore.LeaseAbandonResult, error) {
+	return steps.Abandon(ctx, e, e.inTx(), p)
+}
+
 func (e *executor) RequestFence(ctx context.Context, resource, requestID string) (int64, error) {
 	var fence int64
 	err := e.c.QueryRowContext(ctx, requestFence, resource, requestID).Scan(&fence)

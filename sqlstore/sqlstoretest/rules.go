@@ -32,6 +32,7 @@ func Rules(t *testing.T, s sqlstore.Store) {
 			t.Run("Acquire", func(t *testing.T) { acquireRules(t, e.with(t, "acquire")) })
 			t.Run("Renew", func(t *testing.T) { renewRules(t, e.with(t, "renew")) })
 			t.Run("Release", func(t *testing.T) { releaseRules(t, e.with(t, "release")) })
+			t.Run("Abandon", func(t *testing.T) { abandonRules(t, e.with(t, "abandon")) })
 		})
 	}
 }

@@ -306,6 +306,19 @@ func (e *executor) LeaseGrant(ctx context.Context, p *sqlstore.LeaseGrantParams)
 	return r, true, nil
 }
 
+func (e *executor) RequestRecord(ctx context.Context, resource, requestID string, fence int64) error {
+	if _, err := e.q.Exec(ctx, e.sql.RequestInsert, resource, requestID, fence); err != nil {
+		return e.fail("record request", err)
+	}
+	return nil
+}
+
+// LeaseAbandon runs the shared steps on every dialect: on Postgres too, as
+// a path of the coordinator's cleanup, never of its hot path.
+func (e *executor) LeaseAbandon(ctx context.Context, p *sqlstore.LeaseAbandonParams) (sqlstore.LeaseAbandonResult, error) {
+	return steps.Abandon(ctx, e, e.inTx, p)
+}
+
 func (e *executor) RequestFence(ctx context.Context, resource, requestID string) (int64, error) {
 	var fence int64
 	err := e.q.QueryRow(ctx, e.sql.RequestFence, resource, requestID).Scan(&fence)
