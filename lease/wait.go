@@ -271,23 +271,38 @@ func (c *Coordinator) tryAcquire(ctx context.Context, client *Client, members []
 func (c *Coordinator) releaseUnknown(ctx context.Context, req *AcquireRequest) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	members, err := checkMembers(req.Resource, req.Resources)
-	if err == nil {
-		p := sqlstore.LeaseAbandonParams{Resource: req.Resource, Holder: req.Holder, RequestID: req.RequestID, LockTimeout: c.lockTimeout}
-		if claimsSet(members) {
-			p.Members = members
-		}
-		var res sqlstore.LeaseAbandonResult
-		if res, err = c.store.Executor().LeaseAbandon(rctx, &p); err == nil {
-			if res.Released {
-				for _, m := range members {
-					c.waits.announced(sqlstore.LeaseChange{Resource: m})
-				}
-			}
-			return nil
-		}
+	members, err := c.abandon(rctx, req)
+	if err != nil {
+		return &grantLeftError{resource: req.name(), holder: req.Holder, requestID: req.RequestID, err: err}
 	}
-	return &grantLeftError{resource: req.name(), holder: req.Holder, requestID: req.RequestID, err: err}
+	for _, m := range members { // released: nil when nothing was
+		c.waits.announced(sqlstore.LeaseChange{Resource: m})
+	}
+	return nil
+}
+
+// abandon runs Executor.LeaseAbandon for req in one of the acquisitions'
+// and releases' slots, as the acquisition it cleans up after did, and
+// returns the members it released.
+func (c *Coordinator) abandon(ctx context.Context, req *AcquireRequest) ([]string, error) {
+	members, err := checkMembers(req.Resource, req.Resources)
+	if err != nil {
+		return nil, err
+	}
+	free, err := c.takeSlot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer free()
+	p := sqlstore.LeaseAbandonParams{Resource: req.Resource, Holder: req.Holder, RequestID: req.RequestID, LockTimeout: c.lockTimeout}
+	if claimsSet(members) {
+		p.Members = members
+	}
+	res, err := c.store.Executor().LeaseAbandon(ctx, &p)
+	if err != nil || !res.Released {
+		return nil, err
+	}
+	return members, nil
 }
 
 // grantLeftError says that an acquisition whose outcome is unknown may have
