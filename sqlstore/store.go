@@ -266,19 +266,46 @@ type Executor interface {
 	// directory's floor so, under the directory's shared PathLock.
 	FloorGetLocked(ctx context.Context, resource string) (Floor, error)
 
-	// WaiterAdd puts a waiter for resource at the back of its queue, live
-	// until ttl after the database's clock, and returns its place: a number
-	// above every place handed out before, on any resource. It also deletes
-	// the resource's waiters whose time ran out.
-	WaiterAdd(ctx context.Context, resource, holder string, ttl time.Duration) (int64, error)
+	// WaiterAdd puts a waiter for p.Resource at the back of its queue, live
+	// until p.TTL after the database's clock (which it records as the
+	// place's last touch), and returns its place: a number above every
+	// place handed out before, on any resource. It also deletes the
+	// resource's waiters whose time ran out. With p.RequestID the waiter
+	// accepts a hand-over (LeaseHandOver).
+	WaiterAdd(ctx context.Context, p *WaiterAddParams) (int64, error)
 	// WaiterTouch keeps the waiter at place seq live until ttl after the
-	// database's clock and returns the place of the first live waiter of
-	// resource (seq itself counts as live). Kept is false, and nothing is
-	// written, when seq is no longer queued (removed, or deleted after its
-	// time ran out).
+	// database's clock, records that clock as the place's last touch, and
+	// returns the place of the first live waiter of resource (seq itself
+	// counts as live). Kept is false, and nothing is written, when seq is
+	// no longer queued (removed, granted by a hand-over, or deleted after
+	// its time ran out).
 	WaiterTouch(ctx context.Context, resource string, seq int64, ttl time.Duration) (first int64, kept bool, err error)
 	// WaiterList reads the live waiters of resource, first place first.
 	WaiterList(ctx context.Context, resource string) ([]Waiter, error)
+	// WaiterHead reads the first live waiter of resource and locks its row
+	// until the transaction ends (a no-op lock on SQLite, whose write
+	// transaction holds the database), so that its last touch cannot move
+	// meanwhile; found is false when none waits. A step of LeaseHandOver.
+	WaiterHead(ctx context.Context, resource string) (w Waiter, found bool, err error)
+
+	// LeaseHandOver is a holder's release that hands the resource straight
+	// to its first live waiter, in the caller's transaction, so that the
+	// holder's last fenced write, the release and the next grant commit
+	// together: lock the lease row; unless (Resource, Holder, Fence) is
+	// the live lease, answer Released false and write nothing; otherwise
+	// read the first live waiter (WaiterHead) and, when it accepts a
+	// hand-over (Waiter.RequestID), write a new generation for it under the
+	// next fence (the floor raised to it, its request recorded, its place
+	// taken out of the queue), dated from the waiter's last touch
+	// (GrantedAt) and ending at the earlier of that touch plus the term it
+	// asked for and its place's own expiry (a first term no longer than
+	// the WaiterTTL: a waiter that died after its last touch holds the
+	// resource no longer than its place would have blocked the queue); on
+	// Postgres the commit announces the grant, naming the waiter
+	// (LeaseChange.Granted). Without such a waiter, or when the new fence
+	// is below the floor, or the first term would already be over, the
+	// lease is released as LeaseRelease releases it.
+	LeaseHandOver(ctx context.Context, p *LeaseHandOverParams) (LeaseHandOverResult, error)
 
 	// SemaphorePermits returns the number of permits stored for the
 	// semaphore name (lease.Semaphore, table fencegate_semaphore), and false
@@ -324,6 +351,48 @@ type Waiter struct {
 	Resource  string
 	Holder    string
 	ExpiresAt time.Time // it leaves the queue then unless touched again
+	// RequestID is the acquisition request a hand-over grants the waiter
+	// (LeaseHandOver); empty for a waiter that takes no hand-over.
+	RequestID string
+	// Term is the lease term the waiter asked for, which a hand-over
+	// grants from TouchedAt (capped at ExpiresAt); 0 with no RequestID.
+	Term time.Duration
+	// TouchedAt is the database's clock at the place's last touch (or its
+	// WaiterAdd); zero for a row older than the hand-over migration.
+	TouchedAt time.Time
+}
+
+// WaiterAddParams are the inputs of Executor.WaiterAdd.
+type WaiterAddParams struct {
+	Resource string
+	Holder   string
+	TTL      time.Duration // the place's life without a touch (WaiterTTL)
+	// RequestID, when set, makes the waiter accept a hand-over: the
+	// request a hand-over's grant records and answers.
+	RequestID string
+	// Term is the lease term a hand-over grants, from the place's last
+	// touch; required with RequestID.
+	Term time.Duration
+}
+
+// LeaseHandOverParams are the inputs of Executor.LeaseHandOver: the lease
+// released.
+type LeaseHandOverParams struct {
+	Resource string
+	Holder   string
+	Fence    int64
+}
+
+// LeaseHandOverResult is the outcome of Executor.LeaseHandOver.
+type LeaseHandOverResult struct {
+	// Released is true when (Resource, Holder, Fence) was the live lease,
+	// now released or handed over.
+	Released bool
+	// Waiter is the place of the waiter handed the resource, 0 for none.
+	Waiter int64
+	// Lease is the new generation when Waiter is not 0: its GrantedAt is
+	// the waiter's last touch, from which its term is dated.
+	Lease LeaseRow
 }
 
 // Watch names the resources a WatchLeases listener watches: Resource
@@ -344,6 +413,10 @@ type LeaseChange struct {
 	// on). It is 0 when no waiter was queued, or when the database's
 	// triggers predate naming it; then any waiter may look.
 	First int64
+	// Granted is true when the change is a hand-over that granted the
+	// resource to the waiter at place First (Executor.LeaseHandOver): it
+	// need not acquire, only read its lease.
+	Granted bool
 }
 
 // FloorRaiseParams are the inputs of Executor.FloorRaise.
@@ -416,6 +489,10 @@ type LeaseGrantParams struct {
 	TTL       time.Duration
 	// Replace is true when LeaseGetForUpdate found (and locked) a row.
 	Replace bool
+	// GrantedAt and ExpiresAt, when ExpiresAt is set, date the generation
+	// instead of the database's clock and TTL: a hand-over's, dated from
+	// the waiter's last touch. They need Replace.
+	GrantedAt, ExpiresAt time.Time
 }
 
 // LeaseRenewParams are the inputs of Executor.LeaseRenew, and one renewal

@@ -250,9 +250,15 @@ func (e *executor) LeaseGrant(ctx context.Context, p *sqlstore.LeaseGrantParams)
 	err := e.atomic(ctx, func(e *executor) error {
 		var n int64
 		var err error
-		if p.Replace {
+		dated := !p.ExpiresAt.IsZero()
+		switch {
+		case dated && !p.Replace:
+			return errors.New("grant lease: a dated grant needs the locked row (Replace)")
+		case dated:
+			n, _, err = e.exec(ctx, leaseReplaceDated, p.Holder, p.Fence, p.RequestID, p.GrantedAt.UnixMicro(), p.ExpiresAt.UnixMicro(), p.Resource)
+		case p.Replace:
 			n, _, err = e.exec(ctx, leaseReplace, p.Holder, p.Fence, p.RequestID, p.TTL.Microseconds(), p.Resource)
-		} else {
+		default:
 			n, _, err = e.exec(ctx, leaseInsert, p.Resource, p.Holder, p.Fence, p.RequestID, p.TTL.Microseconds())
 		}
 		switch {
@@ -267,6 +273,13 @@ func (e *executor) LeaseGrant(ctx context.Context, p *sqlstore.LeaseGrantParams)
 			return err
 		}
 		r.Now = r.GrantedAt
+		if dated { // granted_at is the waiter's touch: read the clock
+			var us int64
+			if err := e.c.QueryRowContext(ctx, clock).Scan(&us); err != nil {
+				return fail("grant lease: read clock", err)
+			}
+			r.Now = sqlexec.Micros(us)
+		}
 		_, _, err = e.exec(ctx, requestInsert, p.Resource, p.RequestID, p.Fence)
 		return fail("record request", err)
 	})
@@ -379,11 +392,11 @@ func collect[T any](ctx context.Context, c sqlConn, what string, scan func(sqlex
 	return out, nil
 }
 
-func (e *executor) WaiterAdd(ctx context.Context, resource, holder string, ttl time.Duration) (int64, error) {
-	if _, _, err := e.exec(ctx, waiterPrune, resource); err != nil {
+func (e *executor) WaiterAdd(ctx context.Context, p *sqlstore.WaiterAddParams) (int64, error) {
+	if _, _, err := e.exec(ctx, waiterPrune, p.Resource); err != nil {
 		return 0, fail("prune waiters", err)
 	}
-	_, seq, err := e.exec(ctx, waiterInsert, resource, holder, ttl.Microseconds())
+	_, seq, err := e.exec(ctx, waiterInsert, sqlexec.WaiterAddArgs(p)...)
 	if err != nil {
 		return 0, fail("queue waiter", err)
 	}
@@ -457,6 +470,29 @@ func (e *executor) SemaphorePermits(ctx context.Context, name string) (int, bool
 func (e *executor) SetSemaphorePermits(ctx context.Context, name string, permits int) error {
 	_, _, err := e.exec(ctx, semaphoreSet, name, permits)
 	return fail("store semaphore permits", err)
+}
+
+func (e *executor) WaiterHead(ctx context.Context, resource string) (sqlstore.Waiter, bool, error) {
+	w, err := sqlexec.ScanWaiter(e.c.QueryRowContext(ctx, waiterHead, resource))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return sqlstore.Waiter{}, false, nil
+	case err != nil:
+		return sqlstore.Waiter{}, false, fail("read first waiter", err)
+	}
+	return w, true, nil
+}
+
+// LeaseHandOver runs the shared steps (package steps) in e's transaction:
+// a hand-over belongs in the transaction of the holder's last write. On
+// e alone it runs in a transaction of its own.
+func (e *executor) LeaseHandOver(ctx context.Context, p *sqlstore.LeaseHandOverParams) (sqlstore.LeaseHandOverResult, error) {
+	var res sqlstore.LeaseHandOverResult
+	err := e.atomic(ctx, func(e *executor) (err error) {
+		res, err = steps.HandOver(ctx, e, p)
+		return err
+	})
+	return res, err
 }
 
 func (e *executor) WaiterList(ctx context.Context, resource string) ([]sqlstore.Waiter, error) {

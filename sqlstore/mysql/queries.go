@@ -13,8 +13,13 @@ const (
 	// without the session's time zone.
 	epoch = `TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `
 
-	leaseCols = `resource, holder, fence, request_id, ` + epoch + `granted_at), ` + epoch + `expires_at), released`
-	floorCols = `resource, floor, holder, ` + epoch + `updated_at)`
+	leaseCols  = `resource, holder, fence, request_id, ` + epoch + `granted_at), ` + epoch + `expires_at), released`
+	waiterCols = `seq, resource, holder, ` + epoch + `expires_at), COALESCE(request_id, ''), COALESCE(term_us, 0),
+  COALESCE(` + epoch + `touched_at), 0)`
+	// fromMicros is a time of microseconds since the Unix epoch, in UTC
+	// whatever the session's time zone.
+	fromMicros = `TIMESTAMPADD(MICROSECOND, ?, TIMESTAMP'1970-01-01 00:00:00')`
+	floorCols  = `resource, floor, holder, ` + epoch + `updated_at)`
 )
 
 // The floor upsert. ON DUPLICATE KEY UPDATE takes an exclusive lock on the
@@ -117,6 +122,13 @@ INSERT INTO fencegate_lease (resource, holder, fence, request_id, granted_at, ex
 VALUES (?, ?, ?, ?, ` + now + `, ` + now + ` + INTERVAL ? MICROSECOND, FALSE)
 ON DUPLICATE KEY UPDATE resource = resource`
 	// Arguments: holder, fence, request id, ttl µs, resource.
+	// Arguments: holder, fence, request id, granted µs, expires µs,
+	// resource: a hand-over's grant, dated by the caller.
+	leaseReplaceDated = `
+UPDATE fencegate_lease
+   SET holder = ?, fence = ?, request_id = ?, granted_at = ` + fromMicros + `,
+       expires_at = ` + fromMicros + `, released = FALSE
+ WHERE resource = ?`
 	leaseReplace = `
 UPDATE fencegate_lease
    SET holder = ?, fence = ?, request_id = ?, granted_at = ` + now + `,
@@ -154,11 +166,13 @@ UPDATE fencegate_lease SET released = TRUE, expires_at = LEAST(expires_at, ` + n
 // The waiter queue. MySQL has no RETURNING: a waiter's place is the
 // AUTO_INCREMENT id of its insert.
 const (
-	waiterPrune  = `DELETE FROM fencegate_waiter WHERE resource = ? AND expires_at <= ` + now
+	waiterPrune = `DELETE FROM fencegate_waiter WHERE resource = ? AND expires_at <= ` + now
+	// Arguments: resource, holder, ttl µs, request id or NULL, term µs.
+	// now is the statement's start: the expiry and touched_at share it.
 	waiterInsert = `
-INSERT INTO fencegate_waiter (resource, holder, expires_at)
-VALUES (?, ?, ` + now + ` + INTERVAL ? MICROSECOND)`
-	waiterTouch = `UPDATE fencegate_waiter SET expires_at = ` + now + ` + INTERVAL ? MICROSECOND WHERE resource = ? AND seq = ?`
+INSERT INTO fencegate_waiter (resource, holder, expires_at, request_id, term_us, touched_at)
+VALUES (?, ?, ` + now + ` + INTERVAL ? MICROSECOND, ?, ?, ` + now + `)`
+	waiterTouch = `UPDATE fencegate_waiter SET expires_at = ` + now + ` + INTERVAL ? MICROSECOND, touched_at = ` + now + ` WHERE resource = ? AND seq = ?`
 	// waiterFirst counts the waiter itself, so that an update that changed
 	// nothing (clientFoundRows is off) is not mistaken for a missing row.
 	waiterFirst = `
@@ -168,8 +182,11 @@ SELECT COALESCE(MIN(seq), 0), COALESCE(SUM(seq = ?), 0) FROM fencegate_waiter
 	semaphoreGet = `SELECT permits FROM fencegate_semaphore WHERE name = ?`
 	semaphoreSet = `INSERT INTO fencegate_semaphore (name, permits) VALUES (?, ?) ON DUPLICATE KEY UPDATE permits = VALUES(permits)`
 	waiterList   = `
-SELECT seq, resource, holder, ` + epoch + `expires_at) FROM fencegate_waiter
+SELECT ` + waiterCols + ` FROM fencegate_waiter
  WHERE resource = ? AND expires_at > ` + now + ` ORDER BY seq`
+	waiterHead = `
+SELECT ` + waiterCols + ` FROM fencegate_waiter
+ WHERE resource = ? AND expires_at > ` + now + ` ORDER BY seq LIMIT 1 FOR UPDATE`
 )
 
 // commit is sent as a statement, under the caller's ctx (see Driver.Commit).

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/internal/pg"
+	"github.com/fencegate/fencegate/sqlstore/internal/sqlexec"
 )
 
 // BatchSender sends a pgx batch. *pgxpool.Pool, *pgxpool.Conn, *pgx.Conn
@@ -120,4 +121,26 @@ func refusal(err error) (sqlstore.FloorRaiseResult, bool) {
 		return sqlstore.FloorRaiseResult{}, false
 	}
 	return sqlstore.FloorRaiseResult{Issued: !ref.NotIssued, Floor: ref.Floor, FloorHolder: ref.FloorHolder}, true
+}
+
+// QueueHandOver queues in b the hand-over of the live lease (p.Resource,
+// p.Holder, p.Fence) to the resource's first live waiter
+// (sqlstore.Executor.LeaseHandOver, migration 00018), whose answer is
+// written to *res when the batch's results are read. Queue it last in a
+// fenced batch (pgxgate.CommitBatchHandOver does), so that it commits with
+// the batch's writes or not at all.
+func QueueHandOver(b *pgx.Batch, p sqlstore.LeaseHandOverParams, res *sqlstore.LeaseHandOverResult) {
+	b.Queue(pg.HandOverSQL, p.Resource, p.Holder, p.Fence).QueryRow(func(row pgx.Row) error {
+		var granted, expires, now int64
+		l := sqlstore.LeaseRow{Resource: p.Resource}
+		if err := row.Scan(&res.Released, &res.Waiter, &l.Holder, &l.Fence, &l.RequestID, &granted, &expires, &now); err != nil {
+			return err
+		}
+		if res.Waiter != 0 {
+			l.Found = true
+			l.GrantedAt, l.ExpiresAt, l.Now = sqlexec.Micros(granted), sqlexec.Micros(expires), sqlexec.Micros(now)
+			res.Lease = l
+		}
+		return nil
+	})
 }

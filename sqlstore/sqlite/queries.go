@@ -14,6 +14,7 @@ const (
 	sqliteClock      = `(SELECT hw FROM fencegate_clock WHERE id = 1)`
 	sqliteNow        = `max(` + sqliteWall + `, coalesce(` + sqliteClock + `, 0))`
 	sqliteLeaseCols  = `resource, holder, fence, request_id, granted_at, expires_at, released`
+	sqliteWaiterCols = `seq, resource, holder, expires_at, coalesce(request_id, ''), coalesce(term_us, 0), coalesce(touched_at, 0)`
 	floorSetOnUpsert = `
 ON CONFLICT (resource) DO UPDATE SET
   floor      = CASE WHEN excluded.floor > f.floor THEN excluded.floor ELSE f.floor END,
@@ -71,6 +72,10 @@ INSERT INTO fencegate_lease (resource, holder, fence, request_id, granted_at, ex
 VALUES (?1, ?2, ?3, ?4, ` + sqliteClock + `, ` + sqliteClock + ` + ?5, 0)
 ON CONFLICT (resource) DO NOTHING
 RETURNING ` + sqliteLeaseCols + `, granted_at`,
+	LeaseReplaceDated: `
+UPDATE fencegate_lease SET holder = ?2, fence = ?3, request_id = ?4, granted_at = ?5, expires_at = ?6, released = 0
+ WHERE resource = ?1
+RETURNING ` + sqliteLeaseCols + `, ` + sqliteNow,
 	LeaseReplace: `
 UPDATE fencegate_lease SET holder = ?2, fence = ?3, request_id = ?4, granted_at = ` + sqliteClock + `,
        expires_at = ` + sqliteClock + ` + ?5, released = 0
@@ -102,9 +107,13 @@ DELETE FROM fencegate_rejection WHERE seq IN (
 	RequestFence: `SELECT fence FROM fencegate_request WHERE resource = ?1 AND request_id = ?2`,
 	WaiterPrune:  `DELETE FROM fencegate_waiter WHERE resource = ?1 AND expires_at <= ` + sqliteNow,
 	WaiterInsert: `
-INSERT INTO fencegate_waiter (resource, holder, expires_at) VALUES (?1, ?2, ` + sqliteNow + ` + ?3)
+INSERT INTO fencegate_waiter (resource, holder, expires_at, request_id, term_us, touched_at)
+SELECT ?1, ?2, now.t + ?3, ?4, ?5, now.t FROM (SELECT ` + sqliteNow + ` AS t) AS now
 RETURNING seq`,
-	WaiterTouch: `UPDATE fencegate_waiter SET expires_at = ` + sqliteNow + ` + ?3 WHERE resource = ?1 AND seq = ?2`,
+	WaiterTouch: `
+UPDATE fencegate_waiter SET expires_at = now.t + ?3, touched_at = now.t
+  FROM (SELECT ` + sqliteNow + ` AS t) AS now
+ WHERE resource = ?1 AND seq = ?2`,
 	WaiterFirst: `
 SELECT min(seq) FROM fencegate_waiter
  WHERE resource = ?1 AND (expires_at > ` + sqliteNow + ` OR seq = ?2)`,
@@ -114,8 +123,12 @@ SELECT min(seq) FROM fencegate_waiter
 INSERT INTO fencegate_semaphore (name, permits) VALUES (?1, ?2)
 ON CONFLICT (name) DO UPDATE SET permits = excluded.permits`,
 	WaiterList: `
-SELECT seq, resource, holder, expires_at FROM fencegate_waiter
+SELECT ` + sqliteWaiterCols + ` FROM fencegate_waiter
  WHERE resource = ?1 AND expires_at > ` + sqliteNow + ` ORDER BY seq`,
+	// The write transaction holds the database: no row lock to take.
+	WaiterHead: `
+SELECT ` + sqliteWaiterCols + ` FROM fencegate_waiter
+ WHERE resource = ?1 AND expires_at > ` + sqliteNow + ` ORDER BY seq LIMIT 1`,
 }
 
 // settingsQuery reads back what a connection runs with, whatever the DSN

@@ -114,7 +114,7 @@ func (e *env) givenFloor() int64 {
 // givenWaiter queues a waiter on the row's resource and returns its place.
 func (e *env) givenWaiter(holder string) int64 {
 	e.t.Helper()
-	seq, err := e.s.Executor().WaiterAdd(ctx, e.res, holder, minute)
+	seq, err := e.s.Executor().WaiterAdd(ctx, &sqlstore.WaiterAddParams{Resource: e.res, Holder: holder, TTL: minute})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ func exerciseWaiters[TTx any](run runner[TTx]) {
 		ex := d.Executor()
 		var seqs []int64
 		for _, h := range []string{"a", "b", "c"} {
-			seq, err := ex.WaiterAdd(ctx, "r", h, time.Minute)
+			seq, err := ex.WaiterAdd(ctx, &sqlstore.WaiterAddParams{Resource: "r", Holder: h, TTL: time.Minute})
 			if err != nil {
 				t.Fatalf("WaiterAdd(%s): %v", h, err)
 			}
@@ -22,7 +22,7 @@ func exerciseWaiters[TTx any](run runner[TTx]) {
 			}
 			seqs = append(seqs, seq)
 		}
-		other, err := ex.WaiterAdd(ctx, "other", "a", time.Minute)
+		other, err := ex.WaiterAdd(ctx, &sqlstore.WaiterAddParams{Resource: "other", Holder: "a", TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}

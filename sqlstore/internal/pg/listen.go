@@ -122,10 +122,11 @@ func register(ctx context.Context, conn *pgx.Conn, w sqlstore.Watch) error {
 // schema's tables, and reports whether it is ours: another schema's is not.
 // A payload of migration 00005's triggers (the resource alone) may be
 // anyone's, so it is taken, naming no waiter. A place that does not parse is
-// left 0 (any waiter may look), never guessed.
+// left 0 (any waiter may look), never guessed. A fourth field "granted"
+// (migration 00018's hand-over) says the place was granted the resource.
 func ParseLeaseChange(payload, schema string) (sqlstore.LeaseChange, bool) {
 	f := strings.Split(payload, sep)
-	if len(f) != 3 {
+	if len(f) != 3 && len(f) != 4 {
 		return sqlstore.LeaseChange{Resource: f[0]}, true
 	}
 	if f[2] != schema {
@@ -133,7 +134,7 @@ func ParseLeaseChange(payload, schema string) (sqlstore.LeaseChange, bool) {
 	}
 	seq, err := strconv.ParseInt(f[1], 10, 64)
 	if err != nil || seq <= 0 {
-		seq = 0
+		return sqlstore.LeaseChange{Resource: f[0]}, true
 	}
-	return sqlstore.LeaseChange{Resource: f[0], First: seq}, true
+	return sqlstore.LeaseChange{Resource: f[0], First: seq, Granted: len(f) == 4 && f[3] == "granted"}, true
 }

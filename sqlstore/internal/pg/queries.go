@@ -20,6 +20,11 @@ const (
   released`
 	pgNow = `(extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
 
+	// pgWaiterCols is the column list every waiter query returns
+	// (sqlexec.ScanWaiter).
+	pgWaiterCols = `seq, resource, holder, (extract(epoch FROM expires_at) * 1000000)::bigint,
+  coalesce(request_id, ''), coalesce(term_us, 0), coalesce((extract(epoch FROM touched_at) * 1000000)::bigint, 0)`
+
 	// pgFirstWaiter is the lowest live waiter's seq of resource $1, 0 for
 	// none.
 	pgFirstWaiter = `(SELECT coalesce(min(w.seq), 0) FROM fencegate_waiter w
@@ -39,6 +44,12 @@ const (
 	pgFloorRaise         = `SELECT floor, holder FROM fencegate_fence($1, $2, $3, false, false)`
 	pgFloorRaiseVerified = `SELECT floor, holder FROM fencegate_fence($1, $2, $3, true, false)`
 )
+
+// HandOverSQL is sqlstore.Executor.LeaseHandOver in one statement
+// (migration 00018): $1 resource, $2 holder, $3 fence → released, waiter,
+// and the new generation's holder, fence, request id, granted µs, expires
+// µs, and the clock (sqlexec.Queries.LeaseHandOver).
+const HandOverSQL = `SELECT * FROM fencegate_hand_over($1, $2, $3)`
 
 // Queries is the Postgres SQL text; AutocommitQueries the same for
 // statements run on their own (Store.Executor).
@@ -101,6 +112,12 @@ INSERT INTO fencegate_lease (resource, holder, fence, request_id, granted_at, ex
 SELECT $1, $2, $3, $4, now.t, now.t + $5::bigint * interval '1 microsecond', false FROM now
 ON CONFLICT (resource) DO NOTHING
 RETURNING ` + pgLeaseCols + `, (extract(epoch FROM granted_at) * 1000000)::bigint`,
+	LeaseReplaceDated: `
+UPDATE fencegate_lease SET holder = $2, fence = $3, request_id = $4,
+       granted_at = timestamptz 'epoch' + $5::bigint * interval '1 microsecond',
+       expires_at = timestamptz 'epoch' + $6::bigint * interval '1 microsecond', released = false
+ WHERE resource = $1
+RETURNING ` + pgLeaseCols + `, ` + pgNow,
 	LeaseReplace: `
 WITH now AS (SELECT clock_timestamp() AS t)
 UPDATE fencegate_lease SET holder = $2, fence = $3, request_id = $4, granted_at = now.t,
@@ -177,20 +194,23 @@ ON CONFLICT (resource, request_id) DO NOTHING`,
 	// along the insert, the first waiter's read along the touch (its
 	// snapshot predates the touch, hence "or seq = $2").
 	WaiterInsert: `
-WITH pruned AS (DELETE FROM fencegate_waiter WHERE resource = $1 AND expires_at <= clock_timestamp())
-INSERT INTO fencegate_waiter (resource, holder, expires_at)
-VALUES ($1, $2, clock_timestamp() + $3::bigint * interval '1 microsecond')
+WITH pruned AS (DELETE FROM fencegate_waiter WHERE resource = $1 AND expires_at <= clock_timestamp()),
+now AS (SELECT clock_timestamp() AS t)
+INSERT INTO fencegate_waiter (resource, holder, expires_at, request_id, term_us, touched_at)
+SELECT $1, $2, now.t + $3::bigint * interval '1 microsecond', $4, $5, now.t FROM now
 RETURNING seq`,
 	WaiterTouchFirst: `
-WITH touched AS (
-  UPDATE fencegate_waiter SET expires_at = clock_timestamp() + $3::bigint * interval '1 microsecond'
-   WHERE resource = $1 AND seq = $2 RETURNING seq)
+WITH now AS (SELECT clock_timestamp() AS t),
+touched AS (
+  UPDATE fencegate_waiter SET expires_at = now.t + $3::bigint * interval '1 microsecond', touched_at = now.t
+    FROM now WHERE resource = $1 AND seq = $2 RETURNING seq)
 SELECT (SELECT min(seq) FROM fencegate_waiter
          WHERE resource = $1 AND (expires_at > clock_timestamp() OR seq = $2))
   FROM touched`,
 	WaiterTouch: `
-UPDATE fencegate_waiter SET expires_at = clock_timestamp() + $3::bigint * interval '1 microsecond'
- WHERE resource = $1 AND seq = $2`,
+WITH now AS (SELECT clock_timestamp() AS t)
+UPDATE fencegate_waiter SET expires_at = now.t + $3::bigint * interval '1 microsecond', touched_at = now.t
+  FROM now WHERE resource = $1 AND seq = $2`,
 	WaiterFirst: `
 SELECT min(seq) FROM fencegate_waiter
  WHERE resource = $1 AND (expires_at > clock_timestamp() OR seq = $2)`,
@@ -200,8 +220,14 @@ SELECT min(seq) FROM fencegate_waiter
 INSERT INTO fencegate_semaphore (name, permits) VALUES ($1, $2)
 ON CONFLICT (name) DO UPDATE SET permits = EXCLUDED.permits, updated_at = clock_timestamp()`,
 	WaiterList: `
-SELECT seq, resource, holder, (extract(epoch FROM expires_at) * 1000000)::bigint
+SELECT ` + pgWaiterCols + `
   FROM fencegate_waiter WHERE resource = $1 AND expires_at > clock_timestamp() ORDER BY seq`,
+	WaiterHead: `
+SELECT ` + pgWaiterCols + `
+  FROM fencegate_waiter WHERE resource = $1 AND expires_at > clock_timestamp() ORDER BY seq LIMIT 1
+   FOR UPDATE`,
+	// Migration 00018.
+	LeaseHandOver: HandOverSQL,
 	// Migration 00012 (over 00006's steps).
 	LeaseAcquire: `SELECT * FROM fencegate_acquire($1, $2, $3, $4::bigint, $5)`,
 	// Migration 00009: the same with a fast path for a free lease row;

@@ -296,7 +296,14 @@ func (e *executor) LeaseGrant(ctx context.Context, p *sqlstore.LeaseGrantParams)
 	if p.Replace {
 		query = e.sql.LeaseReplace
 	}
-	r, err := e.leaseRow(ctx, "grant lease", query, p.Resource, p.Holder, p.Fence, p.RequestID, p.TTL.Microseconds())
+	args := []any{p.Resource, p.Holder, p.Fence, p.RequestID, p.TTL.Microseconds()}
+	if !p.ExpiresAt.IsZero() {
+		if !p.Replace {
+			return sqlstore.LeaseRow{}, false, e.fail("grant lease", errors.New("a dated grant needs the locked row (Replace)"))
+		}
+		query, args = e.sql.LeaseReplaceDated, append(args[:4], p.GrantedAt.UnixMicro(), p.ExpiresAt.UnixMicro())
+	}
+	r, err := e.leaseRow(ctx, "grant lease", query, args...)
 	if err != nil || !r.Found {
 		return r, false, err
 	}
@@ -363,17 +370,71 @@ func (e *executor) LeaseRelease(ctx context.Context, p *sqlstore.LeaseReleasePar
 	return sqlstore.LeaseReleaseResult{Released: true, FirstWaiter: first}, nil
 }
 
-func (e *executor) WaiterAdd(ctx context.Context, resource, holder string, ttl time.Duration) (int64, error) {
+func (e *executor) WaiterAdd(ctx context.Context, p *sqlstore.WaiterAddParams) (int64, error) {
 	if e.sql.WaiterPrune != "" {
-		if _, err := e.q.Exec(ctx, e.sql.WaiterPrune, resource); err != nil {
+		if _, err := e.q.Exec(ctx, e.sql.WaiterPrune, p.Resource); err != nil {
 			return 0, e.fail("prune waiters", err)
 		}
 	}
 	var seq int64
-	if err := e.q.QueryRow(ctx, e.sql.WaiterInsert, resource, holder, ttl.Microseconds()).Scan(&seq); err != nil {
+	if err := e.q.QueryRow(ctx, e.sql.WaiterInsert, WaiterAddArgs(p)...).Scan(&seq); err != nil {
 		return 0, e.fail("queue waiter", err)
 	}
 	return seq, nil
+}
+
+// WaiterAddArgs are Queries.WaiterInsert's arguments: resource, holder,
+// ttl µs, request id (NULL for none), term µs.
+func WaiterAddArgs(p *sqlstore.WaiterAddParams) []any {
+	var id any
+	if p.RequestID != "" {
+		id = p.RequestID
+	}
+	return []any{p.Resource, p.Holder, p.TTL.Microseconds(), id, p.Term.Microseconds()}
+}
+
+func (e *executor) WaiterHead(ctx context.Context, resource string) (sqlstore.Waiter, bool, error) {
+	w, err := ScanWaiter(e.q.QueryRow(ctx, e.sql.WaiterHead, resource))
+	switch {
+	case isNoRows(err):
+		return sqlstore.Waiter{}, false, nil
+	case err != nil:
+		return sqlstore.Waiter{}, false, e.fail("read first waiter", err)
+	}
+	return w, true, nil
+}
+
+// LeaseHandOver is one statement where the dialect states the rule
+// (Queries.LeaseHandOver, Postgres), and the shared steps elsewhere.
+func (e *executor) LeaseHandOver(ctx context.Context, p *sqlstore.LeaseHandOverParams) (sqlstore.LeaseHandOverResult, error) {
+	if e.sql.LeaseHandOver == "" {
+		if e.inTx == nil { // in the caller's transaction, where it belongs
+			return steps.HandOver(ctx, e, p)
+		}
+		var res sqlstore.LeaseHandOverResult
+		err := e.inTx(ctx, func(ex sqlstore.Executor) (err error) {
+			res, err = steps.HandOver(ctx, ex, p)
+			return err
+		})
+		return res, err
+	}
+	var (
+		res                   sqlstore.LeaseHandOverResult
+		granted, expires, now int64
+		l                     = &res.Lease
+	)
+	err := e.q.QueryRow(ctx, e.sql.LeaseHandOver, p.Resource, p.Holder, p.Fence).Scan(
+		&res.Released, &res.Waiter, &l.Holder, &l.Fence, &l.RequestID, &granted, &expires, &now)
+	if err != nil {
+		return sqlstore.LeaseHandOverResult{}, e.fail("hand over lease", err)
+	}
+	if res.Waiter != 0 {
+		l.Found, l.Resource = true, p.Resource
+		l.GrantedAt, l.ExpiresAt, l.Now = Micros(granted), Micros(expires), Micros(now)
+	} else {
+		res.Lease = sqlstore.LeaseRow{}
+	}
+	return res, nil
 }
 
 func (e *executor) WaiterTouch(ctx context.Context, resource string, seq int64, ttl time.Duration) (int64, bool, error) {
@@ -435,12 +496,16 @@ func (e *executor) WaiterRemove(ctx context.Context, seq int64) error {
 }
 
 // ScanWaiter reads a waiter row: seq, resource, holder, expires_at in
-// microseconds since the Unix epoch.
+// microseconds since the Unix epoch, request id (” for none), term µs,
+// touched_at µs (0 for none).
 func ScanWaiter(s Scanner) (sqlstore.Waiter, error) {
 	var w sqlstore.Waiter
-	var us int64
-	err := s.Scan(&w.Seq, &w.Resource, &w.Holder, &us)
-	w.ExpiresAt = Micros(us)
+	var us, term, touched int64
+	err := s.Scan(&w.Seq, &w.Resource, &w.Holder, &us, &w.RequestID, &term, &touched)
+	w.ExpiresAt, w.Term = Micros(us), time.Duration(term)*time.Microsecond
+	if touched != 0 {
+		w.TouchedAt = Micros(touched)
+	}
 	return w, err
 }
 

@@ -24,8 +24,19 @@ type Queries struct {
 	LeaseList          string
 	LeaseInsert        string // $1 resource, $2 holder, $3 fence, $4 request id, $5 ttl µs
 	LeaseReplace       string // same
-	LeaseRenew         string // $1 resource, $2 holder, $3 fence, $4 ttl µs
-	LeaseRelease       string // $1 resource, $2 holder, $3 fence
+	// LeaseReplaceDated is LeaseReplace dated by the caller (a hand-over):
+	// $1..$4 as LeaseReplace, $5 granted µs, $6 expires µs.
+	LeaseReplaceDated string
+	// LeaseHandOver, when set, is sqlstore.Executor.LeaseHandOver in one
+	// statement (without it, the shared steps): $1 resource, $2 holder, $3
+	// fence → released, waiter seq (0 for none), and the new generation's
+	// holder, fence, request id, granted µs, expires µs, and the clock.
+	LeaseHandOver string
+	// WaiterHead is the first live waiter of $1, its row locked, with
+	// WaiterList's columns.
+	WaiterHead   string
+	LeaseRenew   string // $1 resource, $2 holder, $3 fence, $4 ttl µs
+	LeaseRelease string // $1 resource, $2 holder, $3 fence
 	// LeaseRenewBatch, when set, renews many leases in one statement
 	// (sqlstore.Executor.LeaseRenewBatch; without it, the shared steps): $1 resources, $2 holders, $3 fences,
 	// $4 ttls µs, as arrays → the request's ordinality (from 1), then the
@@ -43,8 +54,8 @@ type Queries struct {
 	RequestInsert               string // $1 resource, $2 request id, $3 fence
 	RequestFence                string // $1 resource, $2 request id → fence
 	WaiterPrune                 string // $1 resource: delete its expired waiters; empty if WaiterInsert does
-	WaiterInsert                string // $1 resource, $2 holder, $3 ttl µs → seq
-	WaiterTouch                 string // $1 resource, $2 seq, $3 ttl µs
+	WaiterInsert                string // $1 resource, $2 holder, $3 ttl µs, $4 request id or NULL, $5 term µs → seq; touched_at the clock
+	WaiterTouch                 string // $1 resource, $2 seq, $3 ttl µs; touched_at the clock
 	WaiterFirst                 string // $1 resource, $2 seq → the lowest live seq (seq counts as live)
 	// WaiterTouchFirst, when set, is WaiterTouch and WaiterFirst in one
 	// statement: $1 resource, $2 seq, $3 ttl µs → the lowest live seq, no
@@ -54,7 +65,7 @@ type Queries struct {
 	RequestPrune     string // $1 age µs, $2 limit: delete request rows made before now - age
 	WaiterPruneAll   string // $1 limit: delete expired waiter rows
 	RejectionPrune   string // $1 keep, $2 limit: delete rejection rows but the newest keep
-	WaiterList       string // $1 resource → seq, resource, holder, expires µs
+	WaiterList       string // $1 resource → seq, resource, holder, expires µs, request id or '', term µs or 0, touched µs or 0
 	// SemaphoreGet and SemaphoreSet read and store a semaphore's permits
 	// (sqlstore.Executor.SemaphorePermits, SetSemaphorePermits): $1 name → permits; $1 name, $2 permits.
 	SemaphoreGet string

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -66,15 +65,15 @@ func (e executor) RejectionInsert(ctx context.Context, r sqlstore.Rejection) (sq
 
 // WaiterAdd deletes the resource's expired waiters, takes a place from the
 // 'waiter' counter, and queues the waiter there.
-func (e executor) WaiterAdd(ctx context.Context, resource, holder string, ttl time.Duration) (int64, error) {
-	if _, err := e.q.Exec(ctx, waiterPrune, resource); err != nil {
+func (e executor) WaiterAdd(ctx context.Context, p *sqlstore.WaiterAddParams) (int64, error) {
+	if _, err := e.q.Exec(ctx, waiterPrune, p.Resource); err != nil {
 		return 0, fmt.Errorf("prune waiters: %w", classify.Classify(err))
 	}
 	seq, err := e.next(ctx, counterWaiter)
 	if err != nil {
 		return 0, fmt.Errorf("queue waiter: %w", err)
 	}
-	if _, err := e.q.Exec(ctx, waiterInsert, seq, resource, holder, ttl.Microseconds()); err != nil {
+	if _, err := e.q.Exec(ctx, waiterInsert, append([]any{seq}, sqlexec.WaiterAddArgs(p)...)...); err != nil {
 		return 0, fmt.Errorf("queue waiter: %w", classify.Classify(err))
 	}
 	return seq, nil

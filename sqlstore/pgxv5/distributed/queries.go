@@ -44,10 +44,16 @@ const (
 INSERT INTO fencegate_rejection (seq, resource, fence, holder, floor, floor_holder, not_issued, at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, clock_timestamp())
 RETURNING (extract(epoch FROM at) * 1000000)::bigint`
-	waiterPrune  = `DELETE FROM fencegate_waiter WHERE resource = $1 AND expires_at <= clock_timestamp()`
+	waiterPrune = `DELETE FROM fencegate_waiter WHERE resource = $1 AND expires_at <= clock_timestamp()`
+	// $1 seq, then sqlexec.WaiterAddArgs: resource, holder, ttl µs,
+	// request id or NULL, term µs.
 	waiterInsert = `
-INSERT INTO fencegate_waiter (seq, resource, holder, expires_at)
-VALUES ($1, $2, $3, clock_timestamp() + $4::bigint * interval '1 microsecond')`
+INSERT INTO fencegate_waiter (seq, resource, holder, expires_at, request_id, term_us, touched_at)
+SELECT $1, $2, $3, now.t + $4::bigint * interval '1 microsecond', $5, $6, now.t
+  FROM (SELECT clock_timestamp() AS t) now`
+
+	waiterCols = `seq, resource, holder, (extract(epoch FROM expires_at) * 1000000)::bigint,
+  coalesce(request_id, ''), coalesce(term_us, 0), coalesce((extract(epoch FROM touched_at) * 1000000)::bigint, 0)`
 )
 
 // queries is the profile's SQL text for sqlexec: plain statements, each
@@ -117,6 +123,12 @@ SELECT $1, $2, $3, $4, now.t, now.t + $5::bigint * interval '1 microsecond', fal
   FROM (SELECT clock_timestamp() AS t) now
 ON CONFLICT (resource) DO NOTHING
 RETURNING ` + leaseCols + `, (extract(epoch FROM granted_at) * 1000000)::bigint`,
+	LeaseReplaceDated: `
+UPDATE fencegate_lease SET holder = $2, fence = $3, request_id = $4,
+       granted_at = timestamptz 'epoch' + $5::bigint * interval '1 microsecond',
+       expires_at = timestamptz 'epoch' + $6::bigint * interval '1 microsecond', released = false
+ WHERE resource = $1
+RETURNING ` + leaseCols + `, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint`,
 	LeaseReplace: `
 UPDATE fencegate_lease SET holder = $2, fence = $3, request_id = $4, granted_at = now.t,
        expires_at = now.t + $5::bigint * interval '1 microsecond', released = false
@@ -149,8 +161,8 @@ DELETE FROM fencegate_rejection WHERE seq IN (
   SELECT seq FROM fencegate_rejection
    WHERE seq <= (SELECT max(seq) FROM fencegate_rejection) - $1 ORDER BY seq LIMIT $2)`,
 	WaiterTouch: `
-UPDATE fencegate_waiter SET expires_at = clock_timestamp() + $3::bigint * interval '1 microsecond'
- WHERE resource = $1 AND seq = $2`,
+UPDATE fencegate_waiter SET expires_at = now.t + $3::bigint * interval '1 microsecond', touched_at = now.t
+  FROM (SELECT clock_timestamp() AS t) now WHERE resource = $1 AND seq = $2`,
 	WaiterFirst: `
 SELECT min(seq) FROM fencegate_waiter
  WHERE resource = $1 AND (expires_at > clock_timestamp() OR seq = $2)`,
@@ -160,6 +172,10 @@ SELECT min(seq) FROM fencegate_waiter
 INSERT INTO fencegate_semaphore (name, permits, updated_at) VALUES ($1, $2, clock_timestamp())
 ON CONFLICT (name) DO UPDATE SET permits = EXCLUDED.permits, updated_at = EXCLUDED.updated_at`,
 	WaiterList: `
-SELECT seq, resource, holder, (extract(epoch FROM expires_at) * 1000000)::bigint
+SELECT ` + waiterCols + `
   FROM fencegate_waiter WHERE resource = $1 AND expires_at > clock_timestamp() ORDER BY seq`,
+	WaiterHead: `
+SELECT ` + waiterCols + `
+  FROM fencegate_waiter WHERE resource = $1 AND expires_at > clock_timestamp() ORDER BY seq LIMIT 1
+   FOR UPDATE`,
 }
