@@ -509,3 +509,8 @@ func (g *Gate[TTx]) Rejections(ctx context.Context, q RejectionQuery) ([]Rejecti
 		Resource: q.Resource, AfterSeq: q.AfterSeq, Limit: q.Limit, Newest: q.Newest,
 	})
 }
+
+// Driver returns the driver g was made with, for a caller that runs
+// fencegate statements of its own in the transactions g admits
+// (lease.DoHandOver).
+func (g *Gate[TTx]) Driver() sqlstore.Driver[TTx] { return g.driver }

@@ -142,6 +142,16 @@ func (r *AcquireRequest) restamp() {
 	}
 }
 
+// reanchor dates the request from at, a send instant on the holder's
+// clock later than the one it had: a waiter's hand-over request follows
+// the touches of its place that were answered (Coordinator.handedOver says
+// why that is safe). The request counts as sent.
+func (r *AcquireRequest) reanchor(at Instant) {
+	r.sentAt.mu.Lock()
+	defer r.sentAt.mu.Unlock()
+	r.sentAt.at, r.sentAt.resent = at, true
+}
+
 // RenewRequest asks the coordinator to extend a live lease. Make one with
 // Client.BeginRenewal just before sending it; the exported fields are all
 // Coordinator.Renew reads. It is single-use, like AcquireRequest.

@@ -76,6 +76,51 @@
 // and looks. Either the trigger sees the watcher and announces, or the
 // watcher's look comes after the release's commit.
 //
+// # Hand-over
+//
+// DoHandOver (and pgxgate.CommitBatchHandOver, its pipelined form on pgx)
+// commits a holder's last fenced write, its release and the grant of the
+// resource to the first live waiter in one transaction
+// (sqlstore.Executor.LeaseHandOver), so that a turn of a contended lock
+// costs one durable commit where a release and the next acquisition cost
+// two. The waiter, an AcquireWait of one plain resource, never sends the
+// acquisition that grants it: its place in the queue carries a request of
+// its own (its id and the term asked), which the hand-over records, and it
+// learns of the grant from the commit's announcement naming it (Postgres),
+// from DoHandOver directly in the same Coordinator, or from its next touch
+// finding its place gone; it then reads its lease (one statement, no
+// commit).
+//
+// Dating. The hand-over dates the new term from the waiter's last touch of
+// its place, TouchedAt on the database's clock, not from the hand-over's
+// own instant, and the waiter dates its deadline from the instant it sent
+// the last touch that was answered "kept" (or its WaiterAdd): deadline =
+// that send + (ExpiresAt - TouchedAt) - one clock tick - ClockSkew. That
+// send came before the touch ran, and the hand-over read that touch or a
+// later one: it locks the waiter's row, so a touch committed before it is
+// seen, and a touch that comes after finds the place gone (kept false) and
+// moves no anchor. So the anchor precedes the instant the term is dated
+// from, and the holder's window lies inside the coordinator's, as for an
+// acquisition (Send-time anchoring). Dating from the waiter's wake-up
+// instead would not: the wake-up comes after the grant, so a holder that
+// read its clock then would believe in the lease past the coordinator's
+// term by the time the announcement took.
+//
+// Liveness. The first term ends at the earlier of TouchedAt plus the term
+// asked and the place's own expiry (TouchedAt plus WaiterTTL). A waiter
+// that died between its last touch and the hand-over, its place still
+// live, therefore keeps the resource at most WaiterTTL after that touch
+// (3 s by default), the time its place would have blocked the queue
+// anyway, never a full term; a live waiter renews (Renew, Keep and Hold
+// do) to its full term. A waiter whose context ends takes its place out of
+// the queue and then releases whatever a hand-over granted it before
+// that; if its process dies instead, the same bound applies.
+//
+// A waiter that joined before migration 00018 (Postgres) or its equivalents,
+// a claim of several resources or of a path, and a first term that would
+// already be over are not handed anything: the hand-over is then a plain
+// release, announced as Release's.
+//
 // # Bounded tables
 //
 // Coordinator.Prune (the CLI's fencegate prune) keeps the tables from

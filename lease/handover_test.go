@@ -79,7 +79,7 @@ func TestGrantTakesTheWaitersPlace(t *testing.T) {
 		b := newClient(t, "b", ClientOptions{})
 		place := func(res string) int64 {
 			t.Helper()
-			seq, err := ex.WaiterAdd(ctx, res, "b", time.Hour)
+			seq, err := ex.WaiterAdd(ctx, &sqlstore.WaiterAddParams{Resource: res, Holder: "b", TTL: time.Hour})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -159,14 +159,14 @@ func TestReleaseNamesTheFirstWaiter(t *testing.T) {
 		}
 		la := acquire(t, a, coord, r)
 		// A place that ran out (a microsecond) is not first, though earlier.
-		if _, err := ex.WaiterAdd(ctx, r, "gone", time.Microsecond); err != nil {
+		if _, err := ex.WaiterAdd(ctx, &sqlstore.WaiterAddParams{Resource: r, Holder: "gone", TTL: time.Microsecond}); err != nil {
 			t.Fatal(err)
 		}
-		live, err := ex.WaiterAdd(ctx, r, "b", time.Hour)
+		live, err := ex.WaiterAdd(ctx, &sqlstore.WaiterAddParams{Resource: r, Holder: "b", TTL: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ex.WaiterAdd(ctx, r, "c", time.Hour); err != nil {
+		if _, err := ex.WaiterAdd(ctx, &sqlstore.WaiterAddParams{Resource: r, Holder: "c", TTL: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
 		if ok, first := release(la); !ok || first != live {

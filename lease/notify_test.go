@@ -139,7 +139,7 @@ func TestReleaseNobodyWaitsForIsNotAnnounced(t *testing.T) {
 		releaseOK(t, c, coord, acquire(t, c, coord, prefixed))
 		// A live waiter's row makes its resource's release announced.
 		l := acquire(t, c, coord, waited)
-		if _, err := store.Executor().WaiterAdd(ctx, waited, "w", time.Hour); err != nil {
+		if _, err := store.Executor().WaiterAdd(ctx, &sqlstore.WaiterAddParams{Resource: waited, Holder: "w", TTL: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
 		releaseOK(t, c, coord, l)

@@ -40,7 +40,7 @@ func TestRetryAfterPruningIsNeverGrantedTwice(t *testing.T) {
 		if _, err := coord.Acquire(ctx, req); !errors.Is(err, ErrRequestExpired) {
 			t.Fatalf("retry before pruning = %v, want ErrRequestExpired", err)
 		}
-		if _, err := store.Executor().WaiterAdd(ctx, r, "w", MinTTL); err != nil {
+		if _, err := store.Executor().WaiterAdd(ctx, &sqlstore.WaiterAddParams{Resource: r, Holder: "w", TTL: MinTTL}); err != nil {
 			t.Fatal(err)
 		}
 

@@ -132,12 +132,12 @@ func (c *Coordinator) acquireWait(ctx context.Context, client *Client, members [
 			return nil, err
 		}
 	}
-	seq, err := ex.WaiterAdd(ctx, resource, client.Holder(), c.waiterTTL)
+	seq, hreq, err := c.enqueue(ctx, client, members)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, c.waitEnded(ctx, resource, nil)
 		}
-		return nil, c.wrap("wait for", resource, err)
+		return nil, err
 	}
 	w := c.waits.join(c, resource, seq)
 	touched := time.Now() // no later than the database's stamp of the place
@@ -148,17 +148,29 @@ func (c *Coordinator) acquireWait(ctx context.Context, client *Client, members [
 		// ahead of the next waiter). Otherwise out of the queue even when
 		// ctx ended, but not for long: a place left behind runs out by
 		// itself. Then, unless granted, wake the next waiter, which would
-		// otherwise still find this place ahead of its own.
+		// otherwise still find this place ahead of its own, and release
+		// what a hand-over granted the place before it left.
 		if !granted {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 			defer cancel()
 			if rerr := ex.WaiterRemove(rctx, w.place()); rerr != nil {
 				err = errors.Join(err, fmt.Errorf("fencegate: leave the queue for %q: place %d stays until it runs out (within %v), and the next waiter waits behind it until then: %w",
 					resource, w.place(), c.waiterTTL, rerr))
+			} else if rerr := c.spendHandOver(rctx, hreq); rerr != nil {
+				err = errors.Join(err, rerr)
 			}
 		}
 		c.waits.leave(w, granted, min(c.waiterTTL/3, listenLinger))
 	}()
+	// handedOver ends the wait when a hand-over granted the place.
+	handedOver := func() (*Lease, bool, error) {
+		l, err := c.handedOver(ctx, client, hreq)
+		if l != nil {
+			granted = true
+			c.obs.handedOver(ctx, w)
+		}
+		return l, l != nil, err
+	}
 
 	var held *HeldError // the last refusal, for the error when ctx ends
 	for {
@@ -168,15 +180,24 @@ func (c *Coordinator) acquireWait(ctx context.Context, client *Client, members [
 			kept  bool
 			err   error
 		)
+		if w.takeHanded() {
+			// An announcement said a hand-over granted this place.
+			if l, ok, err := handedOver(); ok || err != nil {
+				return l, err
+			}
+		}
 		if w.takeTurn() && time.Since(touched) < c.waiterTTL/2 {
 			// An announcement named this place the first live one, and the
 			// place has not run out since (its last touch is recent): the
 			// touch would say so again, so go straight to the acquisition.
 			first, kept = w.place(), true
 		} else {
-			t := time.Now()
+			t, at := time.Now(), client.clock.Now()
 			if first, kept, err = ex.WaiterTouch(ctx, resource, w.place(), c.waiterTTL); err == nil && kept {
 				touched = t
+				if hreq != nil {
+					hreq.reanchor(at) // a hand-over reads this touch or a later one
+				}
 			}
 		}
 		switch {
@@ -187,15 +208,19 @@ func (c *Coordinator) acquireWait(ctx context.Context, client *Client, members [
 		case err != nil:
 			delay = busyWait
 		case !kept:
-			// Our place ran out (this process stalled for a WaiterTTL):
-			// queue again, at the back.
-			seq, err := ex.WaiterAdd(ctx, resource, client.Holder(), c.waiterTTL)
+			// A hand-over granted our place, or it ran out (this process
+			// stalled for a WaiterTTL): then queue again, at the back.
+			if l, ok, err := handedOver(); ok || err != nil {
+				return l, err
+			}
+			seq, req, err := c.enqueue(ctx, client, members)
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil, c.waitEnded(ctx, resource, held)
 				}
-				return nil, c.wrap("wait for", resource, err)
+				return nil, err
 			}
+			hreq = req
 			c.waits.move(w, seq)
 			touched = time.Now()
 			continue
@@ -213,6 +238,11 @@ func (c *Coordinator) acquireWait(ctx context.Context, client *Client, members [
 			case err != nil:
 				return nil, err
 			case out.AlreadyHeld:
+				// Held by this holder: a hand-over granted our place
+				// after the touch, or another lease of the holder's.
+				if l, ok, err := handedOver(); ok || err != nil {
+					return l, err
+				}
 				return nil, heldError(resource, out)
 			default:
 				held = heldError(resource, out)
@@ -226,6 +256,33 @@ func (c *Coordinator) acquireWait(ctx context.Context, client *Client, members [
 			return nil, c.waitEnded(ctx, resource, held)
 		}
 	}
+}
+
+// enqueue puts client's holder at the back of the queue of members[0]
+// and returns its place. A claim of one plain resource also takes a
+// hand-over (Executor.LeaseHandOver): its place carries a fresh request,
+// hreq, dated from the instant WaiterAdd was sent and later from each
+// touch of the place that was answered.
+func (c *Coordinator) enqueue(ctx context.Context, client *Client, members []string) (seq int64, hreq *AcquireRequest, err error) {
+	resource := members[0]
+	p := sqlstore.WaiterAddParams{Resource: resource, Holder: client.Holder(), TTL: c.waiterTTL}
+	if !claimsSet(members) {
+		if hreq, err = client.BeginAcquire(resource); err != nil {
+			return 0, nil, err
+		}
+		if p.Term, err = c.checkRequest(resource, hreq.Holder, hreq.RequestID, hreq.TTL); err != nil {
+			return 0, nil, err
+		}
+		p.RequestID = hreq.RequestID
+	}
+	at := client.clock.Now()
+	if seq, err = c.store.Executor().WaiterAdd(ctx, &p); err != nil {
+		return 0, nil, c.wrap("wait for", resource, err)
+	}
+	if hreq != nil {
+		hreq.reanchor(at)
+	}
+	return seq, hreq, nil
 }
 
 // queueEmpty reports whether nobody waits for resource. With waiters of
@@ -398,6 +455,7 @@ type waiter struct {
 	mu         sync.Mutex
 	seq        int64
 	turn       bool      // an announcement named seq the first live waiter
+	handed     bool      // an announcement said a hand-over granted seq
 	releasedAt time.Time // the last release that woke it, for the hand-over latency
 }
 
@@ -409,6 +467,16 @@ func (w *waiter) takeTurn() bool {
 	t := w.turn
 	w.turn = false
 	return t
+}
+
+// takeHanded reports, once, whether an announcement said a hand-over
+// granted w's place since the last call.
+func (w *waiter) takeHanded() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h := w.handed
+	w.handed = false
+	return h
 }
 
 func (w *waiter) place() int64 {
@@ -470,7 +538,7 @@ func (r *waitRoom) move(w *waiter, seq int64) {
 	defer r.mu.Unlock()
 	r.removeLocked(w)
 	w.mu.Lock()
-	w.seq, w.turn = seq, false
+	w.seq, w.turn, w.handed = seq, false, false
 	w.mu.Unlock()
 	r.insertLocked(w)
 }
@@ -550,7 +618,12 @@ func (r *waitRoom) announced(ch sqlstore.LeaseChange) {
 	}
 	w := ws[i]
 	w.mu.Lock()
-	w.turn, w.releasedAt = true, time.Now()
+	if ch.Granted {
+		w.handed = true
+	} else {
+		w.turn = true
+	}
+	w.releasedAt = time.Now()
 	w.mu.Unlock()
 	r.poke(w)
 }

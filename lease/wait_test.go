@@ -230,7 +230,7 @@ func startWait(t *testing.T, ctx context.Context, coord *Coordinator, c *Client,
 // for is not.
 func awaited(t *testing.T, store sqlstore.Store, resource string) {
 	t.Helper()
-	if _, err := store.Executor().WaiterAdd(context.Background(), resource, "awaiting", time.Hour); err != nil {
+	if _, err := store.Executor().WaiterAdd(context.Background(), &sqlstore.WaiterAddParams{Resource: resource, Holder: "awaiting", TTL: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 }
