@@ -40,7 +40,10 @@ func waitFor(t *testing.T, ctx context.Context, coord *Coordinator, client *Clie
 // A hand-over in the holder's transaction moves nothing until that
 // transaction commits (a grant outside it would show here as b's lease
 // while a's write is still open), and then grants the first waiter a new
-// fence whose holder-side deadline lies inside the coordinator's term.
+// fence whose holder-side deadline lies inside the coordinator's term. The
+// waiter waits in a Coordinator of its own, as in another process: it
+// learns of the grant from the announcement (Postgres, which carries the
+// generation) or from its next touch (the others, which read it).
 func TestHandOverCommitsWithTheWrite(t *testing.T) {
 	forEachDriver(t, testHandOverCommitsWithTheWrite[*sql.Tx], testHandOverCommitsWithTheWrite[pgx.Tx])
 }
@@ -53,7 +56,7 @@ func testHandOverCommitsWithTheWrite[TTx any](t *testing.T, h harness[TTx]) {
 	a, b := newClient(t, "a", ClientOptions{}), newClient(t, "b", ClientOptions{})
 	r := resourceName(t)
 	la := acquire(t, a, coord, r)
-	seq, got := waitFor(t, ctx, coord, b, r)
+	seq, got := waitFor(t, ctx, NewCoordinator(h.Driver, nil), b, r)
 
 	tx, err := h.Driver.Begin(ctx)
 	if err != nil {

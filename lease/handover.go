@@ -103,33 +103,45 @@ func (c *Coordinator) handedOff(resource string, res sqlstore.LeaseHandOverResul
 		c.waits.announced(sqlstore.LeaseChange{Resource: resource})
 		return HandOff{Released: true}
 	}
-	c.waits.announced(sqlstore.LeaseChange{Resource: resource, First: res.Waiter, Granted: true})
+	c.waits.announced(sqlstore.LeaseChange{Resource: resource, First: res.Waiter, Granted: true, Lease: res.Lease})
 	return HandOff{Released: true, To: res.Lease.Holder, Fence: res.Lease.Fence}
 }
 
 // handedOver reports the lease a hand-over granted to hreq (the request
 // a waiter's place carries), or nil when the resource's live lease is not
-// hreq's. The term is dated from the waiter's last touch (the row's
+// hreq's: the generation carried, when an announcement (or DoHandOver in
+// this process) carried the one that names hreq, or else the lease row,
+// read. The term is dated from the waiter's last touch (the generation's
 // GrantedAt), and hreq is anchored at the send instant of the last touch
 // the waiter saw kept: that touch ran before the hand-over read the
 // place, or the hand-over would have found an older touch and the touch
 // no place (kept false), so the anchor precedes the dating instant.
-func (c *Coordinator) handedOver(ctx context.Context, client *Client, hreq *AcquireRequest) (*Lease, error) {
+func (c *Coordinator) handedOver(ctx context.Context, client *Client, hreq *AcquireRequest, carried sqlstore.LeaseRow) (*Lease, error) {
 	if hreq == nil {
 		return nil, nil
 	}
-	row, err := c.store.Executor().LeaseGet(ctx, hreq.Resource)
-	switch {
-	case errors.Is(err, sqlstore.ErrNotFound):
-		return nil, nil
-	case err != nil:
-		return nil, c.wrap("read the hand-over of", hreq.Resource, err)
-	case !row.Live() || row.RequestID != hreq.RequestID || row.Holder != hreq.Holder:
-		return nil, nil
+	row := carried
+	if !row.Found || row.RequestID != hreq.RequestID || row.Resource != hreq.Resource {
+		var err error
+		row, err = c.store.Executor().LeaseGet(ctx, hreq.Resource)
+		switch {
+		case errors.Is(err, sqlstore.ErrNotFound):
+			return nil, nil
+		case err != nil:
+			return nil, c.wrap("read the hand-over of", hreq.Resource, err)
+		case !row.Live() || row.RequestID != hreq.RequestID || row.Holder != hreq.Holder:
+			return nil, nil
+		}
 	}
-	g := c.grantOf(row, hreq.RequestID)
-	g.TTL = max(row.ExpiresAt.Sub(row.GrantedAt)-c.store.ClockPrecision(), 0)
-	return client.CompleteAcquire(hreq, g)
+	tick := c.store.ClockPrecision()
+	return client.CompleteAcquire(hreq, Grant{
+		Resource:             hreq.Resource,
+		Holder:               hreq.Holder,
+		Fence:                row.Fence,
+		RequestID:            hreq.RequestID,
+		TTL:                  max(row.ExpiresAt.Sub(row.GrantedAt)-tick, 0),
+		CoordinatorExpiresAt: DBTime{row.ExpiresAt},
+	})
 }
 
 // spendHandOver releases what a hand-over may have granted to hreq after

@@ -162,9 +162,10 @@ func (c *Coordinator) acquireWait(ctx context.Context, client *Client, members [
 		}
 		c.waits.leave(w, granted, min(c.waiterTTL/3, listenLinger))
 	}()
-	// handedOver ends the wait when a hand-over granted the place.
-	handedOver := func() (*Lease, bool, error) {
-		l, err := c.handedOver(ctx, client, hreq)
+	// handedOver ends the wait when a hand-over granted the place: the
+	// generation an announcement carried, or else the lease row read.
+	handedOver := func(carried sqlstore.LeaseRow) (*Lease, bool, error) {
+		l, err := c.handedOver(ctx, client, hreq, carried)
 		if l != nil {
 			granted = true
 			c.obs.handedOver(ctx, w)
@@ -180,9 +181,9 @@ func (c *Coordinator) acquireWait(ctx context.Context, client *Client, members [
 			kept  bool
 			err   error
 		)
-		if w.takeHanded() {
+		if handed, row := w.takeHanded(); handed {
 			// An announcement said a hand-over granted this place.
-			if l, ok, err := handedOver(); ok || err != nil {
+			if l, ok, err := handedOver(row); ok || err != nil {
 				return l, err
 			}
 		}
@@ -210,7 +211,7 @@ func (c *Coordinator) acquireWait(ctx context.Context, client *Client, members [
 		case !kept:
 			// A hand-over granted our place, or it ran out (this process
 			// stalled for a WaiterTTL): then queue again, at the back.
-			if l, ok, err := handedOver(); ok || err != nil {
+			if l, ok, err := handedOver(sqlstore.LeaseRow{}); ok || err != nil {
 				return l, err
 			}
 			seq, req, err := c.enqueue(ctx, client, members)
@@ -240,7 +241,7 @@ func (c *Coordinator) acquireWait(ctx context.Context, client *Client, members [
 			case out.AlreadyHeld:
 				// Held by this holder: a hand-over granted our place
 				// after the touch, or another lease of the holder's.
-				if l, ok, err := handedOver(); ok || err != nil {
+				if l, ok, err := handedOver(sqlstore.LeaseRow{}); ok || err != nil {
 					return l, err
 				}
 				return nil, heldError(resource, out)
@@ -454,9 +455,10 @@ type waiter struct {
 
 	mu         sync.Mutex
 	seq        int64
-	turn       bool      // an announcement named seq the first live waiter
-	handed     bool      // an announcement said a hand-over granted seq
-	releasedAt time.Time // the last release that woke it, for the hand-over latency
+	turn       bool              // an announcement named seq the first live waiter
+	handed     bool              // an announcement said a hand-over granted seq
+	handedRow  sqlstore.LeaseRow // the generation it carried, if Found
+	releasedAt time.Time         // the last release that woke it, for the hand-over latency
 }
 
 // takeTurn reports, once, whether an announcement named w first since the
@@ -470,13 +472,13 @@ func (w *waiter) takeTurn() bool {
 }
 
 // takeHanded reports, once, whether an announcement said a hand-over
-// granted w's place since the last call.
-func (w *waiter) takeHanded() bool {
+// granted w's place since the last call, and the generation it carried.
+func (w *waiter) takeHanded() (bool, sqlstore.LeaseRow) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	h := w.handed
-	w.handed = false
-	return h
+	h, row := w.handed, w.handedRow
+	w.handed, w.handedRow = false, sqlstore.LeaseRow{}
+	return h, row
 }
 
 func (w *waiter) place() int64 {
@@ -538,7 +540,7 @@ func (r *waitRoom) move(w *waiter, seq int64) {
 	defer r.mu.Unlock()
 	r.removeLocked(w)
 	w.mu.Lock()
-	w.seq, w.turn, w.handed = seq, false, false
+	w.seq, w.turn, w.handed, w.handedRow = seq, false, false, sqlstore.LeaseRow{}
 	w.mu.Unlock()
 	r.insertLocked(w)
 }
@@ -619,7 +621,7 @@ func (r *waitRoom) announced(ch sqlstore.LeaseChange) {
 	w := ws[i]
 	w.mu.Lock()
 	if ch.Granted {
-		w.handed = true
+		w.handed, w.handedRow = true, ch.Lease
 	} else {
 		w.turn = true
 	}

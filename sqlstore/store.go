@@ -417,6 +417,11 @@ type LeaseChange struct {
 	// resource to the waiter at place First (Executor.LeaseHandOver): it
 	// need not acquire, only read its lease.
 	Granted bool
+	// Lease, when Found, is the generation a hand-over granted (Granted),
+	// as the announcement carried it: Resource, Fence, RequestID,
+	// GrantedAt and ExpiresAt (Holder and Now are not carried). A waiter
+	// that finds its own request in it need not read the lease row.
+	Lease LeaseRow
 }
 
 // FloorRaiseParams are the inputs of Executor.FloorRaise.

@@ -22,7 +22,9 @@
 -- otherwise it locks the first live waiter's row (a touch in flight is
 -- waited for, and its new touched_at read) and grants it a new generation
 -- under the next fence (floor raised, request recorded, row deleted) and
--- announces it, naming the waiter and "granted"; with no such waiter (none,
+-- announces it, naming the waiter, "granted", and the new generation's
+-- fence, request id, start and expiry (µs), so that the waiter need not
+-- read its lease; with no such waiter (none,
 -- one from before this migration, a floor above the new fence, a first
 -- term already over) it releases the lease, which the release trigger
 -- announces as before.
@@ -77,8 +79,9 @@ BEGIN
                 DELETE FROM fencegate_waiter q WHERE q.seq = w.seq;
                 SELECT n.nspname INTO v_sch FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
                  WHERE c.oid = 'fencegate_lease'::regclass;
-                PERFORM pg_notify('fencegate_lease',
-                    p_resource || chr(31) || w.seq::text || chr(31) || v_sch || chr(31) || 'granted');
+                PERFORM pg_notify('fencegate_lease', concat_ws(chr(31), p_resource, w.seq::text, v_sch, 'granted',
+                    v_f::text, w.request_id, (extract(epoch FROM w.touched_at) * 1000000)::bigint::text,
+                    (extract(epoch FROM v_exp) * 1000000)::bigint::text));
                 RETURN QUERY SELECT true, w.seq, w.holder, v_f, w.request_id,
                     (extract(epoch FROM w.touched_at) * 1000000)::bigint,
                     (extract(epoch FROM v_exp) * 1000000)::bigint,

@@ -52,3 +52,15 @@ func (e stepExecutor) LeaseRelease(ctx context.Context, p *sqlstore.LeaseRelease
 	q.NameFirstWaiter = false
 	return e.Executor.LeaseRelease(ctx, &q)
 }
+
+func (e stepExecutor) LeaseHandOver(ctx context.Context, p *sqlstore.LeaseHandOverParams) (sqlstore.LeaseHandOverResult, error) {
+	if e.inTx == nil {
+		return steps.HandOver(ctx, e.Executor, p)
+	}
+	var res sqlstore.LeaseHandOverResult
+	err := e.inTx(ctx, func(ex sqlstore.Executor) (err error) {
+		res, err = steps.HandOver(ctx, ex, p)
+		return err
+	})
+	return res, err
+}

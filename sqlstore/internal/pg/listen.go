@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/internal/sqlexec"
 )
 
 // leaseChannel is the channel the triggers of migration 00005 notify on,
@@ -122,11 +123,13 @@ func register(ctx context.Context, conn *pgx.Conn, w sqlstore.Watch) error {
 // schema's tables, and reports whether it is ours: another schema's is not.
 // A payload of migration 00005's triggers (the resource alone) may be
 // anyone's, so it is taken, naming no waiter. A place that does not parse is
-// left 0 (any waiter may look), never guessed. A fourth field "granted"
-// (migration 00018's hand-over) says the place was granted the resource.
+// left 0 (any waiter may look), never guessed. Migration 00018's hand-over
+// adds "granted" and the new generation (fence, request id, start and
+// expiry in µs): the place was granted the resource. A hand-over's payload
+// that does not parse is taken as a plain change.
 func ParseLeaseChange(payload, schema string) (sqlstore.LeaseChange, bool) {
 	f := strings.Split(payload, sep)
-	if len(f) != 3 && len(f) != 4 {
+	if len(f) != 3 && len(f) != 8 {
 		return sqlstore.LeaseChange{Resource: f[0]}, true
 	}
 	if f[2] != schema {
@@ -136,5 +139,17 @@ func ParseLeaseChange(payload, schema string) (sqlstore.LeaseChange, bool) {
 	if err != nil || seq <= 0 {
 		return sqlstore.LeaseChange{Resource: f[0]}, true
 	}
-	return sqlstore.LeaseChange{Resource: f[0], First: seq, Granted: len(f) == 4 && f[3] == "granted"}, true
+	ch := sqlstore.LeaseChange{Resource: f[0], First: seq}
+	if len(f) == 8 && f[3] == "granted" {
+		fence, ferr := strconv.ParseInt(f[4], 10, 64)
+		granted, gerr := strconv.ParseInt(f[6], 10, 64)
+		expires, eerr := strconv.ParseInt(f[7], 10, 64)
+		if ferr != nil || gerr != nil || eerr != nil || fence <= 0 || f[5] == "" {
+			return ch, true
+		}
+		ch.Granted = true
+		ch.Lease = sqlstore.LeaseRow{Found: true, Resource: f[0], Fence: fence, RequestID: f[5],
+			GrantedAt: sqlexec.Micros(granted), ExpiresAt: sqlexec.Micros(expires)}
+	}
+	return ch, true
 }
