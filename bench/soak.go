@@ -17,10 +17,18 @@ const soakWorkers = 16
 // MaxTTL after it was made).
 const soakTerm = time.Second
 
+// soakVacuumEvery is how often the soak vacuums the tables it prunes when
+// the server's autovacuum is off (as on the CI machine): a deleted row's
+// space is reused only after a vacuum, which autovacuum would run.
+const soakVacuumEvery = 20 * time.Second
+
 // Soak is the scenario "soak": soakWorkers acquirers cycle acquire+release
 // on distinct keys for cfg.SoakDuration (default 1 min), while a pruner
 // runs Coordinator.Prune every term; it reports the tables' row counts and
-// sizes and the cycle's p50/p99 in the first and the last of five windows.
+// sizes, dead tuples and the cycle's p50/p99 after each of six windows.
+// Pruning deletes rows; their space is reused after a vacuum: with the
+// server's autovacuum off the soak runs VACUUM itself every
+// soakVacuumEvery, and says so.
 func Soak(ctx context.Context, cfg Config, r *Report) error {
 	total := cfg.SoakDuration
 	if total <= 0 {
@@ -45,6 +53,11 @@ func Soak(ctx context.Context, cfg Config, r *Report) error {
 		}
 		return e.release(ctx, l)
 	}
+	var autovacuum string
+	if err := pg.Pool.QueryRow(ctx, `SHOW autovacuum`).Scan(&autovacuum); err != nil {
+		return err
+	}
+	vacuum := autovacuum != "on"
 	pctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var pruned lease.PruneResult
@@ -52,6 +65,7 @@ func Soak(ctx context.Context, cfg Config, r *Report) error {
 	go func() {
 		t := time.NewTicker(soakTerm)
 		defer t.Stop()
+		lastVacuum := time.Now()
 		for {
 			select {
 			case <-pctx.Done():
@@ -66,21 +80,33 @@ func Soak(ctx context.Context, cfg Config, r *Report) error {
 				prunerDone <- err
 				return
 			}
+			if vacuum && time.Since(lastVacuum) >= soakVacuumEvery {
+				lastVacuum = time.Now()
+				if _, err := pg.Pool.Exec(pctx, `VACUUM fencegate_request, fencegate_waiter, fencegate_lease`); err != nil && pctx.Err() == nil {
+					prunerDone <- fmt.Errorf("vacuum: %w", err)
+					return
+				}
+			}
 		}
 	}()
 	sizes := func() string {
-		var req, wait, rej, bytes int64
+		var req, wait, rej, bytes, leaseBytes, dead int64
 		err := pg.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM fencegate_request), (SELECT count(*) FROM fencegate_waiter),
-  (SELECT count(*) FROM fencegate_rejection), pg_total_relation_size('fencegate_request')`).Scan(&req, &wait, &rej, &bytes)
+  (SELECT count(*) FROM fencegate_rejection), pg_total_relation_size('fencegate_request'), pg_total_relation_size('fencegate_lease'),
+  coalesce((SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'fencegate_request'::regclass), 0)`).Scan(&req, &wait, &rej, &bytes, &leaseBytes, &dead)
 		if err != nil {
 			return err.Error()
 		}
-		return fmt.Sprintf("%d requests (%d kB with indexes), %d waiters, %d rejections", req, bytes/1024, wait, rej)
+		return fmt.Sprintf("%d requests (%d kB with indexes, %d dead tuples), lease table %d kB, %d waiters, %d rejections", req, bytes/1024, dead, leaseBytes/1024, wait, rej)
 	}
 	r.f("## Soak: acquire+release with pruning\n\n")
-	r.f("%d acquirers on distinct keys, loopback, %s in five windows; term and MaxTTL %s, Coordinator.Prune every term (request rows older than one term, expired waiters, all but 1000 rejections). Rows after each window:\n\n", soakWorkers, total, soakTerm)
+	how := "the server's autovacuum is on and left to it"
+	if vacuum {
+		how = fmt.Sprintf("the server's autovacuum is %s, so the soak runs VACUUM on the pruned tables every %v, as autovacuum would", autovacuum, soakVacuumEvery)
+	}
+	r.f("%d acquirers on distinct keys, loopback, %s in six windows; term and MaxTTL %s, Coordinator.Prune every term (request rows older than one term, expired waiters, all but 1000 rejections); %s. Tables after each window:\n\n", soakWorkers, total, soakTerm, how)
 	r.f("| window | cycles/s | p50 | p99 | tables after it |\n|---:|---:|---:|---:|---|\n")
-	const windows = 5
+	const windows = 6
 	var first, last Sample
 	for w := range windows {
 		s := Run(ctx, op, soakWorkers, Distinct, total/windows)
@@ -96,6 +122,7 @@ func Soak(ctx context.Context, cfg Config, r *Report) error {
 		return fmt.Errorf("prune: %w", err)
 	}
 	r.f("\nPruned in all: %d request rows, %d waiter rows. p99 first window %s, last %s.\n\n", pruned.Requests, pruned.Waiters, fmtDur(Quantile(first.Lat, 0.99)), fmtDur(Quantile(last.Lat, 0.99)))
-	r.Notes = append(r.Notes, fmt.Sprintf("soak %s: p99 %s → %s; %d request rows pruned; tables at the end: %s", total, fmtDur(Quantile(first.Lat, 0.99)), fmtDur(Quantile(last.Lat, 0.99)), pruned.Requests, sizes()))
+	r.Notes = append(r.Notes, fmt.Sprintf("soak %s (autovacuum %s%s): cycles/s %.0f → %.0f, p99 %s → %s; %d request rows pruned; tables at the end: %s", total, autovacuum, map[bool]string{true: ", VACUUM by the soak"}[vacuum],
+		first.Throughput(), last.Throughput(), fmtDur(Quantile(first.Lat, 0.99)), fmtDur(Quantile(last.Lat, 0.99)), pruned.Requests, sizes()))
 	return nil
 }
