@@ -33,6 +33,7 @@ func Rules(t *testing.T, s sqlstore.Store) {
 			t.Run("Renew", func(t *testing.T) { renewRules(t, e.with(t, "renew")) })
 			t.Run("Release", func(t *testing.T) { releaseRules(t, e.with(t, "release")) })
 			t.Run("Abandon", func(t *testing.T) { abandonRules(t, e.with(t, "abandon")) })
+			t.Run("HandOver", func(t *testing.T) { handOverRules(t, e.with(t, "handover")) })
 		})
 	}
 }
