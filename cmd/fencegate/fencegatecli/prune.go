@@ -22,7 +22,10 @@ func pruneCommand() *command {
     log. Off by default: the log is the record of refused writes.
 
 Floors are never pruned: a deleted floor would let a fence below it in
-again, so a stale holder's write could commit. Leases are not touched.`,
+again, so a stale holder's write could commit. Leases are not touched.
+
+On Postgres the space of deleted rows is reused after a VACUUM: keep
+autovacuum on, or vacuum the tables after pruning.`,
 		db: true,
 	}
 	keep := cmd.flagSet().Int64("keep-rejections", 0, "keep only the newest N rejections (0: keep all)")
