@@ -193,6 +193,9 @@ func (s *Semaphore) acquire(ctx context.Context) (*Permit, error) {
 			// Head of the line lost (a stall past its term): join again.
 			return s.acquire(ctx)
 		case ctx.Err() != nil:
+			if held == nil { // the last try failed before any slot answered
+				held = &HeldError{Resource: s.name, Queued: true}
+			}
 			return nil, errors.Join(context.Cause(ctx), held)
 		case err != nil && !errors.Is(err, ErrBusy):
 			return nil, err

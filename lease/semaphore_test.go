@@ -351,3 +351,48 @@ func TestSemaphoreStoredPermits(t *testing.T) {
 		}
 	})
 }
+
+// cancellingStore cancels the context of the first read of a semaphore's
+// permits and fails it with the context's error, as a read cut short by
+// the caller's cancellation would fail.
+type cancellingStore struct {
+	sqlstore.Store
+	cancel context.CancelFunc
+}
+
+func (s cancellingStore) Executor() sqlstore.Executor {
+	return cancellingExecutor{s.Store.Executor(), s.cancel}
+}
+
+type cancellingExecutor struct {
+	sqlstore.Executor
+	cancel context.CancelFunc
+}
+
+func (e cancellingExecutor) SemaphorePermits(ctx context.Context, name string) (int, bool, error) {
+	e.cancel()
+	<-ctx.Done()
+	return 0, false, ctx.Err()
+}
+
+// A wait for a permit whose context ends while no slot has answered yet
+// still says who it waited for: ctx's error joined with a *HeldError (a
+// nil one, joined, made the error's text panic).
+func TestSemaphoreAcquireEndsBeforeAnySlotAnswered(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store sqlstore.Store) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		hctx, hcancel := context.WithCancel(ctx)
+		defer hcancel()
+		coord := NewCoordinator(cancellingStore{store, hcancel}, nil)
+		s, err := NewSemaphore(coord, newClient(t, "a", ClientOptions{}), resourceName(t), 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.Acquire(hctx)
+		if !errors.Is(err, context.Canceled) || !errors.Is(err, ErrHeld) {
+			t.Fatalf("Acquire = %v; want context.Canceled joined with a *HeldError", err)
+		}
+		_ = err.Error() // must not panic
+	})
+}
