@@ -261,7 +261,8 @@ func runHistory(t *testing.T, sp spec) *outcome {
 		StallMin:      1.2,
 		StallMax:      3,
 		HoldProb:      0.25,
-		WaitProb:      0.2, // of the cycles that are not external
+		WaitProb:      0.3, // of the cycles that are not external
+		HandOverProb:  0.6, // of the explicit holds: write, release and grant to the next waiter in one transaction
 		LateRenewProb: 0.1,
 		BatchProb:     0.25,
 		Bypass:        sp.Bypass,

@@ -136,6 +136,14 @@ func runHistories(t *testing.T, dialect sqlstore.Dialect) {
 			if r.Waited[history.OK] == 0 {
 				t.Errorf("no acquisition that waited its turn was granted: %v", r.Waited)
 			}
+			if r.HandOvers == 0 {
+				t.Errorf("no hand-over (lease.DoHandOver) was acknowledged: %v", r.Outcomes[history.HandOver])
+			}
+			if r.HandedOver == 0 {
+				// Waiters queue only under contention; a history without a
+				// single hand-over to a waiter judged none.
+				t.Logf("*** no hand-over found a waiter to grant (%d hand-overs) ***", r.HandOvers)
+			}
 			if dialect == pgsql.Dialect && (r.Via["batch"] == 0 || r.Via["begin"] == 0) {
 				t.Errorf("writes through pgxgate.CommitBatch: %d, pgxgate.BeginFenced: %d; want some of each", r.Via["batch"], r.Via["begin"])
 			}

@@ -150,6 +150,10 @@ type Report struct {
 	Rejected  int                                // rejection log records
 	Observed  int                                // transactions logical decoding observed; 0 without an observer
 	Leases    int                                // lease versions judged in database time (decoded, or the lease log)
+	// HandOvers are the hand-overs acknowledged; HandedOver those of them
+	// that granted a waiter; HandedSeen the acquisitions that returned a
+	// lease a hand-over granted.
+	HandOvers, HandedOver, HandedSeen int
 
 	RefusedUnlogged int // refusals the gate reported as not logged (the log write failed)
 	UnknownPresent  int // writes with unknown outcome that did commit
@@ -217,6 +221,13 @@ type checker struct {
 	// history has them (decoded, or the lease log)
 	leases []leaseVersion
 	sems   map[string]int // semaphores and their N, once asked (see semaphores)
+	// handOvers are the hand-over operations by op id; handedDB the grants
+	// the database shows in a committed hand-over's own transaction;
+	// handedModel the grants the model takes from a hand-over (its client's
+	// answer, or its decoded commit). See handover.go.
+	handOvers   map[string]*handOver
+	handedDB    map[grantKey]*handOver
+	handedModel map[grantKey]*handOver
 }
 
 // Run checks a history.
@@ -235,7 +246,7 @@ func Run(in Input) *Report {
 			c.r.Outcomes[o.Type] = map[history.Outcome]int{}
 		}
 		c.r.Outcomes[o.Type][o.Outcome]++
-		if o.Type == history.Write {
+		if o.Type == history.Write { // hand-overs' paths are in Outcomes[history.HandOver]
 			c.r.Via[o.Via]++
 		}
 		if o.Late {
@@ -261,10 +272,12 @@ func Run(in Input) *Report {
 			c.raises[e.Resource] = append(c.raises[e.Resource], e)
 		}
 	}
+	c.collectHandOvers()
 	c.writesMatchClients()
 	c.advanced()
 	c.commitOrder()
 	c.grants()
+	c.handOverChecks()
 	c.realTime()
 	c.rejections()
 	c.holderWindows()
@@ -314,7 +327,7 @@ func (c *checker) violate(check, format string, args ...any) {
 // failed committed, nothing committed that nobody wrote.
 func (c *checker) writesMatchClients() {
 	for _, o := range c.in.Ops {
-		if o.Type != history.Write {
+		if !isWrite(&o) {
 			continue
 		}
 		_, present := c.writes[o.Op]
@@ -346,7 +359,7 @@ func (c *checker) writesMatchClients() {
 		switch {
 		case o == nil:
 			c.violate("phantom-write", "row %d (%s, fence %d, %s) has op id %q that no client invoked", e.ID, e.Resource, e.Fence, e.Holder, e.OpID)
-		case o.Type != history.Write || o.Resource != e.Resource || o.Fence != e.Fence || o.Holder != e.Holder || o.Agent != e.Agent:
+		case !isWrite(o) || o.Resource != e.Resource || o.Fence != e.Fence || o.Holder != e.Holder || o.Agent != e.Agent:
 			c.violate("write-mismatch", "row %d (%s, fence %d, %s, %s) does not match its invocation %+v", e.ID, e.Resource, e.Fence, e.Holder, e.Agent, o.Record)
 		}
 	}
@@ -488,7 +501,7 @@ func (c *checker) leaseLives(versions []leaseVersion) {
 			}
 			continue
 		}
-		if had && !p.Released && m.GrantedAt.Before(p.ExpiresAt) {
+		if had && !p.Released && m.GrantedAt.Before(p.ExpiresAt) && !c.handedOverLive(p, m) {
 			c.violate("granted-while-live", "%s: fence %d granted to %s (%s) at %v database time, %v before %s's lease with fence %d expired",
 				m.Resource, m.Fence, m.Holder, at, m.GrantedAt.Format(time.StampMicro), p.ExpiresAt.Sub(m.GrantedAt), p.Holder, p.Fence)
 		}
@@ -570,8 +583,23 @@ func (c *checker) grants() {
 			c.violate("lost-grant", "%s: %s of fence %d on %s to %s was acknowledged but is not in the database", o.Op, o.Type, fence, o.Resource, o.Holder)
 		}
 	}
+	// A hand-over's grant, as its client was told it, is in the database,
+	// and its fence was acknowledged to nobody else.
+	for _, id := range sortedKeys(c.handOvers) {
+		o := c.handOvers[id].op
+		if o.Outcome != history.OK || o.To == "" {
+			continue
+		}
+		if e, ok := byFence[o.Granted]; !ok || e.Resource != o.Resource || e.Holder != o.To {
+			c.violate("lost-grant", "%s: %s's hand-over of fence %d on %s was acknowledged to have granted fence %d to %s, which is not in the database",
+				o.Op, o.Holder, o.Fence, o.Resource, o.Granted, o.To)
+		}
+		if a := ackedBy[o.Granted]; a != nil && (a.Resource != o.Resource || a.Holder != o.To) {
+			c.violate("duplicate-fence", "fence %d acknowledged to two holders: handed to %s by %s, and %s (%s)", o.Granted, o.To, o.Op, a.Op, a.Holder)
+		}
+	}
 	// Every committed grant answers a request (or an admission) that did
-	// not certainly fail.
+	// not certainly fail, or is a hand-over's.
 	asked := map[[2]string][]*history.Op{}
 	for i := range c.in.Ops {
 		o := &c.in.Ops[i]
@@ -581,7 +609,7 @@ func (c *checker) grants() {
 		}
 	}
 	for _, e := range byFence {
-		if a := ackedBy[e.Fence]; a != nil {
+		if a := ackedBy[e.Fence]; a != nil || c.handedExplains(grantKey{e.Resource, e.Holder, e.Fence}) {
 			continue
 		}
 		ok := false
@@ -594,7 +622,7 @@ func (c *checker) grants() {
 			ok = true // a semaphore's slot or line, asked for by a permit's wait
 		}
 		if !ok {
-			c.violate("phantom-grant", "fence %d on %s was granted to %s, which never asked or saw every request fail", e.Fence, e.Resource, e.Holder)
+			c.violate("phantom-grant", "fence %d on %s was granted to %s, which never asked or saw every request fail, and no hand-over granted it", e.Fence, e.Resource, e.Holder)
 		}
 	}
 }
@@ -628,11 +656,14 @@ func (c *checker) acked() map[string][]ack {
 	for i := range c.in.Ops {
 		o := &c.in.Ops[i]
 		fence, ok := grantOf(o)
-		if !ok && o.Type == history.Write && o.Outcome == history.OK {
+		if !ok && isWrite(o) && o.Outcome == history.OK {
 			fence, ok = o.Fence, true
 		}
 		if ok {
 			acks[o.Resource] = append(acks[o.Resource], ack{o.Return, fence, o.Op})
+		}
+		if o.Type == history.HandOver && o.Outcome == history.OK && o.To != "" {
+			acks[o.Resource] = append(acks[o.Resource], ack{o.Return, o.Granted, o.Op}) // the floor is at the handed fence
 		}
 	}
 	for res, as := range acks {
@@ -686,6 +717,9 @@ func (c *checker) staleReleases() {
 		if fence, ok := grantOf(o); ok && o.Type == history.Acquire {
 			grants[o.Resource] = append(grants[o.Resource], ack{o.Return, fence, o.Op})
 		}
+		if o.Type == history.HandOver && o.Outcome == history.OK && o.To != "" {
+			grants[o.Resource] = append(grants[o.Resource], ack{o.Return, o.Granted, o.Op})
+		}
 	}
 	for res, as := range grants {
 		sort.Slice(as, func(i, j int) bool { return as[i].at < as[j].at })
@@ -722,7 +756,7 @@ var refusalCodes = map[string]bool{"FG001": true, "FG002": true}
 func (c *checker) staleFailures(acks map[string][]ack) {
 	for i := range c.in.Ops {
 		o := &c.in.Ops[i]
-		if o.Type != history.Write && o.Type != history.Admit {
+		if !isWrite(o) && o.Type != history.Admit {
 			continue
 		}
 		if refusalCodes[o.Code] && o.Outcome != history.Refused {
@@ -754,7 +788,7 @@ func (c *checker) rejections() {
 	}
 	candidates := map[key]int{}
 	for _, o := range c.in.Ops {
-		if o.Type != history.Write && o.Type != history.Admit {
+		if !isWrite(&o) && o.Type != history.Admit {
 			continue
 		}
 		if o.Outcome == history.Refused || o.Outcome == history.Unknown {
@@ -815,10 +849,10 @@ func (c *checker) holderWindows() {
 			w.believe = max(w.believe, o.Call+o.TTL-int64(c.in.ClockSkew), o.Until)
 		}
 	}
-	for i := range c.in.Ops { // a release ends the belief when it is sent
+	for i := range c.in.Ops { // a release (or a hand-over) ends the belief when it is sent
 		o := &c.in.Ops[i]
 		w := wins[lkey{o.Resource, o.Holder, o.Fence}]
-		if w != nil && o.Type == history.Release && (o.Outcome == history.OK || o.Outcome == history.Unknown) {
+		if w != nil && (o.Type == history.Release || o.Type == history.HandOver) && (o.Outcome == history.OK || o.Outcome == history.Unknown) {
 			w.believe = min(w.believe, o.Call)
 		}
 	}

@@ -29,6 +29,20 @@ import (
 // A fence from outside the coordinator that gate.Admit admitted is a grant
 // (with no holder to deny others), and one it refused is a refusal.
 //
+// A hand-over is one step: its write under the current generation's fence,
+// and the release of that generation ("write-release"), or its release and
+// a grant to the waiter it was handed to, above every fence before
+// ("handover"): the grant happens inside the holder's call, whatever the
+// waiter was doing. The waiter's acquisition that returns the handed lease
+// caused nothing: it observes that generation ("handed": the current one,
+// granted by that hand-over), at some moment of its own call. A hand-over
+// whose lease was not live is its write alone. One refused is a refusal;
+// one that certainly failed did nothing, its write included. One whose
+// outcome is unknown did all or nothing: nothing when its write's row is
+// not in the table; when it is, what its decoded commit shows, or, without
+// one, its write and perhaps the release ("write-release?"; a grant it made
+// then enters as one no client saw, below).
+//
 // Operations whose outcome the client never saw enter as follows: a write
 // whose row is in the table is admitted (with no known return); an
 // acquisition or admission the database shows granted is a grant; a release may or may not
@@ -42,10 +56,12 @@ type registerState struct {
 }
 
 type modelInput struct {
-	Kind    string // "grant", "deny", "renew", "release", "release?", "write", "refuse"
+	Kind    string // "grant", "deny", "renew", "release", "release?", "write", "refuse", "handover", "write-release", "write-release?", "handed"
 	Holder  string
-	Request string
-	Fence   int64 // grant: granted; deny: the holder's fence named; others: the token's
+	Request string // grant: its request; handover, handed: the hand-over's op id
+	Fence   int64  // grant, handed: granted; deny: the holder's fence named; others: the token's
+	To      string // handover: the waiter handed the resource
+	Granted int64  // handover: the fence it was handed
 }
 
 // Model is the lease register as a porcupine model, one partition per
@@ -107,11 +123,36 @@ var Model = porcupine.NondeterministicModel{
 			if in.Fence < s.Fence {
 				return []any{s}
 			}
+		case "handover":
+			if current && in.Granted > s.Fence {
+				return []any{registerState{Fence: in.Granted, Holder: in.To, Request: in.Request}}
+			}
+		case "write-release":
+			if current {
+				s.Released = true
+				return []any{s}
+			}
+		case "write-release?":
+			if current {
+				r := s
+				r.Released = true
+				return []any{s, r}
+			}
+			if in.Fence == s.Fence {
+				return []any{s}
+			}
+		case "handed":
+			if s.Fence == in.Fence && s.Holder == in.Holder && s.Request == in.Request {
+				return []any{s}
+			}
 		}
 		return nil
 	},
 	DescribeOperation: func(input, _ any) string {
 		in := input.(modelInput)
+		if in.Kind == "handover" {
+			return fmt.Sprintf("handover(%d, %s → %d, %s)", in.Fence, in.Holder, in.Granted, in.To)
+		}
 		return fmt.Sprintf("%s(%d, %s)", in.Kind, in.Fence, in.Holder)
 	},
 	DescribeState: func(state any) string {
@@ -162,6 +203,12 @@ func (c *checker) linearizable() {
 			switch o.Outcome {
 			case history.OK:
 				ackedFences[o.Granted] = true
+				if h := c.handedBy(grantKey{o.Resource, o.Holder, o.Granted}); h != nil {
+					// A waiter's acquisition returning a hand-over's grant.
+					c.r.HandedSeen++
+					add(o, modelInput{Kind: "handed", Holder: o.Holder, Request: h.op.Op, Fence: o.Granted}, o.Return)
+					break
+				}
 				add(o, modelInput{Kind: "grant", Holder: o.Holder, Request: o.Request, Fence: o.Granted}, o.Return)
 			case history.Denied:
 				add(o, modelInput{Kind: "deny", Holder: o.HeldBy, Fence: o.HeldFence}, o.Return)
@@ -196,6 +243,32 @@ func (c *checker) linearizable() {
 			case present:
 				add(o, modelInput{Kind: "write", Holder: o.Holder, Fence: o.Fence}, o.Return)
 			}
+		case history.HandOver:
+			h := c.handOvers[o.Op]
+			switch {
+			case o.Outcome == history.Refused:
+				add(o, modelInput{Kind: "refuse", Holder: o.Holder, Fence: o.Fence}, o.Return)
+			case !h.committed:
+				// Certainly failed, or unknown and its write is not in the
+				// table: none of it happened (or, if it was acknowledged,
+				// lost-write says so).
+			case o.Outcome == history.OK && o.To != "":
+				ackedFences[o.Granted] = true
+				add(o, modelInput{Kind: "handover", Holder: o.Holder, Request: o.Op, Fence: o.Fence, To: o.To, Granted: o.Granted}, o.Return)
+			case o.Outcome == history.OK && o.Freed:
+				add(o, modelInput{Kind: "write-release", Holder: o.Holder, Fence: o.Fence}, o.Return)
+			case o.Outcome == history.OK:
+				add(o, modelInput{Kind: "write", Holder: o.Holder, Fence: o.Fence}, o.Return)
+			case h.db != nil && h.db.exact && h.db.to != "":
+				ackedFences[h.db.fence] = true
+				add(o, modelInput{Kind: "handover", Holder: o.Holder, Request: o.Op, Fence: o.Fence, To: h.db.to, Granted: h.db.fence}, 0)
+			case h.db != nil && h.db.exact && h.db.released:
+				add(o, modelInput{Kind: "write-release", Holder: o.Holder, Fence: o.Fence}, 0)
+			case h.db != nil && h.db.exact:
+				add(o, modelInput{Kind: "write", Holder: o.Holder, Fence: o.Fence}, 0)
+			default:
+				add(o, modelInput{Kind: "write-release?", Holder: o.Holder, Fence: o.Fence}, 0)
+			}
 		}
 	}
 	// Grants in the database that no client saw: each happened inside one of
@@ -223,6 +296,11 @@ func (c *checker) linearizable() {
 					ret = never
 				}
 				last = max(last, ret)
+			}
+			if h := c.handedDB[grantKey{res, e.Holder, e.Fence}]; span == nil && h != nil {
+				// A hand-over's grant, its grantee's acquisition never seen:
+				// it happened after the hand-over was invoked.
+				span, first, last = h.op, h.op.Call, never
 			}
 			if span == nil {
 				continue // reported as phantom-grant

@@ -31,6 +31,13 @@ const (
 	Release = "release"
 	Write   = "write"
 	Admit   = "admit" // gate.Admit of a fence from outside the coordinator
+	// HandOver is lease.DoHandOver (or pgxgate.CommitBatchHandOver): a
+	// write under Fence (its row carries this operation's id), the release
+	// of the lease, and the grant of Resource to its first live waiter, in
+	// one transaction. Its return says what it did: Freed (the lease was
+	// live, and is released or handed over), To and Granted (the waiter
+	// handed the resource and its fence; "" and 0 for none).
+	HandOver = "handover"
 	// Permit is lease.Semaphore.Acquire on the semaphore Resource of
 	// Permits permits; it returns the slot granted (Slot) and its fence.
 	Permit = "permit"
@@ -102,6 +109,8 @@ type Record struct {
 	Cause     string   `json:"cause,omitempty"`   // fail: what the agent took the failure for (see the Cause constants)
 	Slot      string   `json:"slot,omitempty"`    // permit ok: the slot's resource, "name#i"
 	Covered   []string `json:"covered,omitempty"` // claim ok: the granted token's Members()
+	To        string   `json:"to,omitempty"`      // handover ok: the waiter handed the resource (Granted its fence); "" for none
+	Freed     bool     `json:"freed,omitempty"`   // handover ok: the lease was live and is released or handed over
 }
 
 // Causes of a failed operation, as the agent read its error. CauseOther is
@@ -113,6 +122,10 @@ const (
 	CauseBusy   = "busy"   // a lock or serialization conflict to retry
 	CauseServer = "server" // the server (or SQLite) answered with an error of its own
 	CauseOther  = "other"
+	// CauseAbort is a failure the workload made itself: a hand-over whose
+	// write returned an error of its own after its INSERT, so that the
+	// transaction rolled back with the hand-over's statement not run.
+	CauseAbort = "abort"
 )
 
 // Recorder appends records to a file. It is safe for concurrent use.
@@ -266,4 +279,6 @@ func mergeReturn(o *Op, r Record) {
 	o.Cause = r.Cause
 	o.Slot = r.Slot
 	o.Covered = r.Covered
+	o.To = r.To
+	o.Freed = r.Freed
 }

@@ -100,6 +100,15 @@ type Config struct {
 	// cycle through lease.Hold.
 	WaitProb float64 `json:"waitProb"`
 
+	// HandOverProb is the chance that a lease held through the explicit
+	// protocol ends with a hand-over (lease.DoHandOver, or on pgx, one
+	// time in BatchProb, pgxgate.CommitBatchHandOver): one more fenced
+	// write, the release and the grant to the first live waiter in one
+	// transaction, instead of a release. One hand-over in eight through
+	// DoHandOver fails on purpose after its INSERT (history.CauseAbort), so
+	// that nothing of it may commit. Not with Bypass.
+	HandOverProb float64 `json:"handOverProb"`
+
 	// Announce makes the worker print "commit <op id>" on stdout just before
 	// it sends a write's COMMIT, so that the harness can kill it mid-commit,
 	// and, so that it can crash the OS right after an acknowledgement,
@@ -219,6 +228,9 @@ type env[TTx any] struct {
 	begin func(ctx context.Context, g *gate.Gate[TTx], tok gate.Token) (TTx, error)
 	// draw runs a statement that returns one number, outside any transaction.
 	draw func(ctx context.Context, q string, args ...any) (int64, error)
+	// batchHandOver is pgxgate.CommitBatchHandOver of l with one INSERT
+	// through the pool (pgx only).
+	batchHandOver func(ctx context.Context, l *lease.Lease, q string, args ...any) (lease.HandOff, error)
 }
 
 func run[TTx any](ctx context.Context, cfg Config, rec *history.Recorder, d sqlstore.Driver[TTx], sender pgxv5.BatchSender,
@@ -248,6 +260,11 @@ func run[TTx any](ctx context.Context, cfg Config, rec *history.Recorder, d sqls
 				return none, err
 			}
 			return any(tx).(TTx), nil
+		}
+		e.batchHandOver = func(ctx context.Context, l *lease.Lease, q string, args ...any) (lease.HandOff, error) {
+			b := &pgx.Batch{}
+			b.Queue(q, args...)
+			return pgxgate.CommitBatchHandOver(ctx, any(e.gate).(*gate.Gate[pgx.Tx]), sender, e.coord, l, b)
 		}
 	}
 	var wg sync.WaitGroup
@@ -508,6 +525,9 @@ func (e *env[TTx]) hold(ctx context.Context, a *agent, l *lease.Lease) error {
 		sleep(ctx, l.Remaining()+late)
 		e.renew(ctx, a, l, true)
 	}
+	if !e.cfg.Bypass && a.rng.Float64() < e.cfg.HandOverProb && !l.Expired() && e.handOver(ctx, a, l) {
+		return nil // written, released, and perhaps handed to a waiter
+	}
 	if a.rng.IntN(4) == 0 {
 		tok := l.Token()
 		a.stale = &tok
@@ -523,6 +543,66 @@ func (e *env[TTx]) hold(ctx context.Context, a *agent, l *lease.Lease) error {
 		e.release(ctx, a, token)
 	}
 	return nil
+}
+
+// errAbort is the error a hand-over's write returns on purpose, after its
+// INSERT: its transaction rolls back, the hand-over's statement never run.
+var errAbort = errors.New("workload: the hand-over's write gives up on purpose")
+
+// handOver ends l with lease.DoHandOver (or pgxgate.CommitBatchHandOver):
+// a fenced write, l's release and the grant of its resource to the first
+// live waiter, in one transaction. It reports whether l is over on the
+// holder's side; when not (the hand-over failed, was refused, or its
+// outcome is unknown), l is still the caller's to release.
+func (e *env[TTx]) handOver(ctx context.Context, a *agent, l *lease.Lease) bool {
+	tok := l.Token()
+	via := "do"
+	if e.batchHandOver != nil && a.rng.Float64() < e.cfg.BatchProb {
+		via = "batch"
+	}
+	abort := via == "do" && a.rng.IntN(8) == 0
+	inv := e.invoke(a, history.Record{Type: history.HandOver, Resource: tok.Resource, Fence: tok.Fence, Via: via})
+	octx, cancel := context.WithTimeout(ctx, e.cfg.OpTimeout)
+	defer cancel()
+	args := []any{tok.Resource, tok.Fence, tok.Holder, a.name, inv.Op}
+	var off lease.HandOff
+	var err error
+	if via == "batch" {
+		e.announce("commit", inv.Op)
+		off, err = e.batchHandOver(octx, l, e.insert, args...)
+	} else {
+		off, err = lease.DoHandOver(octx, e.gate, e.coord, l, func(ctx context.Context, tx TTx) error {
+			if err := e.exec(ctx, tx, e.insert, args...); err != nil {
+				return err
+			}
+			if abort {
+				return errAbort
+			}
+			e.announce("commit", inv.Op) // the hand-over's statement, then COMMIT
+			return nil
+		})
+	}
+	r := history.Record{Outcome: history.OK}
+	var stale *gate.StaleFenceError
+	switch {
+	case err == nil:
+		r.Freed, r.To, r.Granted = off.Released, off.To, off.Fence
+	case errors.Is(err, errAbort):
+		r.Outcome = history.Fail // rolled back: nothing was sent after it
+	case errors.As(err, &stale):
+		r.Outcome, r.RejSeq, r.Floor = history.Refused, stale.Seq, stale.Floor
+		r.LogFailed = logFailed(err, stale)
+	default:
+		r.Outcome = Classify(err)
+	}
+	e.ret(inv, r, err)
+	switch r.Outcome {
+	case history.OK:
+		e.announce("wrote", inv.Op)
+	case history.Refused:
+		e.announce("refused", inv.Op)
+	}
+	return err == nil
 }
 
 // release is one Coordinator.Release of token.
@@ -877,6 +957,9 @@ func sqlState(err error) string {
 // answered with, or nothing of the kind (history.CauseOther), which is what
 // a refusal the library did not recognise looks like.
 func failCause(err error) string {
+	if errors.Is(err, errAbort) {
+		return history.CauseAbort
+	}
 	err = native(err)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
