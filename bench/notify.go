@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Names of the notify scenario's variants.
@@ -53,12 +54,35 @@ type waitSampler struct {
 	current string
 	samples map[string]int
 	counts  map[string]map[string]int
+	pools   []*pgxpool.Pool // wrapOn's
 }
 
 func (s *waitSampler) wrap(name string, op Op) Op {
+	return s.wrapOn(name, nil, op)
+}
+
+// wrapOn is wrap for a variant whose connections come from pool: when a
+// variant starts, the idle connections of every other pool wrapped so are
+// closed, so that the pools of all paths fit the server's
+// max_connections together (each holds a connection per acquirer).
+func (s *waitSampler) wrapOn(name string, pool *pgxpool.Pool, op Op) Op {
+	if pool != nil {
+		s.mu.Lock()
+		if !slices.Contains(s.pools, pool) {
+			s.pools = append(s.pools, pool)
+		}
+		s.mu.Unlock()
+	}
 	return func(ctx context.Context, key int) error {
 		s.mu.Lock()
-		s.current = name
+		if s.current != name {
+			s.current = name
+			for _, p := range s.pools {
+				if p != pool {
+					p.Reset()
+				}
+			}
+		}
 		s.mu.Unlock()
 		return op(ctx, key)
 	}
@@ -194,16 +218,16 @@ func Notify(ctx context.Context, cfg Config, r *Report) error {
 		type row struct{ net, name, label string }
 		var rows []row
 		var vs []Variant
-		add := func(net, name string, op Op) {
+		add := func(net, name string, pool *pgxpool.Pool, op Op) {
 			label := fmt.Sprintf("%s @%d [%s]", name, w, net)
 			rows = append(rows, row{net, name, label})
-			vs = append(vs, Variant{label, s.wrap(label, op)})
+			vs = append(vs, Variant{label, s.wrapOn(label, pool, op)})
 		}
 		for i, pg := range now {
-			add(pg.Net, vNotifyGate, cycle(envs[i]))
-			add(pg.Net, vNotifyPglock, pg.PglockAcquireRelease(false))
+			add(pg.Net, vNotifyGate, pg.Pool, cycle(envs[i]))
+			add(pg.Net, vNotifyPglock, pg.Pool, pg.PglockAcquireRelease(false))
 		}
-		add(before[0].Net, vNotifyAlways, cycle(eBefore))
+		add(before[0].Net, vNotifyAlways, before[0].Pool, cycle(eBefore))
 		res := Interleave(ctx, vs, w, Distinct, cfg.Duration, cfg.Rounds, prefix(cfg, fmt.Sprintf("notify/%d", w)))
 		pglockOn := func(net string) Result {
 			for i, x := range rows {
