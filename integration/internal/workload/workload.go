@@ -595,13 +595,7 @@ func (e *env[TTx]) handOver(ctx context.Context, a *agent, l *lease.Lease) bool 
 	default:
 		r.Outcome = Classify(err)
 	}
-	e.ret(inv, r, err)
-	switch r.Outcome {
-	case history.OK:
-		e.announce("wrote", inv.Op)
-	case history.Refused:
-		e.announce("refused", inv.Op)
-	}
+	e.retWrite(inv, r, err)
 	return err == nil
 }
 
@@ -817,6 +811,14 @@ func (e *env[TTx]) write(ctx context.Context, a *agent, g *gate.Gate[TTx], tok g
 	default:
 		r.Outcome = classifyCommit(err)
 	}
+	e.retWrite(inv, r, err)
+	return r.Outcome
+}
+
+// announce prints "<what> <op id>" on stdout when the harness asked for
+// retWrite records a write's outcome, as ret, and announces it: "wrote"
+// or "refused", for the harness's kills right after an acknowledgement.
+func (e *env[TTx]) retWrite(inv, r history.Record, err error) {
 	e.ret(inv, r, err)
 	switch r.Outcome {
 	case history.OK:
@@ -824,10 +826,8 @@ func (e *env[TTx]) write(ctx context.Context, a *agent, g *gate.Gate[TTx], tok g
 	case history.Refused:
 		e.announce("refused", inv.Op)
 	}
-	return r.Outcome
 }
 
-// announce prints "<what> <op id>" on stdout when the harness asked for
 // announcements (Config.Announce).
 func (e *env[TTx]) announce(what, op string) {
 	if e.cfg.Announce {
