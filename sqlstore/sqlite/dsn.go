@@ -157,7 +157,7 @@ func notDurable(path string, query url.Values) string {
 	case path == ":memory:":
 		return "an in-memory database"
 	}
-	for _, mode := range query["mode"] {
+	for _, mode := range param(query, "mode") {
 		switch strings.ToLower(mode) {
 		case "ro", "rw", "rwc":
 		case "memory":
@@ -166,12 +166,26 @@ func notDurable(path string, query url.Values) string {
 			return fmt.Sprintf("an unknown mode %q", mode)
 		}
 	}
-	for _, vfs := range query["vfs"] {
+	for _, vfs := range param(query, "vfs") {
 		if !fileVFSes[vfs] && !unlockedVFSes[vfs] {
 			return fmt.Sprintf("the VFS %q (want the operating system's file VFS)", vfs)
 		}
 	}
 	return ""
+}
+
+// param returns the values of the URI parameter name under any spelling
+// of its case: SQLite reads only the lower-case one, but a check that let
+// "Vfs=memdb" through would trust a reader's spelling, so every spelling
+// is judged (fail closed).
+func param(query url.Values, name string) []string {
+	var vs []string
+	for key, values := range query {
+		if strings.EqualFold(key, name) {
+			vs = append(vs, values...)
+		}
+	}
+	return vs
 }
 
 // unlocked says why SQLite, opened with the decoded URI parameters query,
@@ -180,7 +194,7 @@ func notDurable(path string, query url.Values) string {
 // seeing other connections' writes). SQLite reads nolock and immutable as
 // booleans; any value but a false one counts as set.
 func unlocked(query url.Values) string {
-	for _, vfs := range query["vfs"] {
+	for _, vfs := range param(query, "vfs") {
 		if unlockedVFSes[vfs] {
 			return fmt.Sprintf("the VFS %q does not lock the file as other connections do", vfs)
 		}

@@ -74,7 +74,7 @@ func dbFile(t *testing.T, d *sqlite.Driver) string {
 
 func FuzzDSN(f *testing.F) {
 	for _, s := range []string{"app.db", "file:app.db?_pragma=busy_timeout(5)", ":memory:", "file:?", "x://y", "file:a%zz",
-		"file:a.db?nolock=1", "file:a.db?vfs=unix-none", "file:a.db?immutable=yes&nolock=0"} {
+		"file:a.db?nolock=1", "file:a.db?vfs=unix-none", "file:a.db?immutable=yes&nolock=0", "file:0?Vfs", "file:a.db?VFS=memdb&Mode=memory"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, dsn string) {
