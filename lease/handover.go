@@ -74,10 +74,7 @@ func DoHandOver[TTx any](ctx context.Context, g *gate.Gate[TTx], c *Coordinator,
 	if err != nil {
 		return HandOff{}, err
 	}
-	if _, err := l.client.Release(l); err != nil {
-		return HandOff{}, err
-	}
-	return c.handedOff(token.Resource, res), nil
+	return c.HandOffOf(l, res)
 }
 
 // HandOffOf is DoHandOver's ending for a hand-over the caller committed
@@ -92,19 +89,29 @@ func (c *Coordinator) HandOffOf(l *Lease, res sqlstore.LeaseHandOverResult) (Han
 	if _, err := l.client.Release(l); err != nil {
 		return HandOff{}, err
 	}
-	return c.handedOff(l.Token().Resource, res), nil
-}
-
-func (c *Coordinator) handedOff(resource string, res sqlstore.LeaseHandOverResult) HandOff {
+	resource := l.Token().Resource
 	if !res.Released {
-		return HandOff{}
+		return HandOff{}, nil
 	}
 	if res.Waiter == 0 {
 		c.waits.announced(sqlstore.LeaseChange{Resource: resource})
-		return HandOff{Released: true}
+		return HandOff{Released: true}, nil
 	}
 	c.waits.announced(sqlstore.LeaseChange{Resource: resource, First: res.Waiter, Granted: true, Lease: res.Lease})
-	return HandOff{Released: true, To: res.Lease.Holder, Fence: res.Lease.Fence}
+	return HandOff{Released: true, To: res.Lease.Holder, Fence: res.Lease.Fence}, nil
+}
+
+// handedLease reads the resource's lease row and reports whether it is a
+// live lease that a hand-over granted to hreq.
+func (c *Coordinator) handedLease(ctx context.Context, hreq *AcquireRequest) (sqlstore.LeaseRow, bool, error) {
+	row, err := c.store.Executor().LeaseGet(ctx, hreq.Resource)
+	switch {
+	case errors.Is(err, sqlstore.ErrNotFound):
+		return sqlstore.LeaseRow{}, false, nil
+	case err != nil:
+		return sqlstore.LeaseRow{}, false, err
+	}
+	return row, row.Live() && row.RequestID == hreq.RequestID && row.Holder == hreq.Holder, nil
 }
 
 // handedOver reports the lease a hand-over granted to hreq (the request
@@ -122,14 +129,12 @@ func (c *Coordinator) handedOver(ctx context.Context, client *Client, hreq *Acqu
 	}
 	row := carried
 	if !row.Found || row.RequestID != hreq.RequestID || row.Resource != hreq.Resource {
+		var ours bool
 		var err error
-		row, err = c.store.Executor().LeaseGet(ctx, hreq.Resource)
-		switch {
-		case errors.Is(err, sqlstore.ErrNotFound):
-			return nil, nil
+		switch row, ours, err = c.handedLease(ctx, hreq); {
 		case err != nil:
 			return nil, c.wrap("read the hand-over of", hreq.Resource, err)
-		case !row.Live() || row.RequestID != hreq.RequestID || row.Holder != hreq.Holder:
+		case !ours:
 			return nil, nil
 		}
 	}
@@ -152,14 +157,12 @@ func (c *Coordinator) spendHandOver(ctx context.Context, hreq *AcquireRequest) e
 	if hreq == nil {
 		return nil
 	}
-	row, err := c.store.Executor().LeaseGet(ctx, hreq.Resource)
+	row, ours, err := c.handedLease(ctx, hreq)
 	switch {
-	case errors.Is(err, sqlstore.ErrNotFound):
-		return nil
 	case err != nil:
 		return fmt.Errorf("fencegate: read what a hand-over left to %s on %q: it may stay held until its first term ends (within %v): %w",
 			hreq.Holder, hreq.Resource, c.waiterTTL, err)
-	case !row.Live() || row.RequestID != hreq.RequestID || row.Holder != hreq.Holder:
+	case !ours:
 		return nil
 	}
 	if _, err := c.Release(ctx, gate.Token{Resource: row.Resource, Holder: row.Holder, Fence: row.Fence}); err != nil {

@@ -487,12 +487,7 @@ func (e *executor) WaiterHead(ctx context.Context, resource string) (sqlstore.Wa
 // a hand-over belongs in the transaction of the holder's last write. On
 // e alone it runs in a transaction of its own.
 func (e *executor) LeaseHandOver(ctx context.Context, p *sqlstore.LeaseHandOverParams) (sqlstore.LeaseHandOverResult, error) {
-	var res sqlstore.LeaseHandOverResult
-	err := e.atomic(ctx, func(e *executor) (err error) {
-		res, err = steps.HandOver(ctx, e, p)
-		return err
-	})
-	return res, err
+	return steps.HandOver(ctx, e, e.inTx(), p)
 }
 
 func (e *executor) WaiterList(ctx context.Context, resource string) ([]sqlstore.Waiter, error) {

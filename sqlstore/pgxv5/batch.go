@@ -130,17 +130,8 @@ func refusal(err error) (sqlstore.FloorRaiseResult, bool) {
 // fenced batch (pgxgate.CommitBatchHandOver does), so that it commits with
 // the batch's writes or not at all.
 func QueueHandOver(b *pgx.Batch, p sqlstore.LeaseHandOverParams, res *sqlstore.LeaseHandOverResult) {
-	b.Queue(pg.HandOverSQL, p.Resource, p.Holder, p.Fence).QueryRow(func(row pgx.Row) error {
-		var granted, expires, now int64
-		l := sqlstore.LeaseRow{Resource: p.Resource}
-		if err := row.Scan(&res.Released, &res.Waiter, &l.Holder, &l.Fence, &l.RequestID, &granted, &expires, &now); err != nil {
-			return err
-		}
-		if res.Waiter != 0 {
-			l.Found = true
-			l.GrantedAt, l.ExpiresAt, l.Now = sqlexec.Micros(granted), sqlexec.Micros(expires), sqlexec.Micros(now)
-			res.Lease = l
-		}
-		return nil
+	b.Queue(pg.HandOverSQL, p.Resource, p.Holder, p.Fence).QueryRow(func(row pgx.Row) (err error) {
+		*res, err = sqlexec.ScanHandOver(row, p.Resource)
+		return err
 	})
 }

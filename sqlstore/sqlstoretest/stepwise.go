@@ -54,13 +54,5 @@ func (e stepExecutor) LeaseRelease(ctx context.Context, p *sqlstore.LeaseRelease
 }
 
 func (e stepExecutor) LeaseHandOver(ctx context.Context, p *sqlstore.LeaseHandOverParams) (sqlstore.LeaseHandOverResult, error) {
-	if e.inTx == nil {
-		return steps.HandOver(ctx, e.Executor, p)
-	}
-	var res sqlstore.LeaseHandOverResult
-	err := e.inTx(ctx, func(ex sqlstore.Executor) (err error) {
-		res, err = steps.HandOver(ctx, ex, p)
-		return err
-	})
-	return res, err
+	return steps.HandOver(ctx, e.Executor, e.inTx, p)
 }

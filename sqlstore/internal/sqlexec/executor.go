@@ -408,31 +408,31 @@ func (e *executor) WaiterHead(ctx context.Context, resource string) (sqlstore.Wa
 // (Queries.LeaseHandOver, Postgres), and the shared steps elsewhere.
 func (e *executor) LeaseHandOver(ctx context.Context, p *sqlstore.LeaseHandOverParams) (sqlstore.LeaseHandOverResult, error) {
 	if e.sql.LeaseHandOver == "" {
-		if e.inTx == nil { // in the caller's transaction, where it belongs
-			return steps.HandOver(ctx, e, p)
-		}
-		var res sqlstore.LeaseHandOverResult
-		err := e.inTx(ctx, func(ex sqlstore.Executor) (err error) {
-			res, err = steps.HandOver(ctx, ex, p)
-			return err
-		})
-		return res, err
+		return steps.HandOver(ctx, e, e.inTx, p)
 	}
-	var (
-		res                   sqlstore.LeaseHandOverResult
-		granted, expires, now int64
-		l                     = &res.Lease
-	)
-	err := e.q.QueryRow(ctx, e.sql.LeaseHandOver, p.Resource, p.Holder, p.Fence).Scan(
-		&res.Released, &res.Waiter, &l.Holder, &l.Fence, &l.RequestID, &granted, &expires, &now)
+	res, err := ScanHandOver(e.q.QueryRow(ctx, e.sql.LeaseHandOver, p.Resource, p.Holder, p.Fence), p.Resource)
 	if err != nil {
 		return sqlstore.LeaseHandOverResult{}, e.fail("hand over lease", err)
 	}
+	return res, nil
+}
+
+// ScanHandOver reads the row of Queries.LeaseHandOver for resource:
+// released, waiter, and the new generation's holder, fence, request id,
+// granted µs, expires µs and the clock (Lease is set only with a waiter).
+func ScanHandOver(s Scanner, resource string) (sqlstore.LeaseHandOverResult, error) {
+	var (
+		res                   sqlstore.LeaseHandOverResult
+		granted, expires, now int64
+		l                     = sqlstore.LeaseRow{Resource: resource}
+	)
+	if err := s.Scan(&res.Released, &res.Waiter, &l.Holder, &l.Fence, &l.RequestID, &granted, &expires, &now); err != nil {
+		return sqlstore.LeaseHandOverResult{}, err
+	}
 	if res.Waiter != 0 {
-		l.Found, l.Resource = true, p.Resource
+		l.Found = true
 		l.GrantedAt, l.ExpiresAt, l.Now = Micros(granted), Micros(expires), Micros(now)
-	} else {
-		res.Lease = sqlstore.LeaseRow{}
+		res.Lease = l
 	}
 	return res, nil
 }

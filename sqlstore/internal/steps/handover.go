@@ -7,10 +7,25 @@ import (
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
-// HandOver runs sqlstore.Executor.LeaseHandOver's rules in ex's
-// transaction, which is the caller's (the holder's last write is in it):
-// nothing here commits or rolls back.
-func HandOver(ctx context.Context, ex sqlstore.Executor, p *sqlstore.LeaseHandOverParams) (sqlstore.LeaseHandOverResult, error) {
+// HandOver runs sqlstore.Executor.LeaseHandOver's rules. With a nil inTx,
+// ex is in the caller's transaction, where a hand-over belongs (the
+// holder's last write is in it) and nothing here commits or rolls back;
+// with inTx (an executor on its own) the steps run in a transaction of
+// their own.
+func HandOver(ctx context.Context, ex sqlstore.Executor, inTx InTx, p *sqlstore.LeaseHandOverParams) (sqlstore.LeaseHandOverResult, error) {
+	if inTx == nil {
+		return handOver(ctx, ex, p)
+	}
+	var res sqlstore.LeaseHandOverResult
+	err := inTx(ctx, func(ex sqlstore.Executor) (err error) {
+		res, err = handOver(ctx, ex, p)
+		return err
+	})
+	return res, err
+}
+
+// handOver is HandOver's steps, one statement each, in ex's transaction.
+func handOver(ctx context.Context, ex sqlstore.Executor, p *sqlstore.LeaseHandOverParams) (sqlstore.LeaseHandOverResult, error) {
 	row, err := ex.LeaseGetForUpdate(ctx, p.Resource)
 	if err != nil {
 		return sqlstore.LeaseHandOverResult{}, err
