@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -37,6 +38,23 @@ func TestClassifyOutcomeUnknown(t *testing.T) {
 		if got := classifyCommit(c.err); got != c.onCommit {
 			t.Errorf("%s: classifyCommit = %v, want %v", c.name, got, c.onCommit)
 		}
+	}
+}
+
+// A connection never made is a failure, unless the failure is a cleanup's,
+// joined to an operation whose outcome is unknown (lease's "may have been
+// granted to ..., and releasing it failed: ... failed to connect").
+func TestClassifyConnectInCleanup(t *testing.T) {
+	connect := fmt.Errorf("take a connection: %w", &pgconn.ConnectError{})
+	if got := Classify(connect); got != history.Fail {
+		t.Errorf("a connection never made: Classify = %v, want fail", got)
+	}
+	left := errors.Join(fmt.Errorf("one-statement acquire: %w", io.ErrUnexpectedEOF), fmt.Errorf("releasing it failed: %w", connect))
+	if got := Classify(left); got != history.Unknown {
+		t.Errorf("an unknown acquisition whose cleanup could not connect: Classify = %v, want unknown", got)
+	}
+	if got := Classify(errors.Join(lease.ErrBusy, connect)); got != history.Fail {
+		t.Errorf("two definite failures: Classify = %v, want fail", got)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -590,7 +591,7 @@ func (e *env[TTx]) handOver(ctx context.Context, a *agent, l *lease.Lease) bool 
 	case errors.Is(err, errAbort):
 		r.Outcome = history.Fail // rolled back: nothing was sent after it
 	case errors.As(err, &stale):
-		r.Outcome, r.RejSeq, r.Floor = history.Refused, stale.Seq, stale.Floor
+		r.Outcome, r.RejSeq, r.Floor, r.FloorBy = history.Refused, stale.Seq, stale.Floor, stale.FloorHolder
 		r.LogFailed = logFailed(err, stale)
 	default:
 		r.Outcome = Classify(err)
@@ -802,7 +803,7 @@ func (e *env[TTx]) write(ctx context.Context, a *agent, g *gate.Gate[TTx], tok g
 	switch {
 	case err == nil:
 	case errors.As(err, &stale):
-		r.Outcome, r.RejSeq, r.Floor = history.Refused, stale.Seq, stale.Floor
+		r.Outcome, r.RejSeq, r.Floor, r.FloorBy = history.Refused, stale.Seq, stale.Floor, stale.FloorHolder
 		r.LogFailed = logFailed(err, stale)
 	case !committing:
 		r.Outcome = history.Fail // no COMMIT was sent: nothing can have committed
@@ -857,7 +858,7 @@ func (e *env[TTx]) externalCycle(ctx context.Context, a *agent, res string) time
 	r := history.Record{Outcome: Classify(err)}
 	var stale *gate.StaleFenceError
 	if errors.As(err, &stale) {
-		r.RejSeq, r.Floor, r.LogFailed = stale.Seq, stale.Floor, logFailed(err, stale)
+		r.RejSeq, r.Floor, r.FloorBy, r.LogFailed = stale.Seq, stale.Floor, stale.FloorHolder, logFailed(err, stale)
 	}
 	e.ret(inv, r, err)
 	if err != nil {
@@ -889,6 +890,12 @@ func Classify(err error) history.Outcome {
 	if errors.Is(err, gate.ErrStaleFence) {
 		return history.Refused
 	}
+	if slices.ContainsFunc(joined(err), uncertain) {
+		// An operation's error joined with its cleanup's: a cleanup that
+		// could not even connect (lease's "may have been granted, and
+		// releasing it failed") does not make the operation a failure.
+		return history.Unknown
+	}
 	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
 		return history.Fail
 	}
@@ -896,6 +903,31 @@ func Classify(err error) history.Outcome {
 		return history.Unknown
 	}
 	return knownFailure(err)
+}
+
+// joined returns the errors of the first errors.Join of several in err's
+// chain, or nil.
+func joined(err error) []error {
+	for err != nil {
+		j, ok := err.(interface{ Unwrap() []error })
+		switch {
+		case ok && len(j.Unwrap()) == 1: // a mark (sqlstore.WithClass)
+			err = j.Unwrap()[0]
+		case ok:
+			return j.Unwrap()
+		default:
+			err = errors.Unwrap(err)
+		}
+	}
+	return nil
+}
+
+// uncertain reports whether err leaves its operation's outcome unknown by
+// itself: IsOutcomeUnknown says so, and not merely for a connection that
+// was never made.
+func uncertain(err error) bool {
+	_, connect := errors.AsType[*pgconn.ConnectError](err)
+	return !connect && sqlstore.IsOutcomeUnknown(native(err))
 }
 
 // knownFailure is Fail for an error that says the database refused, which
