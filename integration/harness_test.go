@@ -481,7 +481,7 @@ func runHistory(t *testing.T, sp spec) *outcome {
 	}
 	if oldPrimary != nil {
 		before, lost := beforeFailover(t, oldPrimary, oldSlot, cluster, schema)
-		out.DecodedOld, in.OldPrimary = len(before), append(slices.Clone(before), lost...)
+		out.DecodedOld, in.OldPrimary, in.Lost = len(before), append(slices.Clone(before), lost...), lost
 		out.LostGrants = check.Grants(lost)
 		in.Commits = append(before, in.Commits...)
 		for i := range in.Commits {

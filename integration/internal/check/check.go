@@ -114,6 +114,15 @@ type Input struct {
 	// OldPrimary is every commit decoded on the old primary of a failover
 	// history, those its promoted standby never received included.
 	OldPrimary []observe.Commit
+	// Lost is the part of OldPrimary after the promoted standby's switch
+	// point: the commits the failover lost. Such a commit may have been
+	// seen: a client that cancels a synchronous commit's wait for its
+	// standby (pgx does, when its context ends) makes Postgres end the wait
+	// and show the commit on the primary alone. Only reads can then see it
+	// (a refusal naming its floor, a denial naming its lease): any commit
+	// after it that was acknowledged waited for the standby, and took it
+	// there first. The model leaves those reads out (Report.LostReads).
+	Lost []observe.Commit
 	// AdvancedTo is the lowest fence a grant could carry after the fences
 	// were advanced on the promoted standby (Coordinator.AdvanceFences);
 	// 0 when they were not.
@@ -156,6 +165,7 @@ type Report struct {
 	HandOvers, HandedOver, HandedSeen int
 
 	RefusedUnlogged int // refusals the gate reported as not logged (the log write failed)
+	LostReads       int // refusals and denials that named a grant the failover lost (Input.Lost)
 	UnknownPresent  int // writes with unknown outcome that did commit
 	UnknownAbsent   int // writes with unknown outcome that did not
 

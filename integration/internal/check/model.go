@@ -8,6 +8,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/fencegate/fencegate/integration/internal/history"
+	"github.com/fencegate/fencegate/integration/internal/observe"
 )
 
 // The lease register: the state of one resource as the coordinator and the
@@ -174,6 +175,38 @@ func (c *checker) raised(res, holder string, fence int64) bool {
 	return false
 }
 
+// lostGrants are the grants only the commits a failover lost made
+// (Input.Lost): their lease versions, less the generations the database
+// kept (a renewal or a release of one is not a grant of its own).
+func (c *checker) lostGrants() map[grantKey]bool {
+	out := map[grantKey]bool{}
+	for _, cm := range c.in.Lost {
+		for _, m := range cm.Marks {
+			if m.Kind == observe.Lease {
+				out[grantKey{m.Resource, m.Holder, m.Fence}] = true
+			}
+		}
+	}
+	for res, raises := range c.raises {
+		for _, e := range raises {
+			delete(out, grantKey{res, e.Holder, e.Fence})
+		}
+	}
+	return out
+}
+
+// namesLost reports whether o is a read of a grant in lost: a refusal
+// under the floor it raised, or a denial naming its lease.
+func namesLost(o *history.Op, lost map[grantKey]bool) bool {
+	switch o.Outcome {
+	case history.Refused:
+		return lost[grantKey{o.Resource, o.FloorBy, o.Floor}]
+	case history.Denied:
+		return lost[grantKey{o.Resource, o.HeldBy, o.HeldFence}]
+	}
+	return false
+}
+
 // linearizable builds the register history and asks porcupine.
 func (c *checker) linearizable() {
 	var ops []porcupine.Operation
@@ -196,8 +229,13 @@ func (c *checker) linearizable() {
 		ops = append(ops, porcupine.Operation{ClientId: client(o.Agent), Input: in, Call: o.Call, Return: ret, Metadata: o.Resource})
 	}
 	ackedFences := map[int64]bool{}
+	lost := c.lostGrants()
 	for i := range c.in.Ops {
 		o := &c.in.Ops[i]
+		if namesLost(o, lost) {
+			c.r.LostReads++
+			continue
+		}
 		switch o.Type {
 		case history.Acquire:
 			switch o.Outcome {

@@ -139,7 +139,12 @@ func StartReplicated(ctx context.Context, synchronous bool) (primary, standby *C
 	if err != nil {
 		return nil, nil, err
 	}
-	conf := []string{"synchronous_standby_names = ''", "synchronous_commit = on"}
+	// A primary whose WAL sender the harness kills (SIGKILL, a crash of a
+	// child) must go down whole, not restart by itself: restarted, it
+	// would serve, until it is killed, commits its standby never received
+	// (a grant a synchronous commit was still waiting to replicate), and
+	// the clients would see a history that the failover then loses.
+	conf := []string{"synchronous_standby_names = ''", "synchronous_commit = on", "restart_after_crash = off"}
 	if synchronous {
 		conf[0] = "synchronous_standby_names = '*'"
 	}
@@ -225,7 +230,11 @@ func (c *Cluster) appendConf(lines ...string) error {
 // Kill stops the server the way a crash would (immediate shutdown), and
 // leaves it down.
 func (c *Cluster) Kill(ctx context.Context) error {
-	if out, err := c.run(ctx, "pg_ctl", "-D", c.data, "-m", "immediate", "-w", "stop"); err != nil {
+	out, err := c.run(ctx, "pg_ctl", "-D", c.data, "-m", "immediate", "-w", "stop")
+	if err != nil {
+		if _, serr := os.Stat(filepath.Join(c.data, "postmaster.pid")); errors.Is(serr, os.ErrNotExist) {
+			return nil // down already: a crash it does not restart from (restart_after_crash off)
+		}
 		return fmt.Errorf("faults: pg_ctl stop: %w\n%s", err, out)
 	}
 	return nil

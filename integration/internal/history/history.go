@@ -102,6 +102,7 @@ type Record struct {
 	HeldFence int64    `json:"held_fence,omitempty"` // acquire denied
 	RejSeq    int64    `json:"rej_seq,omitempty"`    // write refused: the rejection log's seq
 	Floor     int64    `json:"floor,omitempty"`      // write refused: the floor reported
+	FloorBy   string   `json:"floor_by,omitempty"`   // write refused: who raised the floor to it
 	LogFailed bool     `json:"log_failed,omitempty"` // write refused, but the refusal could not be logged
 	Attempts  int      `json:"attempts,omitempty"`   // acquire: attempts with the same request id
 	Err       string   `json:"err,omitempty"`
@@ -271,7 +272,7 @@ func mergeReturn(o *Op, r Record) {
 	o.HeldBy = r.HeldBy
 	o.HeldFence = r.HeldFence
 	o.RejSeq = r.RejSeq
-	o.Floor = r.Floor
+	o.Floor, o.FloorBy = r.Floor, r.FloorBy
 	o.LogFailed = r.LogFailed
 	o.Attempts = r.Attempts
 	o.Err = r.Err
