@@ -32,9 +32,16 @@ const (
 	vWriteAlone   = "fencegate fenced write alone, no lock turn"
 	vHandPglock   = "pglock Acquire (1 s lease, heartbeat off)"
 	vHandAdvisory = "pg_advisory_lock queue"
+	// vBareHandOff is the fairness scenario's bound for a hand-over: the
+	// least one costs (bareHandOff).
+	vBareHandOff = "bound: bare SQL hand-over (next holder's fence in the write's commit, queue in memory)"
 )
 
 var lockVariants = []string{vHandWait, vHandWaitMany, vHandOff, vHandOffMany, vHandPoll, vHandPglock, vHandAdvisory}
+
+// fairVariants are the fairness scenario's: the lock variants and the
+// bare hand-over, its bound.
+var fairVariants = append(slices.Clone(lockVariants), vBareHandOff)
 
 // handoverCoordinators is how many coordinators the NOTIFY variant spreads
 // its waiters over: each has one listening connection.
@@ -265,6 +272,8 @@ func runLockWorkers(ctx context.Context, pg *PG, variant string, n int, d time.D
 			}
 			return err
 		}
+	case vBareHandOff:
+		cycle = bareHandOff(pool, resource, key, h)
 	case vHandAdvisory:
 		lockKey := advisoryBase + int64(rand.N(1<<20))
 		cycle = func(ctx context.Context, w int) error {
@@ -319,6 +328,75 @@ func runLockWorkers(ctx context.Context, pg *PG, variant string, n int, d time.D
 	return errors.Join(all...)
 }
 
+// bareHandOver hands scenario 3's bare SQL lease on in the write's
+// implicit transaction: the fence checked, the next one drawn, the lease
+// released when nobody waits.
+const bareHandOver = `
+UPDATE bench_lease SET fence = nextval('bench_lease_seq'), released = $3, expires_at = clock_timestamp() + interval '30 seconds'
+ WHERE resource = $1 AND fence = $2 AND NOT released
+RETURNING fence`
+
+// bareHandOff is vBareHandOff's cycle, the least a durable hand-over
+// costs: the write, the holder's fence checked and the next holder's drawn
+// in one pipelined implicit transaction (one round trip, one durable
+// commit), the next holder taken from a queue in this process's memory and
+// woken by a channel. No waiter rows, no request rows, no floor, no
+// announcement, no term dated from a touch: not a lock to use, the floor
+// under fencegate's hand-over.
+func bareHandOff(pool *pgxpool.Pool, resource string, key int, h cycleHooks) func(ctx context.Context, w int) error {
+	var (
+		mu    sync.Mutex
+		held  bool
+		queue []chan int64
+	)
+	take := func(ctx context.Context) (int64, error) {
+		mu.Lock()
+		if !held {
+			held = true
+			mu.Unlock()
+			var fence int64
+			err := pool.QueryRow(ctx, bareLeaseAcquire, resource).Scan(&fence)
+			return fence, err
+		}
+		turn := make(chan int64, 1)
+		queue = append(queue, turn)
+		mu.Unlock()
+		select {
+		case fence := <-turn:
+			return fence, nil
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	return func(ctx context.Context, w int) error {
+		fence, err := take(ctx)
+		if err != nil {
+			return err
+		}
+		h.granted(w)
+		mu.Lock()
+		var next chan int64
+		if len(queue) > 0 {
+			next, queue = queue[0], queue[1:]
+		} else {
+			held = false // the next comes after this commit: its grant waits for the row
+		}
+		mu.Unlock()
+		b := &pgx.Batch{}
+		b.Queue(updateItem, key)
+		var handed int64
+		b.Queue(bareHandOver, resource, fence, next == nil).QueryRow(func(row pgx.Row) error { return row.Scan(&handed) })
+		h.releasing(w)
+		if err := pool.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		if next != nil {
+			next <- handed
+		}
+		return nil
+	}
+}
+
 // writeAlone is vWriteAlone's worker: fenced writes under l, each its own
 // durable commit, until ctx ends; each counts as a cycle.
 func writeAlone(ctx context.Context, g *gate.Gate[pgx.Tx], pool *pgxpool.Pool, coord *lease.Coordinator, c *lease.Client, l *lease.Lease, h cycleHooks, w int) error {
@@ -356,10 +434,10 @@ func Fairness(ctx context.Context, cfg Config, pg *PG, r *Report) error {
 	r.f("## Fairness: %d workers on one lock for %v\n\n", fairWorkers, d)
 	r.f("Each worker loops: acquire the lock, write the same row under it, release. fencegate's write is fenced (pgxgate.CommitBatch with the lease's token: the fence check and the UPDATE in one round trip); pglock's and the advisory lock's is the bare UPDATE, on the advisory lock's own connection. Cycles are counted per worker when its release returns; a lock that starves workers shows a min of 0 and no ratio. The variants take turns in %d interleaved rounds of %v each (forward, then backward), loopback; a worker's cycles are summed over the rounds, and *vs advisory* is the median of the per-round throughput ratios.\n\n", rounds, d/time.Duration(rounds))
 	r.f("| variant | cycles/s | vs advisory | cycles per worker: min | median | max | max ÷ min |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
-	counts := make(map[string][]int64, len(lockVariants))
-	elapsed := make(map[string]time.Duration, len(lockVariants))
-	rates := make(map[string][]float64, len(lockVariants)) // per round
-	for _, v := range lockVariants {
+	counts := make(map[string][]int64, len(fairVariants))
+	elapsed := make(map[string]time.Duration, len(fairVariants))
+	rates := make(map[string][]float64, len(fairVariants)) // per round
+	for _, v := range fairVariants {
 		counts[v] = make([]int64, fairWorkers)
 	}
 	// The bound: fencegate's worker alone, never waiting. Only one holder
@@ -368,7 +446,7 @@ func Fairness(ctx context.Context, cfg Config, pg *PG, r *Report) error {
 	alone := []string{vHandWait, vWriteAlone, vHandAdvisory}
 	aloneRates := map[string][]float64{}
 	for round := range rounds {
-		order := slices.Clone(lockVariants)
+		order := slices.Clone(fairVariants)
 		if round%2 == 1 {
 			slices.Reverse(order)
 		}
@@ -400,7 +478,7 @@ func Fairness(ctx context.Context, cfg Config, pg *PG, r *Report) error {
 			rates[v] = append(rates[v], float64(n)/el.Seconds())
 		}
 	}
-	for _, v := range lockVariants {
+	for _, v := range fairVariants {
 		c := slices.Clone(counts[v])
 		slices.Sort(c)
 		lo, med, hi := c[0], c[len(c)/2], c[len(c)-1]
@@ -446,7 +524,15 @@ func Fairness(ctx context.Context, cfg Config, pg *PG, r *Report) error {
 	r.f("On one lock only one holder writes at a time, so fencegate's throughput under contention cannot exceed its lone worker's: each cycle waits for two durable commits in series (the grant, and the fenced write) where the advisory lock's waits for one (its grant is in the server's memory), and a hand-over only adds to that. ")
 	r.f("fencegate alone ÷ the advisory lock's queue with %d workers = **%.2fx** (median of per-round ratios): the most fencegate's contended ratio can reach.\n\n", fairWorkers, bound)
 	r.f("With the hand-over in the write's commit a turn costs one durable commit, as the advisory lock's does, so that bound no longer holds; the next is one worker's fenced writes back to back under one lease (%.0f/s): a turn cannot be cheaper than its write's commit, and it adds the waiter's wake-up (an announcement) and its read of its lease. Fenced write alone ÷ the advisory lock's queue = **%.2fx**: the most the hand-over variants can reach.\n\n", median(aloneRates[vWriteAlone]), boundOne)
-	r.Notes = append(r.Notes, fmt.Sprintf("fairness bound: fencegate's lone worker ÷ the advisory lock's queue with %d workers = %.2fx cycles/s (two durable commits per turn); fenced write alone ÷ advisory queue = %.2fx (the hand-over's bound: one commit per turn)", fairWorkers, bound, boundOne))
+	var perBare []float64
+	for i, a := range rates[vHandAdvisory] {
+		if a > 0 {
+			perBare = append(perBare, rates[vBareHandOff][i]/a)
+		}
+	}
+	boundBare := median(perBare)
+	r.f("Beside them, the *bare SQL hand-over*, with the same %d workers, is the protocol without fencegate's rules: a lease row whose fence the write's own commit checks and hands to the next holder (one round trip, one durable commit), that holder taken from a queue in this process's memory and woken by a channel. It has none of what makes fencegate's hand-over safe to use: no waiter rows (a waiter in another process, or after a crash, has no place), no request rows (a retried acquisition could be granted twice), no batch guard (the write's SQL could end its transaction), no floor, no announcement, no term dated from the waiter's touch. Bare SQL hand-over ÷ the advisory lock's queue = **%.2fx**: one durable commit per turn passes the advisory queue's three round trips; what fencegate's turn adds to it is the server time of those rules.\n\n", fairWorkers, boundBare)
+	r.Notes = append(r.Notes, fmt.Sprintf("fairness bound: fencegate's lone worker ÷ the advisory lock's queue with %d workers = %.2fx cycles/s (two durable commits per turn); fenced write alone ÷ advisory queue = %.2fx (the hand-over's bound: one commit per turn); bare SQL hand-over ÷ advisory queue = %.2fx", fairWorkers, bound, boundOne, boundBare))
 	return nil
 }
 
