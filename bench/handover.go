@@ -490,12 +490,7 @@ func Fairness(ctx context.Context, cfg Config, pg *PG, r *Report) error {
 		if lo > 0 {
 			ratio = fmt.Sprintf("%.2f", float64(hi)/float64(lo))
 		}
-		var per []float64
-		for i, a := range rates[vHandAdvisory] {
-			if a > 0 {
-				per = append(per, rates[v][i]/a)
-			}
-		}
+		per := ratios(rates[v], rates[vHandAdvisory])
 		vs := "–"
 		if len(per) > 0 {
 			slices.Sort(per)
@@ -506,34 +501,27 @@ func Fairness(ctx context.Context, cfg Config, pg *PG, r *Report) error {
 			r.Notes = append(r.Notes, fmt.Sprintf("fairness, %d workers, %s: %s the advisory lock's throughput (target ≥ 0.8x), cycles per worker min %d / median %d / max %d, max ÷ min %s (target < 1.5)", fairWorkers, v, vs, lo, med, hi, ratio))
 		}
 	}
-	var per []float64
-	for i, a := range rates[vHandAdvisory] {
-		if a > 0 {
-			per = append(per, aloneRates[vHandWait][i]/a)
-		}
-	}
-	bound := median(per)
-	var perOne []float64
-	for i, a := range rates[vHandAdvisory] {
-		if a > 0 {
-			perOne = append(perOne, aloneRates[vWriteAlone][i]/a)
-		}
-	}
-	boundOne := median(perOne)
+	bound := median(ratios(aloneRates[vHandWait], rates[vHandAdvisory]))
+	boundOne := median(ratios(aloneRates[vWriteAlone], rates[vHandAdvisory]))
 	r.f("\nThe bound: one worker alone (no one waiting) ran %.0f cycles/s with fencegate and %.0f with the advisory lock (medians of %d rounds, in the same rounds). ", median(aloneRates[vHandWait]), median(aloneRates[vHandAdvisory]), rounds)
 	r.f("On one lock only one holder writes at a time, so fencegate's throughput under contention cannot exceed its lone worker's: each cycle waits for two durable commits in series (the grant, and the fenced write) where the advisory lock's waits for one (its grant is in the server's memory), and a hand-over only adds to that. ")
 	r.f("fencegate alone ÷ the advisory lock's queue with %d workers = **%.2fx** (median of per-round ratios): the most fencegate's contended ratio can reach.\n\n", fairWorkers, bound)
 	r.f("With the hand-over in the write's commit a turn costs one durable commit, as the advisory lock's does, so that bound no longer holds; the next is one worker's fenced writes back to back under one lease (%.0f/s): a turn cannot be cheaper than its write's commit, and it adds the waiter's wake-up (an announcement) and its read of its lease. Fenced write alone ÷ the advisory lock's queue = **%.2fx**: the most the hand-over variants can reach.\n\n", median(aloneRates[vWriteAlone]), boundOne)
-	var perBare []float64
-	for i, a := range rates[vHandAdvisory] {
-		if a > 0 {
-			perBare = append(perBare, rates[vBareHandOff][i]/a)
-		}
-	}
-	boundBare := median(perBare)
+	boundBare := median(ratios(rates[vBareHandOff], rates[vHandAdvisory]))
 	r.f("Beside them, the *bare SQL hand-over*, with the same %d workers, is the protocol without fencegate's rules: a lease row whose fence the write's own commit checks and hands to the next holder (one round trip, one durable commit), that holder taken from a queue in this process's memory and woken by a channel. It has none of what makes fencegate's hand-over safe to use: no waiter rows (a waiter in another process, or after a crash, has no place), no request rows (a retried acquisition could be granted twice), no batch guard (the write's SQL could end its transaction), no floor, no announcement, no term dated from the waiter's touch. Bare SQL hand-over ÷ the advisory lock's queue = **%.2fx**: one durable commit per turn passes the advisory queue's three round trips; what fencegate's turn adds to it is the server time of those rules.\n\n", fairWorkers, boundBare)
 	r.Notes = append(r.Notes, fmt.Sprintf("fairness bound: fencegate's lone worker ÷ the advisory lock's queue with %d workers = %.2fx cycles/s (two durable commits per turn); fenced write alone ÷ advisory queue = %.2fx (the hand-over's bound: one commit per turn); bare SQL hand-over ÷ advisory queue = %.2fx", fairWorkers, bound, boundOne, boundBare))
 	return nil
+}
+
+// ratios are xs ÷ ref round by round, for the rounds where ref ran.
+func ratios(xs, ref []float64) []float64 {
+	var out []float64
+	for i, a := range ref {
+		if a > 0 && i < len(xs) {
+			out = append(out, xs[i]/a)
+		}
+	}
+	return out
 }
 
 // poll is the CLI's former --wait: Acquire, and while held sleep the

@@ -182,14 +182,9 @@ func (c *checker) lostGrants() map[grantKey]bool {
 	out := map[grantKey]bool{}
 	for _, cm := range c.in.Lost {
 		for _, m := range cm.Marks {
-			if m.Kind == observe.Lease {
+			if m.Kind == observe.Lease && !c.raised(m.Resource, m.Holder, m.Fence) {
 				out[grantKey{m.Resource, m.Holder, m.Fence}] = true
 			}
-		}
-	}
-	for res, raises := range c.raises {
-		for _, e := range raises {
-			delete(out, grantKey{res, e.Holder, e.Fence})
 		}
 	}
 	return out
