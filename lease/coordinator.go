@@ -253,7 +253,12 @@ func (c *Coordinator) acquire(ctx context.Context, req *AcquireRequest, waiter i
 		return AcquireOutcome{}, c.wrap("acquire", req.Resource, err)
 	}
 	defer free()
-	p := sqlstore.LeaseAcquireParams{
+	// What the closure reads and fills in, in one allocation.
+	call := &struct {
+		p    sqlstore.LeaseAcquireParams
+		res  sqlstore.LeaseAcquireResult
+		late bool
+	}{p: sqlstore.LeaseAcquireParams{
 		Resource:    req.Resource,
 		Holder:      req.Holder,
 		RequestID:   req.RequestID,
@@ -263,24 +268,22 @@ func (c *Coordinator) acquire(ctx context.Context, req *AcquireRequest, waiter i
 		// The connection (or SQLite's write lock) is in hand: the request
 		// goes out now.
 		Sending: req.restamp,
-	}
+	}}
 	if claimsSet(members) {
-		p.Members = members // several, or a path: acquired by the set's rules
+		call.p.Members = members // several, or a path: acquired by the set's rules
 	}
-	var res sqlstore.LeaseAcquireResult
-	late := false
 	acquire := func(ex sqlstore.Executor) error {
 		// A retry whose first sending is more than its term ago is refused
 		// here, the connection in hand: its row may have been pruned
 		// (Coordinator.Prune says why that is safe).
-		if late = lateRetry(req, ttl); late {
+		if call.late = lateRetry(req, ttl); call.late {
 			return nil
 		}
 		var err error
-		res, err = ex.LeaseAcquire(ctx, &p)
+		call.res, err = ex.LeaseAcquire(ctx, &call.p)
 		return err
 	}
-	if p.Members != nil {
+	if call.p.Members != nil {
 		// The set's steps run in a transaction of their own, which takes
 		// its connection: a pinned one would sit idle beside it, and a
 		// full pool would wait on itself.
@@ -291,10 +294,11 @@ func (c *Coordinator) acquire(ctx context.Context, req *AcquireRequest, waiter i
 	if err != nil {
 		return AcquireOutcome{}, c.wrap("acquire", req.name(), err)
 	}
-	if late {
+	if call.late {
 		return AcquireOutcome{}, fmt.Errorf("%w: %q: request %s was first sent more than its term (%v) ago; a lease it made would be over on arrival",
 			ErrRequestExpired, req.name(), req.RequestID, ttl)
 	}
+	res := call.res
 	switch res.Status {
 	case sqlstore.AcquireGranted, sqlstore.AcquireRetried:
 		// A retry of the request that made the lease gets the same grant,
@@ -388,28 +392,26 @@ func (c *Coordinator) Renew(ctx context.Context, req *RenewRequest) (out RenewOu
 		g.Resource = ""
 		return RenewOutcome{OK: true, Grant: g}, nil
 	}
-	ex := c.store.Executor()
-	var row sqlstore.LeaseRow
+	// What the closure reads and fills in, in one allocation.
+	call := &struct {
+		p   sqlstore.LeaseRenewParams
+		row sqlstore.LeaseRow
+	}{p: sqlstore.LeaseRenewParams{Resource: req.Resource, Holder: req.Holder, Fence: req.Fence, TTL: ttl}}
 	err = c.store.OnConn(ctx, func(pinned sqlstore.Executor) error {
 		req.restamp() // the connection is in hand: the request goes out now
 		var err error
-		row, err = pinned.LeaseRenew(ctx, &sqlstore.LeaseRenewParams{
-			Resource: req.Resource,
-			Holder:   req.Holder,
-			Fence:    req.Fence,
-			TTL:      ttl,
-		})
+		call.row, err = pinned.LeaseRenew(ctx, &call.p)
 		return err
 	})
 	if err != nil {
 		return RenewOutcome{}, c.wrap("renew", req.Resource, err)
 	}
-	if row.Found {
+	if row := call.row; row.Found {
 		return RenewOutcome{OK: true, Grant: c.grantOf(row, req.RequestID)}, nil
 	}
 	// Not renewed. Tell an unknown resource (a caller's mistake) from a
 	// lease that is over; the read is informative only.
-	cur, err := ex.LeaseGet(ctx, req.Resource)
+	cur, err := c.store.Executor().LeaseGet(ctx, req.Resource)
 	if errors.Is(err, sqlstore.ErrNotFound) {
 		return RenewOutcome{}, fmt.Errorf("%w: %q", ErrUnknownResource, req.Resource)
 	}

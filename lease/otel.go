@@ -48,6 +48,9 @@ type obs struct {
 	outcome    map[string]telemetry.Attrs // {outcome=v}, built once
 	reason     map[string]telemetry.Attrs // {reason=v}
 	none       telemetry.Attrs
+	// unlinked is what a granting span with no valid context (a tracer
+	// that records nothing) leaves on its request: one for them all.
+	unlinked *acquireSpan
 }
 
 func newObs(o *CoordinatorOptions) *obs {
@@ -76,6 +79,7 @@ func newObs(o *CoordinatorOptions) *obs {
 		reason:     make(map[string]telemetry.Attrs, len(attrValues)),
 		none:       telemetry.With(),
 	}
+	ob.unlinked = &acquireSpan{o: ob}
 	for _, v := range attrValues {
 		ob.outcome[v] = telemetry.With(attribute.String("outcome", v))
 		ob.reason[v] = telemetry.With(attribute.String("reason", v))
@@ -146,9 +150,17 @@ type leaseOtel struct {
 	span     *acquireSpan // nil when no instrumented Coordinator in this process granted it
 }
 
+// linked reports whether l's acquisition span can be linked to: a span of a
+// tracer that records nothing (the default, OpenTelemetry's global one
+// before a provider is set) has no valid context, and a link to it, which
+// costs three allocations, would be dropped.
+func (l *Lease) linked() bool {
+	return l != nil && l.otel.span != nil && l.otel.span.sc.IsValid()
+}
+
 // link is the link to l's acquisition span, if any.
 func (l *Lease) link() []trace.Link {
-	if l == nil || l.otel.span == nil {
+	if !l.linked() {
 		return nil
 	}
 	return []trace.Link{{SpanContext: l.otel.span.sc}}
@@ -180,7 +192,11 @@ func (p op) endAcquire(ctx context.Context, req *AcquireRequest, out *AcquireOut
 		}
 	}
 	if out.OK {
-		req.span.Store(&acquireSpan{o: p.o, sc: p.span.SpanContext()})
+		s := p.o.unlinked
+		if sc := p.span.SpanContext(); sc.IsValid() {
+			s = &acquireSpan{o: p.o, sc: sc}
+		}
+		req.span.Store(s)
 	}
 	telemetry.End(p.span, outcome, *errp)
 }
@@ -325,7 +341,7 @@ type leaseKey struct{}
 
 // releasing returns ctx carrying l for Release's span.
 func releasing(ctx context.Context, l *Lease) context.Context {
-	if l.otel.span == nil {
+	if !l.linked() {
 		return ctx
 	}
 	return context.WithValue(ctx, leaseKey{}, l)

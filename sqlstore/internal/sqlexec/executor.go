@@ -53,8 +53,20 @@ func (c Classifier) Classify(err error) error {
 // by classify. inTx begins a transaction of q's store for the rules that
 // queries does not state in one statement (the shared steps); nil when q
 // is a transaction already.
-func New(q Querier, queries *Queries, classify Classifier, inTx steps.InTx) sqlstore.Executor {
-	return &executor{q: q, sql: queries, classify: classify, inTx: inTx}
+//
+// Q is the querier's own type, held beside the executor in one allocation
+// (a driver makes an executor per connection taken, on every call): q as a
+// Querier would be boxed in a second.
+func New[Q any, PQ interface {
+	*Q
+	Querier
+}](q Q, queries *Queries, classify Classifier, inTx steps.InTx) sqlstore.Executor {
+	e := &struct {
+		executor
+		q Q
+	}{q: q}
+	e.executor = executor{q: PQ(&e.q), sql: queries, classify: classify, inTx: inTx}
+	return &e.executor
 }
 
 // executor implements sqlstore.Executor over a Querier and one dialect's SQL
@@ -199,15 +211,33 @@ func (e *executor) FenceAtLeast(ctx context.Context, min int64) error {
 	return nil
 }
 
+// leaseScan is where a lease row is scanned to: one allocation, where a
+// row and three separate integers were four.
+type leaseScan struct {
+	row                   sqlstore.LeaseRow
+	granted, expires, now int64
+}
+
+// dest is the scan destination of pgLeaseCols and the clock.
+func (d *leaseScan) dest() []any {
+	r := &d.row
+	return []any{&r.Resource, &r.Holder, &r.Fence, &r.RequestID, &d.granted, &d.expires, &r.Released, &d.now}
+}
+
+// lease is the row scanned, its times read.
+func (d *leaseScan) lease() sqlstore.LeaseRow {
+	r := d.row
+	r.Found = true
+	r.GrantedAt, r.ExpiresAt, r.Now = Micros(d.granted), Micros(d.expires), Micros(d.now)
+	return r
+}
+
 func scanLease(s Scanner) (sqlstore.LeaseRow, error) {
-	var r sqlstore.LeaseRow
-	var granted, expires, now int64
-	if err := s.Scan(&r.Resource, &r.Holder, &r.Fence, &r.RequestID, &granted, &expires, &r.Released, &now); err != nil {
+	d := new(leaseScan)
+	if err := s.Scan(d.dest()...); err != nil {
 		return sqlstore.LeaseRow{}, err
 	}
-	r.Found = true
-	r.GrantedAt, r.ExpiresAt, r.Now = Micros(granted), Micros(expires), Micros(now)
-	return r, nil
+	return d.lease(), nil
 }
 
 // leaseRow reads at most one lease row; a missing row is a sqlstore.LeaseRow with
@@ -588,28 +618,29 @@ func asksForRecheck(err error) bool {
 // acquire runs one of the one-statement acquisitions and reads its row.
 // extra are the arguments after the fifth (LeaseAcquireTurn's).
 func (e *executor) acquire(ctx context.Context, query string, p *sqlstore.LeaseAcquireParams, extra ...any) (sqlstore.LeaseAcquireResult, error) {
-	var res sqlstore.LeaseAcquireResult
-	var status string
-	var granted, expires, now int64
-	r := &res.Lease
+	d := new(struct {
+		leaseScan
+		res    sqlstore.LeaseAcquireResult
+		status string
+	})
 	args := append([]any{p.Resource, p.Holder, p.RequestID, p.TTL.Microseconds(), lockTimeout(p.LockTimeout)}, extra...)
+	r := &d.row
 	err := e.q.QueryRow(ctx, query, args...).
-		Scan(&status, &r.Resource, &r.Holder, &r.Fence, &r.RequestID, &granted, &expires, &r.Released, &now,
-			&res.Fence, &res.Floor, &res.FloorHolder)
+		Scan(&d.status, &r.Resource, &r.Holder, &r.Fence, &r.RequestID, &d.granted, &d.expires, &r.Released, &d.now,
+			&d.res.Fence, &d.res.Floor, &d.res.FloorHolder)
 	if err != nil {
 		return sqlstore.LeaseAcquireResult{}, e.fail("one-statement acquire", err)
 	}
-	res.Status = acquireStatus[status]
+	res := d.res
+	res.Status = acquireStatus[d.status]
 	switch res.Status {
 	case 0:
-		return sqlstore.LeaseAcquireResult{}, fmt.Errorf("one-statement acquire: unknown status %q", status)
+		return sqlstore.LeaseAcquireResult{}, fmt.Errorf("one-statement acquire: unknown status %q", d.status)
 	case sqlstore.AcquireGranted, sqlstore.AcquireRetried, sqlstore.AcquireHeld:
-		r.Found = true
-		r.GrantedAt, r.ExpiresAt = Micros(granted), Micros(expires)
+		res.Lease = d.lease()
 	default:
-		*r = sqlstore.LeaseRow{}
+		res.Lease = sqlstore.LeaseRow{Now: Micros(d.now)}
 	}
-	r.Now = Micros(now)
 	return res, nil
 }
 

@@ -24,12 +24,12 @@ import (
 // serialization failure.
 type executor struct {
 	sqlstore.Executor
-	q sqlexec.Querier
+	q querier
 }
 
 var _ sqlstore.Executor = executor{}
 
-func newExecutor(q sqlexec.Querier, inTx steps.InTx) executor {
+func newExecutor(q querier, inTx steps.InTx) executor {
 	return executor{Executor: sqlexec.New(q, queries, classify, inTx), q: q}
 }
 
