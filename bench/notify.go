@@ -234,21 +234,23 @@ func Notify(ctx context.Context, cfg Config, r *Report) error {
 		}
 		add(before[0].Net, vNotifyAlways, before[0].Pool, cycle(eBefore))
 		res := Interleave(ctx, vs, w, Distinct, cfg.Duration, cfg.Rounds, prefix(cfg, fmt.Sprintf("notify/%d", w)))
-		pglockOn := func(net string) Result {
+		// on is variant name's result and label on net.
+		on := func(net, name string) (Result, string) {
 			for i, x := range rows {
-				if x.net == net && x.name == vNotifyPglock {
-					return res[i]
+				if x.net == net && x.name == name {
+					return res[i], x.label
 				}
 			}
-			return Result{}
+			return Result{}, ""
 		}
 		for i, x := range res {
-			ref := pglockOn(rows[i].net)
+			ref, refLabel := on(rows[i].net, vNotifyPglock)
 			r.f("| %d | %s | %s | %.0f | %s | %s | %.2fx | %s |\n", w, rows[i].net, rows[i].name, x.MedianThroughput(), fmtDur(x.Latency(0.5)), fmtDur(x.Latency(0.99)),
 				LatencyRatio(x, ref, 0.5), s.summary(rows[i].label))
 			if rows[i].name == vNotifyGate {
+				bare, _ := on(rows[i].net, vNotifyBare)
 				r.Notes = append(r.Notes, fmt.Sprintf("notify, %d acquirers, %s: fencegate ÷ pglock p50 = %.2fx, the bare SQL lease's %.2fx (%s; pglock: %s); target ≤ 0.8x: %s",
-					w, rows[i].net, LatencyRatio(x, ref, 0.5), LatencyRatio(res[i+2], ref, 0.5), s.summary(rows[i].label), s.summary(rows[i+1].label), verdict(LatencyRatio(x, ref, 0.5) <= 0.8)))
+					w, rows[i].net, LatencyRatio(x, ref, 0.5), LatencyRatio(bare, ref, 0.5), s.summary(rows[i].label), s.summary(refLabel), verdict(LatencyRatio(x, ref, 0.5) <= 0.8)))
 			}
 		}
 	}
