@@ -218,7 +218,8 @@ type leaseScan struct {
 	granted, expires, now int64
 }
 
-// dest is the scan destination of pgLeaseCols and the clock.
+// dest is the scan destination of a lease row: its columns as every
+// dialect returns them, times in microseconds, then the clock.
 func (d *leaseScan) dest() []any {
 	r := &d.row
 	return []any{&r.Resource, &r.Holder, &r.Fence, &r.RequestID, &d.granted, &d.expires, &r.Released, &d.now}
