@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -386,11 +388,54 @@ func version(binDir string) int {
 	return v
 }
 
+// freePort is a loopback port nothing listens on, for a server another
+// process starts (Postgres, Patroni's REST API, etcd, MariaDB, PgBouncer).
+// It is taken below the kernel's ephemeral range: a port from inside it
+// (":0") can be taken between this check and the server's bind by the
+// source port of any outgoing connection, which CI saw happen to a Patroni
+// node's REST API under the suite's load. A port handed out once is not
+// handed out again by this process, though its server may not have bound
+// it yet.
 func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	lo := ephemeralLow()
+	for range 1000 {
+		port := minFreePort + rand.IntN(lo-minFreePort)
+		handedMu.Lock()
+		taken := handed[port]
+		handedMu.Unlock()
+		if taken {
+			continue
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue // in use
+		}
+		_ = ln.Close()
+		handedMu.Lock()
+		handed[port] = true
+		handedMu.Unlock()
+		return port, nil
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return 0, fmt.Errorf("faults: no free loopback port in [%d, %d)", minFreePort, lo)
+}
+
+// minFreePort is the lowest port freePort hands out: above the well-known
+// and most registered servers' ports.
+const minFreePort = 10000
+
+var (
+	handedMu sync.Mutex
+	handed   = map[int]bool{} // ports freePort handed out
+)
+
+// ephemeralLow is the bottom of the kernel's ephemeral port range
+// (Linux's default 32768 where it cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if f := strings.Fields(string(b)); err == nil && len(f) == 2 {
+		if lo, err := strconv.Atoi(f[0]); err == nil && lo > minFreePort+1000 {
+			return lo
+		}
+	}
+	return 32768
 }
