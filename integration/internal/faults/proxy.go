@@ -197,7 +197,7 @@ func (p *Proxy) serve(client net.Conn) {
 
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		_, _ = io.Copy(client, server)
+		_, _ = io.Copy(toClient{l}, server)
 		l.close()
 	})
 	pump := p.pumpClient
@@ -251,8 +251,17 @@ func (p *Proxy) pumpClient(l *link) (cutAfterCommit bool) {
 		if _, err := io.ReadFull(r, msg[len(hdr):]); err != nil {
 			return false
 		}
+		cut := !startup && hdr[0] == 'Q' && p.take(msg[5:])
+		if cut {
+			l.muted.Store(true)
+		}
 		if err := p.forward(l, msg); err != nil {
 			return false
+		}
+		if cut {
+			p.commitCuts.Add(1)
+			_ = l.client.Close()
+			return true
 		}
 		if startup {
 			code := uint32(0)
@@ -260,12 +269,6 @@ func (p *Proxy) pumpClient(l *link) (cutAfterCommit bool) {
 				code = binary.BigEndian.Uint32(msg[4:8])
 			}
 			startup = code == sslRequest || code == gssEncRequest
-			continue
-		}
-		if hdr[0] == 'Q' && p.take(msg[5:]) {
-			p.commitCuts.Add(1)
-			_ = l.client.Close()
-			return true
 		}
 	}
 }
@@ -291,11 +294,15 @@ func (p *Proxy) pumpMySQLClient(l *link) (cutAfterCommit bool) {
 		if _, err := io.ReadFull(r, msg[4:]); err != nil {
 			return false
 		}
+		// The handshake response is sequence 1; a command starts at 0.
+		cut := hdr[3] == 0 && n > 1 && msg[4] == comQuery && p.take(msg[5:])
+		if cut {
+			l.muted.Store(true)
+		}
 		if err := p.forward(l, msg); err != nil {
 			return false
 		}
-		// The handshake response is sequence 1; a command starts at 0.
-		if hdr[3] == 0 && n > 1 && msg[4] == comQuery && p.take(msg[5:]) {
+		if cut {
 			p.commitCuts.Add(1)
 			_ = l.client.Close()
 			return true
@@ -322,6 +329,21 @@ func normalize(query []byte) string {
 type link struct {
 	client, server net.Conn
 	once           sync.Once
+	// muted drops what the server sends from then on: set before an armed
+	// statement is forwarded, so that its answer cannot reach the client
+	// before the client's side is closed (a fast server's OK could).
+	muted atomic.Bool
+}
+
+// toClient writes the server's side of l to its client, until l is muted;
+// then it drops it.
+type toClient struct{ l *link }
+
+func (w toClient) Write(b []byte) (int, error) {
+	if w.l.muted.Load() {
+		return len(b), nil // the answer goes nowhere
+	}
+	return w.l.client.Write(b)
 }
 
 func (l *link) close() {
