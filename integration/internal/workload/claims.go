@@ -205,7 +205,7 @@ func (e *env[TTx]) claimWrite(ctx context.Context, a *agent, tok gate.Token, tar
 	switch {
 	case err == nil:
 	case errors.As(err, &stale):
-		r.Outcome, r.RejSeq, r.Floor, r.FloorBy = history.Refused, stale.Seq, stale.Floor, stale.FloorHolder
+		refused(&r, stale)
 	case !committing:
 		r.Outcome = history.Fail
 	default:

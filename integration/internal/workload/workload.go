@@ -591,7 +591,7 @@ func (e *env[TTx]) handOver(ctx context.Context, a *agent, l *lease.Lease) bool 
 	case errors.Is(err, errAbort):
 		r.Outcome = history.Fail // rolled back: nothing was sent after it
 	case errors.As(err, &stale):
-		r.Outcome, r.RejSeq, r.Floor, r.FloorBy = history.Refused, stale.Seq, stale.Floor, stale.FloorHolder
+		refused(&r, stale)
 		r.LogFailed = logFailed(err, stale)
 	default:
 		r.Outcome = Classify(err)
@@ -803,7 +803,7 @@ func (e *env[TTx]) write(ctx context.Context, a *agent, g *gate.Gate[TTx], tok g
 	switch {
 	case err == nil:
 	case errors.As(err, &stale):
-		r.Outcome, r.RejSeq, r.Floor, r.FloorBy = history.Refused, stale.Seq, stale.Floor, stale.FloorHolder
+		refused(&r, stale)
 		r.LogFailed = logFailed(err, stale)
 	case !committing:
 		r.Outcome = history.Fail // no COMMIT was sent: nothing can have committed
@@ -958,6 +958,12 @@ func native(err error) error {
 		return sqlstore.WithClass(err, c)
 	}
 	return sqlstore.WithClass(err, fgsqlite.Classify(err))
+}
+
+// refused records stale's refusal in r: its log sequence number, and the
+// floor it met and who raised it.
+func refused(r *history.Record, stale *gate.StaleFenceError) {
+	r.Outcome, r.RejSeq, r.Floor, r.FloorBy = history.Refused, stale.Seq, stale.Floor, stale.FloorHolder
 }
 
 // logFailed reports whether a refusal says its logging failed: the gate
