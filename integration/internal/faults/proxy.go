@@ -251,17 +251,8 @@ func (p *Proxy) pumpClient(l *link) (cutAfterCommit bool) {
 		if _, err := io.ReadFull(r, msg[len(hdr):]); err != nil {
 			return false
 		}
-		cut := !startup && hdr[0] == 'Q' && p.take(msg[5:])
-		if cut {
-			l.muted.Store(true)
-		}
-		if err := p.forward(l, msg); err != nil {
-			return false
-		}
-		if cut {
-			p.commitCuts.Add(1)
-			_ = l.client.Close()
-			return true
+		if cut, err := p.pass(l, msg, !startup && hdr[0] == 'Q' && p.take(msg[5:])); err != nil || cut {
+			return cut
 		}
 		if startup {
 			code := uint32(0)
@@ -271,6 +262,24 @@ func (p *Proxy) pumpClient(l *link) (cutAfterCommit bool) {
 			startup = code == sslRequest || code == gssEncRequest
 		}
 	}
+}
+
+// pass forwards a client's message to the server. When cut (the message
+// is an armed statement) it mutes the server's side first, so that not even
+// a fast answer reaches the client, and closes the client's side after: it
+// reports whether it cut.
+func (p *Proxy) pass(l *link, msg []byte, cut bool) (bool, error) {
+	if cut {
+		l.muted.Store(true)
+	}
+	if err := p.forward(l, msg); err != nil {
+		return false, err
+	}
+	if cut {
+		p.commitCuts.Add(1)
+		_ = l.client.Close()
+	}
+	return cut, nil
 }
 
 // comQuery is the MySQL command byte of a text query.
@@ -295,17 +304,8 @@ func (p *Proxy) pumpMySQLClient(l *link) (cutAfterCommit bool) {
 			return false
 		}
 		// The handshake response is sequence 1; a command starts at 0.
-		cut := hdr[3] == 0 && n > 1 && msg[4] == comQuery && p.take(msg[5:])
-		if cut {
-			l.muted.Store(true)
-		}
-		if err := p.forward(l, msg); err != nil {
-			return false
-		}
-		if cut {
-			p.commitCuts.Add(1)
-			_ = l.client.Close()
-			return true
+		if cut, err := p.pass(l, msg, hdr[3] == 0 && n > 1 && msg[4] == comQuery && p.take(msg[5:])); err != nil || cut {
+			return cut
 		}
 	}
 }

@@ -3,6 +3,7 @@ package faults
 import (
 	"io"
 	"net"
+	"sync"
 	"testing"
 )
 
@@ -14,16 +15,17 @@ func echo(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Go(func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+			wg.Go(func() { defer c.Close(); _, _ = io.Copy(c, c) })
 		}
-	}()
+	})
 	return ln.Addr().String()
 }
 
