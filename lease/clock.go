@@ -3,6 +3,7 @@ package lease
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -85,19 +86,68 @@ type Clock interface {
 	Now() Instant
 }
 
-// SystemClock returns the process's monotonic clock. Readings ignore changes
-// to the wall clock (NTP steps, an operator's date command); only the rate at
+// SystemClock returns the process's clock: its monotonic clock, moved
+// forward by every step forward of the wall clock. A step backward (NTP
+// correcting a fast clock, an operator's date command) is ignored: it cannot
+// lengthen a lease. A step forward is counted as time that passed, because
+// it is often the only trace of time that did: a suspended machine or a
+// paused and resumed VM stops the monotonic clock (Linux's CLOCK_MONOTONIC
+// does not count suspend), and the wall clock is set right when it wakes,
+// while the database's clock ran on. Counting the step ends a lease early on
+// a clock that was set wrong, never late. Between steps only the rate at
 // which the machine's clock runs matters, and ClientOptions.ClockSkew bounds
 // how far that rate may differ from the database's.
+//
+// Every SystemClock in a process reads the same clock, from one origin.
 func SystemClock() Clock { return systemClock{} }
 
-// systemOrigin is the origin of every SystemClock. time.Now carries a
-// monotonic reading, so time.Since(systemOrigin) is monotonic.
-var systemOrigin = time.Now()
+// SystemClockAt returns the reading SystemClock gives at t, a reading of
+// time.Now (it must carry the monotonic clock). It is for a caller that
+// needs the holder's clock and the wall clock at one instant, to put a
+// lease's deadline on the wall clock: two calls would put a preemption
+// between the two readings.
+func SystemClockAt(t time.Time) Instant { return system.at(t) }
 
 type systemClock struct{}
 
-func (systemClock) Now() Instant { return Instant{time.Since(systemOrigin)} }
+func (systemClock) Now() Instant { return system.at(time.Now()) }
+
+// system is the process's one SystemClock. It is process-wide state, like
+// the monotonic clock it reads: readings of every SystemClock compare.
+var system = &steppedClock{origin: time.Now()}
+
+// steppedClock is a monotonic clock that also keeps up with the wall clock:
+// each reading is the monotonic time since origin plus the furthest the
+// wall clock has ever been seen running ahead of it. That is never below
+// either clock's time since origin, and never goes backwards.
+//
+// time.Now reads the wall clock first, then the monotonic clock, so a
+// preemption between the two makes the wall clock look behind, which is
+// ignored; only origin's own reading can make the clock run ahead, by that
+// reading's gap (nanoseconds), in the safe direction.
+type steppedClock struct {
+	origin time.Time
+	ahead  atomic.Int64 // ns; the furthest the wall clock ran ahead of the monotonic one
+}
+
+func (c *steppedClock) at(t time.Time) Instant {
+	return c.read(t.Round(0).Sub(c.origin.Round(0)), t.Sub(c.origin))
+}
+
+// read returns the reading for the wall clock's and the monotonic clock's
+// times since origin.
+func (c *steppedClock) read(wall, mono time.Duration) Instant {
+	ahead := int64(wall - mono)
+	for {
+		seen := c.ahead.Load()
+		if ahead <= seen {
+			return Instant{mono + time.Duration(seen)}
+		}
+		if c.ahead.CompareAndSwap(seen, ahead) {
+			return Instant{mono + time.Duration(ahead)}
+		}
+	}
+}
 
 // ManualClock is a Clock for tests that moves only when told: by Advance, and
 // by a fixed step after every reading. The step makes "check, then act" take

@@ -182,6 +182,89 @@ func TestSystemClockIsMonotonic(t *testing.T) {
 	}
 }
 
+// The system clock keeps up with the wall clock's steps forward and
+// ignores its steps backward: each reading is at least the time since the
+// origin on both clocks, never below the reading before, and a step back
+// and forth again is not counted twice.
+func TestSystemClockCountsStepsForwardOnly(t *testing.T) {
+	c := &steppedClock{}
+	ms := time.Millisecond
+	for _, r := range []struct {
+		name       string
+		wall, mono time.Duration
+		want       time.Duration
+	}{
+		{"origin", 0, 0, 0},
+		{"both clocks run", 10 * ms, 10 * ms, 10 * ms},
+		{"the wall clock steps 5ms forward", 25 * ms, 20 * ms, 25 * ms},
+		{"the wall clock steps 30ms back", 0, 30 * ms, 35 * ms},
+		{"and 30ms forward again", 45 * ms, 40 * ms, 45 * ms},
+		{"a paused VM: the monotonic clock stood still for 2s", 2055 * ms, 50 * ms, 2055 * ms},
+		{"a preemption between the two readings: the wall clock looks 3ms behind", 2062 * ms, 60 * ms, 2065 * ms},
+	} {
+		got := c.read(r.wall, r.mono)
+		if got != (Instant{r.want}) {
+			t.Errorf("%s: wall +%v, monotonic +%v: read %v, want %v", r.name, r.wall, r.mono, got, Instant{r.want})
+		}
+		if got.d < r.wall || got.d < r.mono {
+			t.Errorf("%s: read %v, behind the wall clock (+%v) or the monotonic one (+%v)", r.name, got, r.wall, r.mono)
+		}
+	}
+}
+
+// Readings from many goroutines, while the wall clock keeps stepping
+// forward, never run backwards on any one of them (run with -race).
+func TestSteppedClockIsMonotonicUnderConcurrency(t *testing.T) {
+	c := &steppedClock{}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			last := Instant{}
+			for i := range 2000 {
+				mono := time.Duration(i) * time.Microsecond
+				wall := mono + time.Duration((i*(g+1))%97)*time.Microsecond // steps forward and back
+				now := c.read(wall, mono)
+				if now.Before(last) {
+					t.Errorf("goroutine %d: read %v after %v", g, now, last)
+					return
+				}
+				last = now
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// A lease on the system clock ends when a forward step of the wall clock
+// says its time is up, although the monotonic clock stood still: a machine
+// suspended (or a VM paused) for 2s wakes with its lease's 1s gone.
+func TestALeaseEndsWhenTheWallClockStepsPastIt(t *testing.T) {
+	c := &steppedClock{}
+	var wall, mono time.Duration
+	clk := clockFunc(func() Instant { return c.read(wall, mono) })
+	client := newClient(t, "h", ClientOptions{Clock: clk})
+	req, err := client.BeginAcquire("r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := client.CompleteAcquire(req, Grant{Resource: "r", Holder: "h", Fence: 1, RequestID: req.RequestID, TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wall, mono = 100*time.Millisecond, 100*time.Millisecond
+	if got := l.Remaining(); got != 900*time.Millisecond {
+		t.Fatalf("remaining %v before the pause, want 900ms", got)
+	}
+	wall += 2 * time.Second // the pause: only the wall clock was set right
+	if !l.Expired() {
+		t.Fatalf("the lease survived a 2s pause with %v left", l.Remaining())
+	}
+}
+
+type clockFunc func() Instant
+
+func (f clockFunc) Now() Instant { return f() }
+
 func mustPanic(t *testing.T, f func()) (msg string) {
 	t.Helper()
 	defer func() {

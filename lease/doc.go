@@ -14,8 +14,9 @@
 // (any sqlstore.Store: Postgres through pgx or database/sql, or SQLite) and
 // keeps no state of its own, so it can run in many processes at once and
 // survive restarts. The Client is the holder's side: it makes requests,
-// turns grants into leases, and dates every lease from its own monotonic
-// clock.
+// turns grants into leases, and dates every lease from its own clock
+// (SystemClock: monotonic, and moved forward by the wall clock's forward
+// steps, so a paused VM wakes with its lease's time gone).
 //
 // # The protocol
 //

@@ -41,7 +41,7 @@ func TestBelievedUntilIsTheDeadlineEvenWhenPast(t *testing.T) {
 func TestBelievedUntilReadsTheClocksOnce(t *testing.T) {
 	origin := time.Unix(1_000_000, 0)
 	fake := origin
-	clk := holderClock{origin: origin, now: func() time.Time {
+	clk := holderClock{now: func() time.Time {
 		fake = fake.Add(10 * time.Millisecond)
 		return fake
 	}}
@@ -57,7 +57,7 @@ func TestBelievedUntilReadsTheClocksOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := origin.UnixNano() + int64(l.Deadline().Sub(lease.Instant{}))
+	want := origin.UnixNano() + int64(l.Deadline().Sub(clk.at(origin)))
 	if got := believedUntil(l, clk); got != want {
 		t.Fatalf("believed until %v off the deadline on the wall clock", time.Duration(got-want))
 	}

@@ -371,21 +371,20 @@ func believedUntil(l *lease.Lease, clk holderClock) int64 {
 	return now.UnixNano() + int64(l.Deadline().Sub(clk.at(now)))
 }
 
-// holderClock is the agents' lease clock: the process's monotonic clock,
-// like lease.SystemClock, but read from a time.Time, so that a single
-// reading gives both the holder's instant and the wall clock.
+// holderClock is the agents' lease clock: lease.SystemClock, read from a
+// time.Time, so that a single reading gives both the holder's instant and
+// the wall clock.
 type holderClock struct {
-	origin time.Time
-	now    func() time.Time // time.Now
+	now func() time.Time // time.Now
 }
 
-func newHolderClock() holderClock { return holderClock{origin: time.Now(), now: time.Now} }
+func newHolderClock() holderClock { return holderClock{now: time.Now} }
 
 // Now is the lease.Clock reading.
 func (c holderClock) Now() lease.Instant { return c.at(c.now()) }
 
 // at is the clock's reading at t.
-func (c holderClock) at(t time.Time) lease.Instant { return lease.Instant{}.Add(t.Sub(c.origin)) }
+func (c holderClock) at(t time.Time) lease.Instant { return lease.SystemClockAt(t) }
 
 // expiresAt is the coordinator's expiry of g, in the database's clock: on
 // the one machine the histories run on, the same wall clock as history.Now.
