@@ -57,6 +57,9 @@
 //     blocks an acquisition.
 //   - linearizability: the coordinator's and gate's operations on each
 //     resource are linearizable against a lease register (see Model).
+//   - clock-stepped-back: no operation returned before it was invoked (the
+//     wall clock stepped back); such a history cannot be ordered, so
+//     linearizability is then not judged.
 //
 // After a failover remedied with Coordinator.AdvanceFences (Input.AdvancedTo),
 // also:

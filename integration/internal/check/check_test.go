@@ -341,6 +341,11 @@ func TestEachCheckFires(t *testing.T) {
 			// A refusal of the current fence.
 			b.refuse("b", "r", 2, 3, 330, 331)
 		}},
+		{"clock-stepped-back", func(b *builder) {
+			// The wall clock stepped back between a write's call and its
+			// return: porcupine could not order it (its picture panicked).
+			b.write("b", "r", 2, 331, 330, history.OK, true)
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.check, func(t *testing.T) {

@@ -3,6 +3,7 @@ package check
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -350,6 +351,14 @@ func (c *checker) linearizable() {
 	c.r.LinearOps = len(ops)
 	if len(ops) == 0 {
 		c.r.Linearizable = porcupine.Ok
+		return
+	}
+	// Times are the wall clock: a step backward can put an operation's
+	// return before its call, and porcupine cannot order such a history.
+	if backwards := slices.IndexFunc(ops, func(op porcupine.Operation) bool { return op.Return < op.Call }); backwards >= 0 {
+		op := ops[backwards]
+		c.violate("clock-stepped-back", "%s: an operation returned %v before it was invoked: the wall clock stepped back, and the history's order cannot be judged", op.Metadata, time.Duration(op.Call-op.Return))
+		c.r.Linearizable = porcupine.Unknown
 		return
 	}
 	timeout := c.in.Timeout
