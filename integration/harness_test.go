@@ -62,7 +62,11 @@ type spec struct {
 	Cuts         int // cuts of every proxied connection at a random moment (Postgres)
 	CommitCuts   int // times the proxy is armed to cut two connections right after their COMMIT (Postgres)
 	Delays       int // times the proxy holds every client message for 0.3 to 1 ttl, for 2 to 4 ttls
-	Restarts     int // Postgres crashes mid-run (throwaway cluster only)
+	// ClockSteps are bursts of clockBurst steps forward of the machine's
+	// wall clock (see clockBurst); root and FENCEGATE_MACHINE_FAULTS=1.
+	// Every history running meanwhile sees them too.
+	ClockSteps int
+	Restarts   int // Postgres crashes mid-run (throwaway cluster only)
 	// OSCrashes are crashes of the OS mid-run: the database's filesystem
 	// (ext4 on a loop device, the history's own) is shut down without
 	// flushing, and what was not fsynced is gone. Postgres: the server is
@@ -103,6 +107,20 @@ type spec struct {
 	Claims workload.Claims
 }
 
+// A clock fault is a burst of clockBurst steps of the wall clock, each
+// clockStep forward, clockStepEvery apart: a VM paused and its clock set
+// right when it resumes, again and again (CI's machine did it unasked). The
+// monotonic clock does not move; a holder that trusts it alone believes in
+// its lease for clockStep past the coordinator's expiry whenever a step
+// comes between the grant and the holder's reading of it
+// (deadline-after-expiry). Each step is slewed back afterwards (see
+// faults.StepClockForward).
+const (
+	clockBurst     = 20
+	clockStep      = 5 * time.Millisecond
+	clockStepEvery = 100 * time.Millisecond
+)
+
 // outcome is what one history did and what the checker said.
 type outcome struct {
 	spec
@@ -111,6 +129,7 @@ type outcome struct {
 	Kills      int
 	MidOpKills int // kills that left an operation without a return
 	Pauses     int
+	ClockSteps int // steps of the wall clock taken (each clockStep)
 	Restarts   int
 	OSCrashes  int
 	// OSCrashesOnAck are the OS crashes that came right after the
@@ -310,6 +329,16 @@ func runHistory(t *testing.T, sp spec) *outcome {
 		addFaults("restart", sp.Restarts)
 	}
 	addFaults("oscrash", sp.OSCrashes)
+	if sp.ClockSteps > 0 {
+		if err := faults.CanStepClock(); err != nil {
+			if !errors.Is(err, faults.ErrMachineFaultsOff) && os.Getenv(dbtest.EnvRequirePostgres) == "true" {
+				setupFailed(t, "the clock-step fault", fmt.Errorf("%w (and %s=true makes that a failure)", err, dbtest.EnvRequirePostgres))
+			}
+			t.Logf("\n*** CLOCK STEPS LEFT OUT OF THIS HISTORY: %v ***\n", err)
+		} else {
+			addFaults("clock", sp.ClockSteps)
+		}
+	}
 	if standby != nil {
 		plan = append(plan, fault{time.Duration((0.3 + 0.4*rng.Float64()) * float64(sp.Duration)), "failover"})
 	}
@@ -340,6 +369,14 @@ func runHistory(t *testing.T, sp spec) *outcome {
 		case "pause-leader":
 			if fl.pauseNextLeader(time.Duration((2+rng.Float64())*float64(sp.TTL)), 2*time.Second) {
 				out.Pauses++
+			}
+		case "clock":
+			for range clockBurst {
+				if err := faults.StepClockForward(clockStep); err != nil {
+					t.Fatal(err)
+				}
+				out.ClockSteps++
+				wait(clockStepEvery)
 			}
 		case "cut":
 			proxy.CutAll()

@@ -51,7 +51,7 @@ func parseMutant(name, text string) (mutant, error) {
 		case strings.HasPrefix(line, "faults: "):
 			m.faults = strings.Fields(strings.TrimPrefix(line, "faults: "))
 			for _, f := range m.faults {
-				if f != "oscrash" && f != "failover-advance" {
+				if f != "oscrash" && f != "failover-advance" && f != "clocksteps" {
 					return m, fmt.Errorf("%s: unknown fault %q", name, f)
 				}
 			}
@@ -224,6 +224,9 @@ func TestMutants(t *testing.T) {
 					}
 					if slices.Contains(m.faults, "oscrash") {
 						sp.OSCrashes = len(osCrashAfter) // one after each kind of acknowledgement
+					}
+					if slices.Contains(m.faults, "clocksteps") {
+						sp.ClockSteps = 3
 					}
 					if slices.Contains(m.faults, "failover-advance") {
 						// TestFailoverAsynchronousAdvanced's history: the

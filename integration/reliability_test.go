@@ -45,6 +45,7 @@ func ciSpec(dialect sqlstore.Dialect, seed uint64) spec {
 	switch dialect {
 	case pgsql.Dialect:
 		sp.Cuts, sp.CommitCuts, sp.Delays, sp.Restarts, sp.FinalCrash = 3, 3, 2, 1, true
+		sp.ClockSteps = 1 // the histories running meanwhile see it too
 	case sqlite.Dialect:
 		sp.Duration, sp.FinalCrash = 25*time.Second, true
 	case mysql.Dialect:
