@@ -14,12 +14,7 @@ import (
 // a step clears the kernel's pending slew, so each must add its own to the
 // one it found.
 func TestStepClockForward(t *testing.T) {
-	if err := CanStepClock(); err != nil {
-		if !errors.Is(err, ErrMachineFaultsOff) && os.Getenv("FENCEGATE_REQUIRE_POSTGRES") == "true" {
-			t.Fatalf("%v (and FENCEGATE_REQUIRE_POSTGRES=true makes that a failure)", err)
-		}
-		t.Skipf("\n*** CLOCK STEP SKIPPED: %v ***\n", err)
-	}
+	requireMachineFault(t, "CLOCK STEP", CanStepClock())
 	ahead := func() time.Duration { // how far the wall clock has run ahead of the monotonic one since origin
 		now := time.Now()
 		return now.Round(0).Sub(origin.Round(0)) - now.Sub(origin)
@@ -48,6 +43,20 @@ func TestStepClockForward(t *testing.T) {
 }
 
 var origin = time.Now()
+
+// requireMachineFault skips t when a fault that changes the machine cannot
+// run (err, from CanDisk or CanStepClock), loudly; it fails t instead under
+// FENCEGATE_REQUIRE_POSTGRES=true unless only the opt-in is missing.
+func requireMachineFault(t *testing.T, fault string, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	if !errors.Is(err, ErrMachineFaultsOff) && os.Getenv("FENCEGATE_REQUIRE_POSTGRES") == "true" {
+		t.Fatalf("%v (and FENCEGATE_REQUIRE_POSTGRES=true makes that a failure)", err)
+	}
+	t.Skipf("\n*** %s SKIPPED: %v ***\n", fault, err)
+}
 
 // Without the opt-in the clock is left alone, root or not.
 func TestStepClockNeedsOptIn(t *testing.T) {

@@ -3,7 +3,6 @@ package faults
 import (
 	"bytes"
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -13,12 +12,7 @@ import (
 // TestDiskCrashLosesWhatWasNotFlushed: a file fsynced before the crash is
 // there after it, one only written (in the page cache) is not.
 func TestDiskCrashLosesWhatWasNotFlushed(t *testing.T) {
-	if err := CanDisk(); err != nil {
-		if !errors.Is(err, ErrMachineFaultsOff) && os.Getenv("FENCEGATE_REQUIRE_POSTGRES") == "true" {
-			t.Fatalf("%v (and FENCEGATE_REQUIRE_POSTGRES=true makes that a failure)", err)
-		}
-		t.Skipf("\n*** OS-CRASH FAULT SKIPPED: %v ***", err)
-	}
+	requireMachineFault(t, "OS-CRASH FAULT", CanDisk())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	d, err := NewDisk(ctx, t.TempDir(), 64, -1, -1)
