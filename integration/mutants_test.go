@@ -226,7 +226,7 @@ func TestMutants(t *testing.T) {
 						sp.OSCrashes = len(osCrashAfter) // one after each kind of acknowledgement
 					}
 					if slices.Contains(m.faults, "clocksteps") {
-						sp.ClockSteps = 3
+						sp.ClockSteps = 5
 					}
 					if slices.Contains(m.faults, "failover-advance") {
 						// TestFailoverAsynchronousAdvanced's history: the
