@@ -225,8 +225,9 @@ func TestMutants(t *testing.T) {
 					if slices.Contains(m.faults, "oscrash") {
 						sp.OSCrashes = len(osCrashAfter) // one after each kind of acknowledgement
 					}
+					sp.ClockSteps = 0 // each step leaves the machine's clock ahead until it is slewed back
 					if slices.Contains(m.faults, "clocksteps") {
-						sp.ClockSteps = 5
+						sp.ClockSteps = 10
 					}
 					if slices.Contains(m.faults, "failover-advance") {
 						// TestFailoverAsynchronousAdvanced's history: the
