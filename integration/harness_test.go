@@ -333,9 +333,7 @@ func runHistory(t *testing.T, sp spec) *outcome {
 	addFaults("oscrash", sp.OSCrashes)
 	if sp.ClockSteps > 0 {
 		if err := faults.CanStepClock(); err != nil {
-			if !errors.Is(err, faults.ErrMachineFaultsOff) && os.Getenv(dbtest.EnvRequirePostgres) == "true" {
-				setupFailed(t, "the clock-step fault", fmt.Errorf("%w (and %s=true makes that a failure)", err, dbtest.EnvRequirePostgres))
-			}
+			requireMachineFault(t, "the clock-step fault", err)
 			t.Logf("\n*** CLOCK STEPS LEFT OUT OF THIS HISTORY: %v ***\n", err)
 		} else {
 			addFaults("clock", sp.ClockSteps)
@@ -777,10 +775,19 @@ func diskOf(t *testing.T) *faults.Disk {
 // change the machine it always skips.
 func requireOSCrash(t *testing.T, err error) {
 	t.Helper()
-	if !errors.Is(err, faults.ErrMachineFaultsOff) && os.Getenv(dbtest.EnvRequirePostgres) == "true" {
-		setupFailed(t, "the OS-crash fault's filesystem", fmt.Errorf("%w (and %s=true makes that a failure)", err, dbtest.EnvRequirePostgres))
-	}
+	requireMachineFault(t, "the OS-crash fault's filesystem", err)
 	t.Skipf("\n*** OS-CRASH HISTORY SKIPPED: %v ***\n", err)
+}
+
+// requireMachineFault fails t, under FENCEGATE_REQUIRE_POSTGRES=true, when
+// a fault that changes the machine (what) cannot run for a reason other
+// than the missing opt-in (err); otherwise it returns, and t goes on
+// without the fault.
+func requireMachineFault(t *testing.T, what string, err error) {
+	t.Helper()
+	if !errors.Is(err, faults.ErrMachineFaultsOff) && os.Getenv(dbtest.EnvRequirePostgres) == "true" {
+		setupFailed(t, what, fmt.Errorf("%w (and %s=true makes that a failure)", err, dbtest.EnvRequirePostgres))
+	}
 }
 
 // setupFailed fails t because what a fault needs could not be set up: its

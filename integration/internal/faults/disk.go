@@ -8,12 +8,14 @@ import (
 
 // EnvMachineFaults opts in to the faults that change the machine itself,
 // beyond temporary files and processes of their own: a Disk attaches a loop
-// device, runs mkfs.ext4 and mounts it. Unless it is "1" (.ci/run sets it),
-// CanDisk answers ErrMachineFaultsOff and the tests that need a Disk skip.
+// device, runs mkfs.ext4 and mounts it; StepClockForward steps the wall
+// clock. Unless it is "1" (.ci/run sets it), CanDisk and CanStepClock
+// answer ErrMachineFaultsOff and the tests that need them go without.
 const EnvMachineFaults = "FENCEGATE_MACHINE_FAULTS"
 
-// ErrMachineFaultsOff is CanDisk's answer without EnvMachineFaults=1.
-var ErrMachineFaultsOff = errors.New("faults: a loop-device filesystem (losetup, mkfs.ext4, mount) changes the machine: set " + EnvMachineFaults + "=1 to allow it")
+// ErrMachineFaultsOff is CanDisk's and CanStepClock's answer without
+// EnvMachineFaults=1.
+var ErrMachineFaultsOff = errors.New("faults: a loop-device filesystem (losetup, mkfs.ext4, mount) or a step of the wall clock changes the machine: set " + EnvMachineFaults + "=1 to allow it")
 
 // machineFaults is nil once the user opted in to faults that change the
 // machine, ErrMachineFaultsOff before.
