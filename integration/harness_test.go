@@ -31,6 +31,7 @@ import (
 	"github.com/fencegate/fencegate/integration/internal/observe"
 	"github.com/fencegate/fencegate/integration/internal/workload"
 	"github.com/fencegate/fencegate/internal/dbtest"
+	"github.com/fencegate/fencegate/internal/leftover"
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/mysql"
 	"github.com/fencegate/fencegate/sqlstore/mysql/mysqltest"
@@ -198,7 +199,7 @@ func runHistory(t *testing.T, sp spec) *outcome {
 		} else {
 			base, cluster = postgresServer(t)
 		}
-		schema = "fgrel_" + randomHex(5)
+		schema = leftover.Name("fgrel", time.Now())
 		checkDSN = dbtest.CreateSchema(t, base, schema, cluster == nil) // a throwaway cluster goes away whole
 		setup(t, checkDSN, schema, sp.Worker)
 		if sp.Guarded {

@@ -21,6 +21,7 @@ import (
 	"github.com/fencegate/fencegate/gate/pgxgate"
 	"github.com/fencegate/fencegate/integration/internal/faults"
 	"github.com/fencegate/fencegate/internal/dbtest"
+	"github.com/fencegate/fencegate/internal/leftover"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/pgsql"
@@ -63,12 +64,15 @@ func TestPgBouncerTransactionPooling(t *testing.T) {
 
 	// Its own database: PgBouncer does not carry a per-client search_path
 	// across server connections, so the schema-per-test trick cannot work.
-	db := "fgbouncer_" + randomHex(4)
+	db := leftover.Name("fgbouncer", time.Now())
 	admin, err := pgx.Connect(ctx, base)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { admin.Close(context.WithoutCancel(ctx)) })
+	if err := dbtest.DropLeftovers(ctx, admin, "fgbouncer", time.Now()); err != nil {
+		t.Logf("dropping a killed run's databases: %v", err) // they wait for the next run
+	}
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
 		t.Fatal(err)
 	}

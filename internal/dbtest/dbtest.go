@@ -10,14 +10,13 @@ package dbtest
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 
+	"github.com/fencegate/fencegate/internal/leftover"
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/pgsql"
 	"github.com/fencegate/fencegate/sqlstore/pgxv5"
@@ -76,12 +76,15 @@ func PostgresURL(t testing.TB) string {
 // returns a URL whose connections use it (search_path), unmigrated.
 func PostgresSchemaURL(t testing.TB) string {
 	t.Helper()
-	return CreateSchema(t, PostgresURL(t), "fgtest_"+randomHex(6), true)
+	return CreateSchema(t, PostgresURL(t), leftover.Name("fgtest", time.Now()), true)
 }
 
 // CreateSchema makes an empty schema on the server at base and returns a
 // URL whose connections use it (search_path). With drop, the schema is
-// dropped when t ends; a throwaway server may keep it.
+// dropped when t ends; a throwaway server may keep it. A schema named by
+// leftover.Name is swept too: the first time this process creates one of
+// its prefix on base, it first drops that prefix's leftovers there
+// (DropLeftovers), which a run killed before its cleanups left behind.
 func CreateSchema(t testing.TB, base, schema string, drop bool) string {
 	t.Helper()
 	ctx := context.Background()
@@ -96,6 +99,13 @@ func CreateSchema(t testing.TB, base, schema string, drop bool) string {
 		t.Fatalf("dbtest: connect %s: %v", base, err)
 	}
 	defer conn.Close(ctx)
+	if prefix, _, ok := strings.Cut(schema, "_"); ok && drop {
+		sweepOnce(base+"\x00"+prefix, func() {
+			if err := DropLeftovers(ctx, conn, prefix, time.Now()); err != nil {
+				t.Logf("dbtest: dropping a killed run's leftovers: %v", err) // they wait for the next run
+			}
+		})
+	}
 	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
 		t.Fatalf("dbtest: create schema: %v", err)
 	}
@@ -121,6 +131,48 @@ func CreateSchema(t testing.TB, base, schema string, drop bool) string {
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
 	return u.String()
+}
+
+// sweeps holds a *sync.Once per server and prefix swept by this process.
+var sweeps sync.Map
+
+// sweepOnce runs sweep the first time it is called with key in this process.
+func sweepOnce(key string, sweep func()) {
+	once, _ := sweeps.LoadOrStore(key, new(sync.Once))
+	once.(*sync.Once).Do(sweep)
+}
+
+// DropLeftovers drops the schemas in conn's database, and the databases on
+// its server, that leftover.Name named with prefix and that are older than
+// leftover.MaxAge (leftover.Stale) at now: a killed run's. Another run's
+// fresher ones stay. It drops what it can and returns the errors.
+func DropLeftovers(ctx context.Context, conn *pgx.Conn, prefix string, now time.Time) error {
+	var errs []error
+	for _, kind := range []struct{ list, drop string }{
+		{`SELECT nspname::text FROM pg_namespace WHERE starts_with(nspname::text, $1)`, "DROP SCHEMA IF EXISTS %s CASCADE"},
+		{`SELECT datname::text FROM pg_database WHERE starts_with(datname::text, $1)`, "DROP DATABASE IF EXISTS %s WITH (FORCE)"},
+	} {
+		rows, err := conn.Query(ctx, kind.list, prefix+"_")
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, name := range names {
+			if !leftover.Stale(name, prefix, now) {
+				continue
+			}
+			// Stale accepts only prefix_<digits>_<hex>: safe unquoted.
+			if _, err := conn.Exec(ctx, fmt.Sprintf(kind.drop, name)); err != nil {
+				errs = append(errs, fmt.Errorf("drop %s: %w", name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // openPgx opens a pool on url in exec mode, and a driver over it.
@@ -180,12 +232,6 @@ func migrate(t testing.TB, s sqlstore.Store) {
 	if err := s.Migrate(context.Background()); err != nil {
 		t.Fatalf("dbtest: migrate: %v", err)
 	}
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // startingUp reports whether err is the server saying it cannot accept

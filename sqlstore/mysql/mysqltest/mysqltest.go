@@ -8,15 +8,18 @@ package mysqltest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
+	"database/sql"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/fencegate/fencegate/internal/leftover"
 	"github.com/fencegate/fencegate/sqlstore/mysql"
 )
 
@@ -52,33 +55,84 @@ func WithDatabase(t testing.TB, base, db string) string {
 	return u.String()
 }
 
+// prefix starts the name of every database DatabaseURL creates.
+const prefix = "fgtest"
+
+// swept holds a *sync.Once per server this process has swept.
+var swept sync.Map
+
 // DatabaseURL creates an empty database for t, dropped when t ends, and
-// returns its URL.
+// returns its URL. The first time in a process, it drops the databases a
+// killed run left behind on the server first (DropLeftovers).
 func DatabaseURL(t testing.TB) string {
 	t.Helper()
 	base := ServerURL(t)
 	ctx := context.Background()
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	name := "fgtest_" + hex.EncodeToString(b)
-	admin := func(ctx context.Context, stmt string) error {
+	name := leftover.Name(prefix, time.Now())
+	admin := func(ctx context.Context, fn func(*sql.DB) error) error {
 		d, err := mysql.Open(ctx, WithDatabase(t, base, "mysql"))
 		if err != nil {
 			return err
 		}
 		defer d.Close()
-		_, err = d.DB().ExecContext(ctx, stmt)
-		return err
+		return fn(d.DB())
 	}
-	if err := admin(ctx, "CREATE DATABASE "+name); err != nil {
+	exec := func(ctx context.Context, stmt string) error {
+		return admin(ctx, func(db *sql.DB) error {
+			_, err := db.ExecContext(ctx, stmt)
+			return err
+		})
+	}
+	once, _ := swept.LoadOrStore(base, new(sync.Once))
+	once.(*sync.Once).Do(func() {
+		err := admin(ctx, func(db *sql.DB) error { return DropLeftovers(ctx, db, prefix, time.Now()) })
+		if err != nil {
+			t.Logf("mysqltest: dropping a killed run's leftovers: %v", err) // they wait for the next run
+		}
+	})
+	if err := exec(ctx, "CREATE DATABASE "+name); err != nil {
 		t.Fatalf("mysqltest: create database: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := admin(context.WithoutCancel(ctx), "DROP DATABASE "+name); err != nil {
+		if err := exec(context.WithoutCancel(ctx), "DROP DATABASE "+name); err != nil {
 			t.Errorf("mysqltest: drop database: %v", err)
 		}
 	})
 	return WithDatabase(t, base, name)
+}
+
+// DropLeftovers drops the databases on db's server that leftover.Name named
+// with prefix and that are older than leftover.MaxAge (leftover.Stale) at
+// now: a killed run's. Another run's fresher ones stay. It drops what it
+// can and returns the errors.
+func DropLeftovers(ctx context.Context, db *sql.DB, prefix string, now time.Time) error {
+	rows, err := db.QueryContext(ctx, `SELECT schema_name FROM information_schema.schemata WHERE schema_name LIKE ?`, prefix+`\_%`)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return err
+		}
+		names = append(names, name)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return err
+	}
+	var errs []error
+	for _, name := range names {
+		if !leftover.Stale(name, prefix, now) {
+			continue
+		}
+		// Stale accepts only prefix_<digits>_<hex>: safe unquoted.
+		if _, err := db.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name); err != nil {
+			errs = append(errs, fmt.Errorf("drop %s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Rebind rewrites a query written with Postgres's numbered placeholders ($1,
