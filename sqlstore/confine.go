@@ -23,6 +23,19 @@ type Confiner interface {
 	Confine(ctx context.Context, conn *sql.Conn, fn func(ConfinedSession) error) error
 }
 
+// StatementChecker is an optional capability of a Confiner: refusing, from
+// its text alone and before anything is sent, a statement its sessions
+// would refuse. A confined write checks every statement with it before it
+// begins, so such a write does nothing at all.
+//
+// mysql.Driver implements it: MySQL and MariaDB commit DDL implicitly, which
+// no transaction can hold.
+type StatementChecker interface {
+	// CheckStatement returns the error a session's Exec would return for
+	// query when the text alone decides it, and nil otherwise.
+	CheckStatement(query string) error
+}
+
 // ConfinedSession confines one transaction on one connection. Its caller
 // runs, in this order: Begin, the gate's Commit in the transaction, Arm,
 // Exec for each statement, Disarm, and the transaction's Commit; on any

@@ -7,6 +7,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	gomysql "github.com/go-sql-driver/mysql"
@@ -15,7 +16,10 @@ import (
 	"github.com/fencegate/fencegate/sqlstore/internal/confine"
 )
 
-var _ sqlstore.Confiner = (*Driver)(nil)
+var (
+	_ sqlstore.Confiner         = (*Driver)(nil)
+	_ sqlstore.StatementChecker = (*Driver)(nil)
+)
 
 // MySQL's XA errors: XAER_RMFAIL is the refusal of a statement that would end
 // or implicitly commit an active XA transaction; the others answer XA
@@ -34,6 +38,21 @@ const (
 // would end the XA transaction anyway; SAVEPOINT and RELEASE it would run,
 // and END is a syntax error: the early answer keeps the errors honest.
 var mysqlTxWords = []string{"BEGIN", "COMMIT", "END", "RELEASE", "ROLLBACK", "SAVEPOINT", "START", "XA"}
+
+// mysqlDDLWords and mysqlCommitWords are the first words of statements that
+// MySQL and MariaDB commit implicitly, which the server refuses inside the
+// XA transaction with XAER_RMFAIL (the server is the guard: a CREATE hidden
+// in a procedure is refused all the same). Refused by their first word, they
+// get an answer that says what to do instead, before anything is sent.
+// CREATE and DROP TEMPORARY TABLE neither commit nor are refused.
+var (
+	mysqlDDLWords    = []string{"ALTER", "CREATE", "DROP", "RENAME", "TRUNCATE"}
+	mysqlCommitWords = []string{"ANALYZE", "CHECK", "FLUSH", "GRANT", "INSTALL", "LOCK", "OPTIMIZE", "REPAIR", "RESET", "REVOKE", "UNINSTALL"}
+)
+
+// mysqlImplicitCommit says, in the answers, why MySQL cannot run a statement
+// in a fenced write.
+const mysqlImplicitCommit = "MySQL and MariaDB commit it implicitly, so no transaction can hold it"
 
 // Confine confines a transaction on conn, a connection of
 // go-sql-driver/mysql, by making it an XA transaction under a random id.
@@ -111,15 +130,32 @@ func (s *session) Exec(ctx context.Context, query string, args []any) (rows int6
 	return rows, false, err
 }
 
-func exec(ctx context.Context, base xaBase, query string, args []any) (int64, error) {
-	first, err := mysqlScan(query)
-	if err != nil {
-		return 0, err
+// CheckStatement refuses, by its first words, a statement that is not
+// exactly one, one that ends, restarts or nests the transaction, and one
+// that MySQL commits implicitly (DDL: create tables outside the gate).
+func (d *Driver) CheckStatement(query string) error { return mysqlCheck(query) }
+
+func mysqlCheck(query string) error {
+	words, err := mysqlScan(query)
+	if err != nil || len(words) == 0 {
+		return err
 	}
-	for _, w := range mysqlTxWords {
-		if first == w {
-			return 0, fmt.Errorf("%w: it runs %s", sqlstore.ErrTransactionControl, w)
-		}
+	first := words[0]
+	switch {
+	case slices.Contains(mysqlTxWords, first):
+		return fmt.Errorf("%w: it runs %s", sqlstore.ErrTransactionControl, first)
+	case slices.Contains(mysqlDDLWords, first) && !slices.Contains(words[1:], "TEMPORARY"):
+		return fmt.Errorf("%w: %s is DDL, and %s: create and alter tables outside the gate (with the mysql client, say), then write to them through it",
+			sqlstore.ErrTransactionControl, first, mysqlImplicitCommit)
+	case slices.Contains(mysqlCommitWords, first):
+		return fmt.Errorf("%w: it runs %s, and %s: run it outside the gate", sqlstore.ErrTransactionControl, first, mysqlImplicitCommit)
+	}
+	return nil
+}
+
+func exec(ctx context.Context, base xaBase, query string, args []any) (int64, error) {
+	if err := mysqlCheck(query); err != nil {
+		return 0, err
 	}
 	values, err := confine.NamedValues(args)
 	if err != nil {
@@ -154,7 +190,7 @@ func mysqlErrno(err error) uint16 {
 func mysqlFailed(err error) error {
 	switch mysqlErrno(err) {
 	case myXAERRmfail:
-		return fmt.Errorf("%w: it would end or commit the transaction (%v)", sqlstore.ErrTransactionControl, err)
+		return fmt.Errorf("%w: it would end or commit the transaction (DDL, for one: %s; run it outside the gate) (%v)", sqlstore.ErrTransactionControl, mysqlImplicitCommit, err)
 	case myXAERNota, myXAERInval, myXAEROutside:
 		return fmt.Errorf("%w: %v", sqlstore.ErrTransactionControl, err)
 	case myEmptyQuery:
@@ -163,14 +199,15 @@ func mysqlFailed(err error) error {
 	return err
 }
 
-// mysqlScan returns the first word of the MySQL statement q, upper-cased,
-// and an error matching sqlstore.ErrInvalidStatement when q holds no statement or
-// more than one. It skips comments and quoted text the way MySQL's lexer
-// does; it keeps a confined write's answers honest and is not what confines the
+// mysqlScan returns the leading words of the MySQL statement q, up to
+// four, upper-cased (none when it starts with something else), and an error
+// matching sqlstore.ErrInvalidStatement when q holds no statement or more
+// than one. It skips comments and quoted text the way MySQL's lexer does; it
+// keeps a confined write's answers honest and is not what confines the
 // transaction (the XA transaction is).
-func mysqlScan(q string) (string, error) {
-	var first string
-	statements, inStmt := 0, false
+func mysqlScan(q string) ([]string, error) {
+	var words []string
+	statements, inStmt, leading := 0, false, false
 	for i := 0; i < len(q); {
 		c := q[i]
 		switch {
@@ -190,14 +227,21 @@ func mysqlScan(q string) (string, error) {
 		}
 		if !inStmt {
 			if statements == 1 {
-				return "", confine.ErrSeveral
+				return nil, confine.ErrSeveral
 			}
-			statements, inStmt = statements+1, true
+			statements, inStmt, leading = statements+1, true, true
+		}
+		if leading {
 			j := i
 			for j < len(q) && (q[j] >= 'a' && q[j] <= 'z' || q[j] >= 'A' && q[j] <= 'Z') {
 				j++
 			}
-			first = strings.ToUpper(q[i:j])
+			if j > i && len(words) < 4 {
+				words = append(words, strings.ToUpper(q[i:j]))
+				i = j
+				continue
+			}
+			leading = false
 		}
 		switch c {
 		case '\'', '"', '`':
@@ -214,9 +258,9 @@ func mysqlScan(q string) (string, error) {
 		}
 	}
 	if statements == 0 {
-		return "", confine.ErrNoStatement
+		return nil, confine.ErrNoStatement
 	}
-	return first, nil
+	return words, nil
 }
 
 // xaConnector hands a database/sql pool the one driver connection it wraps.

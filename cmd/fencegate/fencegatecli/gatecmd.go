@@ -42,7 +42,10 @@ Statements are executed, not queried: rows they return are not printed.
 The SQL cannot end, restart or nest the fenced transaction: COMMIT, END,
 ROLLBACK, ABORT, BEGIN, START TRANSACTION, SAVEPOINT, RELEASE, ROLLBACK TO,
 PREPARE TRANSACTION and the like fail, however spelt, and roll everything
-back (on SQLite ATTACH, DETACH and PRAGMA are refused too). Exit 0 means
+back (on SQLite ATTACH, DETACH and PRAGMA are refused too). MySQL and
+MariaDB commit DDL implicitly (CREATE, ALTER, DROP, RENAME, TRUNCATE, also
+LOCK TABLES, GRANT and the like), so the gate refuses it before anything is
+sent: create tables outside the gate. Exit 0 means
 every statement committed under the fence; exit 1 says "nothing was
 committed" when nothing was, and says so when the outcome is unknown (the
 connection broke during COMMIT). After a serialization failure or SQLite

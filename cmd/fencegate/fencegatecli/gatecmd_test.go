@@ -70,6 +70,30 @@ func TestGateConfined(t *testing.T) {
 	})
 }
 
+// TestGateDDLOnMySQL: DDL through gate on MySQL, which commits it
+// implicitly, is refused before anything is sent, in plain words (it was the
+// server's XAER_RMFAIL), exit 1, nothing committed.
+func TestGateDDLOnMySQL(t *testing.T) {
+	databases(t, func(t *testing.T, db database) {
+		if !strings.HasPrefix(db.dsn, "mysql") {
+			t.Skip("Postgres and SQLite hold DDL in a transaction")
+		}
+		db.createLog(t)
+		env := map[string]string{envDSN: db.dsn}
+		token := strings.TrimSpace(fg(t, env, "claim", "--lock", "ddl", "--holder", "a").want(t, exitOK).stdout)
+		r := fg(t, env, "gate", token, "--", db.q("INSERT INTO log VALUES (1, 'a')"), "CREATE TABLE t2 (a INT)").want(t, exitError)
+		for _, want := range []string{"statement 2", "CREATE is DDL", "commit it implicitly", "create and alter tables outside the gate", "nothing was committed"} {
+			contains(t, "stderr", r.stderr, want)
+		}
+		if strings.Contains(r.stderr, "XAER") {
+			t.Errorf("stderr %q: the DDL reached the server", r.stderr)
+		}
+		if got := db.logRows(t); len(got) != 0 {
+			t.Errorf("log rows %v, want none", got)
+		}
+	})
+}
+
 // TestGateSetToken: gate takes a set token (a claim of several locks at
 // once, made through the library): admitted whole, then refused once one
 // member was claimed by another, nothing committed.

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -24,11 +25,12 @@ func TestMCPWriteSQL(t *testing.T) {
 
 		// Bad statements commit nothing, and the SQL cannot end the fenced
 		// transaction.
-		for _, c := range []struct {
+		type badCase struct {
 			name string
 			sql  any
 			msg  []string
-		}{
+		}
+		cases := []badCase{
 			{"empty list", []any{}, []string{"sql is empty"}},
 			{"unknown resource", nil, []string{"never leased"}},
 			{"empty query", []any{args{"query": " "}}, []string{"statement 1 is empty"}},
@@ -37,7 +39,12 @@ func TestMCPWriteSQL(t *testing.T) {
 			{"commit", []any{args{"query": db.insert, "args": []any{ca.Fence, "x"}}, args{"query": "COMMIT"}}, []string{"statement 2", "nothing was committed"}},
 			{"failing statement", []any{args{"query": db.insert, "args": []any{ca.Fence, "x"}}, args{"query": "INSERT INTO nowhere VALUES (1)"}}, []string{"statement 2", "nothing was committed"}},
 			{"wrong arguments", []any{args{"query": db.insert, "args": []any{ca.Fence}}}, []string{"statement 1", "nothing was committed"}},
-		} {
+		}
+		if strings.HasPrefix(db.dsn, "mysql") { // Postgres and SQLite hold DDL in a transaction
+			cases = append(cases, badCase{"DDL", []any{args{"query": db.insert, "args": []any{ca.Fence, "x"}}, args{"query": "CREATE TABLE t2 (a INT)"}},
+				[]string{"statement 2", "CREATE is DDL", "commit it implicitly", "create and alter tables outside the gate", "nothing was committed"}})
+		}
+		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
 				token := ca.Token
 				if c.sql == nil {

@@ -89,7 +89,7 @@ type writeInput struct {
 }
 
 type sqlStatement struct {
-	Query string `json:"query" jsonschema:"one SQL statement, with parameters ($1 on Postgres, ? or ?1 on SQLite); no BEGIN, COMMIT or ROLLBACK"`
+	Query string `json:"query" jsonschema:"one SQL statement, with parameters ($1 on Postgres, ? or ?1 on SQLite); no BEGIN, COMMIT or ROLLBACK; on MySQL no DDL (it commits implicitly: create tables outside the gate)"`
 	Args  []any  `json:"args,omitempty" jsonschema:"values bound to the statement's parameters, in order"`
 }
 

@@ -104,7 +104,9 @@ type Driver interface {
 //
 // A refused token returns the gate's *gate.StaleFenceError (logged in the
 // rejection log) and runs no statement. A failing statement returns a
-// *StatementError. Either way, and whenever err is not nil, Result.Outcome
+// *StatementError; so does, before anything is sent, one the driver refuses
+// from its text alone (sqlstore.StatementChecker: DDL on MySQL, which
+// commits implicitly). Either way, and whenever err is not nil, Result.Outcome
 // says what committed: NotCommitted, except Unknown when the final COMMIT's
 // answer was lost (and Committed if the SQL's own COMMIT went through, which
 // only a Postgres database without migration 00004 lets happen: the
@@ -122,6 +124,13 @@ func Write(ctx context.Context, d Driver, g *gate.Gate[*sql.Tx], token gate.Toke
 	c, ok := d.(sqlstore.Confiner)
 	if !ok {
 		return Result{}, fmt.Errorf("fencegate: confined writes need a driver that confines transactions (sqlstore.Confiner), not %T: %w", d, errors.ErrUnsupported)
+	}
+	if ch, ok := c.(sqlstore.StatementChecker); ok {
+		for i, st := range stmts {
+			if err := ch.CheckStatement(st.SQL); err != nil {
+				return Result{}, &StatementError{Index: i, Err: err}
+			}
+		}
 	}
 	for attempt := 1; ; attempt++ {
 		res, err := writeOnce(ctx, d.DB(), c, g, token, stmts)

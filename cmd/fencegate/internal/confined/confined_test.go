@@ -541,3 +541,48 @@ func TestDriverWithoutConfiner(t *testing.T) {
 		})
 	}
 }
+
+// confineCounter counts the confined transactions a write begins.
+type confineCounter struct {
+	dbDriver
+	confines *int
+}
+
+func (c confineCounter) Confine(ctx context.Context, conn *sql.Conn, fn func(sqlstore.ConfinedSession) error) error {
+	*c.confines++
+	return c.dbDriver.(sqlstore.Confiner).Confine(ctx, conn, fn)
+}
+
+func (c confineCounter) CheckStatement(query string) error {
+	return c.dbDriver.(sqlstore.StatementChecker).CheckStatement(query)
+}
+
+// TestMySQLDDLRefusedBeforeSent: DDL on MySQL, which commits implicitly, is
+// refused before any transaction begins (the server refused it inside one
+// with XAER_RMFAIL), with an answer that says to create tables outside the
+// gate.
+func TestMySQLDDLRefusedBeforeSent(t *testing.T) {
+	e := newEnv(t, sqlDrivers()["mysql"])
+	token := e.claim(t, "alice", "r")
+	var confines int
+	d := confineCounter{e.d, &confines}
+	res, err := confined.Write(context.Background(), d, e.g, token, stmts(insertA, `CREATE TABLE u (k INT)`))
+	se, ok := errors.AsType[*confined.StatementError](err)
+	if !ok || se.Index != 1 || !errors.Is(err, confined.ErrTransactionControl) || res.Outcome != confined.NotCommitted {
+		t.Fatalf("Write: %+v, %v; want statement 2 refused as transaction control, not committed", res, err)
+	}
+	for _, want := range []string{"CREATE is DDL", "commit it implicitly", "create and alter tables outside the gate"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Write: %v; want it to say %q", err, want)
+		}
+	}
+	if confines != 0 {
+		t.Errorf("%d confined transactions begun; want none: the DDL is refused before anything is sent", confines)
+	}
+	if got := e.rows(t); len(got) != 0 {
+		t.Errorf("rows %q committed", got)
+	}
+	if _, err := confined.Write(context.Background(), d, e.g, token, stmts(insertA)); err != nil || confines != 1 {
+		t.Fatalf("Write without DDL: %v after %d confined transactions; want nil after 1", err, confines)
+	}
+}
