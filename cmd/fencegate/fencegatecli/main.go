@@ -369,8 +369,9 @@ func (c *cli) logf(cmd *command, format string, args ...any) {
 }
 
 // packagePrefix matches the package prefixes that wrapped errors repeat
-// ("fencegate: …: lease: …"), at the start, after a colon or a parenthesis.
-var packagePrefix = regexp.MustCompile(`(^|: |\()(?:fencegate|lease): `)
+// ("fencegate: …: lease: …", the guard package's "fencegate guard: …"), at
+// the start, after a colon or a parenthesis.
+var packagePrefix = regexp.MustCompile(`(^|: |\()(?:fencegate(?: guard)?|lease): `)
 
 // message is an error's text for a line that already says "fencegate CMD:",
 // without the package prefixes inside it.

@@ -2,6 +2,7 @@ package fencegatecli
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -46,15 +47,31 @@ func TestNoDoubledPrefix(t *testing.T) {
 		{"run", "--lock", "l", "--holder", "a\x01b", "--", "true"},
 		{"check", "fg1:0:l:h"},
 		{"gate", "fg1:1:l:h", "--", "SELECT 1", "SELECT 2", "SELEC 3"},
+		{"guard", "list"}, // SQLite has no guard
 	} {
-		r := fg(t, env, args...)
-		line, _, _ := strings.Cut(r.stderr, "\n")
-		if !strings.HasPrefix(line, "fencegate "+args[0]+": ") || strings.Contains(line, "fencegate: ") || strings.Contains(line, "lease: ") {
-			t.Errorf("%q: first line of stderr %q", args, line)
-		}
+		onePrefix(t, fg(t, env, args...), args[0])
 	}
+	// The guard package's errors say "fencegate guard: ", like the command.
+	databases(t, func(t *testing.T, db database) {
+		onePrefix(t, fg(t, map[string]string{envDSN: db.dsn}, "guard", "install", "--table", "nope", "--resource", "x").want(t, exitError), "guard")
+	})
 	if got := message("fencegate: commit: lease: acquire \"x\": lease: coordinator busy, retry: boom"); got != "commit: acquire \"x\": coordinator busy, retry: boom" {
 		t.Errorf("message: %q", got)
+	}
+}
+
+// innerPrefix is a package's prefix inside a line that already has the
+// command's.
+var innerPrefix = regexp.MustCompile(`fencegate( guard)?: |lease: `)
+
+// onePrefix fails unless the first line of r's stderr starts with the
+// command's prefix and repeats no package's.
+func onePrefix(t *testing.T, r result, cmd string) {
+	t.Helper()
+	line, _, _ := strings.Cut(r.stderr, "\n")
+	rest, ok := strings.CutPrefix(line, "fencegate "+cmd+": ")
+	if !ok || innerPrefix.MatchString(rest) {
+		t.Errorf("fencegate %s: first line of stderr %q", cmd, line)
 	}
 }
 
