@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -47,7 +48,10 @@ func TestUsage(t *testing.T) {
 		msg  string
 	}{
 		{nil, "", "missing command"},
-		{[]string{"bogus"}, "", `unknown command "bogus"`},
+		{[]string{"bogus"}, "", `unknown command "bogus"` + "\n"}, // and no guess
+		{[]string{"stauts"}, "", `unknown command "stauts"; did you mean "status"?`},
+		{[]string{"clam", "--lock", "x"}, "", `unknown command "clam"; did you mean "claim"?`},
+		{[]string{"asert"}, "", `unknown command "asert"; did you mean "assert"?`},
 		{[]string{"--bogus"}, "", "flag provided but not defined: -bogus"},
 		{[]string{"claim"}, "claim", "missing --lock NAME"},
 		{[]string{"claim", "--lock", "x", "--ttl", "banana"}, "claim", `invalid value "banana" for flag -ttl: want a duration`},
@@ -252,7 +256,7 @@ func TestLeaseCommands(t *testing.T) {
 		}
 		l := rep.Locks[0]
 		if l.Lock != lock || l.State != "held" || l.Holder != "agent-b" || l.Fence != b.Fence ||
-			l.Floor != b.Fence || l.FloorHolder != "agent-b" || l.RemainingMS <= 0 || l.ExpiresAt == nil {
+			l.Floor != b.Fence || l.FloorHolder != "agent-b" || l.RemainingMS <= 0 || l.ExpiresAt == "" {
 			t.Errorf("status --json lock: %+v", l)
 		}
 		if f := rep.Refusals[0]; f.Seq != 2 || !f.NotIssued || f.Holder != "mallory" {
@@ -261,11 +265,40 @@ func TestLeaseCommands(t *testing.T) {
 		if f := rep.Refusals[1]; f.Seq != 1 || f.NotIssued || f.Fence != a.Fence || f.Floor != b.Fence || f.FloorHolder != "agent-b" {
 			t.Errorf("oldest refusal: %+v", f)
 		}
+		if strings.Contains(r.stdout, `"path"`) {
+			t.Errorf("status --json shows a path for the plain lock %s:\n%s", lock, r.stdout)
+		}
 		r = fg(t, env, "status", "--lock", "elsewhere").want(t, exitOK)
-		contains(t, "status --lock", r.stdout, "No locks yet.", "No refusals.")
+		contains(t, "status --lock", r.stdout, "Lock elsewhere has no lease and no floor", "No refusals.")
+		if strings.Contains(r.stdout, "No locks yet.") || strings.Contains(r.stdout, lock) {
+			t.Errorf("status --lock elsewhere, beside lock %s:\n%s", lock, r.stdout)
+		}
+
+		// Every time is printed one way (the database's microseconds too).
+		for _, args := range [][]string{{"status"}, {"status", "--json"}, {"leader", lock}, {"leader", "--json", lock}} {
+			oneTimeLayout(t, fg(t, env, args...).want(t, exitOK).stdout, args)
+		}
 		r = fg(t, env, "status", "--json", "--refusals", "0").want(t, exitOK)
 		contains(t, "status --refusals 0", r.stdout, `"refusals": []`)
 	})
+}
+
+// anyTime matches a time in any RFC 3339 layout.
+var anyTime = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)`)
+
+// oneTimeLayout fails unless out has a time and every time in it is in
+// ops.StampLayout.
+func oneTimeLayout(t *testing.T, out string, what any) {
+	t.Helper()
+	times := anyTime.FindAllString(out, -1)
+	if len(times) == 0 {
+		t.Errorf("%v: no time in %q", what, out)
+	}
+	for _, s := range times {
+		if p, err := time.Parse(ops.StampLayout, s); err != nil || p.Format(ops.StampLayout) != s {
+			t.Errorf("%v: time %s is not in the layout %s", what, s, ops.StampLayout)
+		}
+	}
 }
 
 func TestClaimWait(t *testing.T) {

@@ -151,17 +151,17 @@ are still printed). Like status, this is a snapshot.`,
 		}
 		if *asJSON {
 			rep := struct {
-				Name    string       `json:"name"`
-				Leading bool         `json:"leading"`
-				Holder  string       `json:"holder"`
-				Fence   int64        `json:"fence"`
-				Until   lease.DBTime `json:"until"`
-			}{args[0], st.Held, st.Holder, st.Fence, st.ExpiresAt}
+				Name    string `json:"name"`
+				Leading bool   `json:"leading"`
+				Holder  string `json:"holder"`
+				Fence   int64  `json:"fence"`
+				Until   string `json:"until"`
+			}{args[0], st.Held, st.Holder, st.Fence, ops.Stamp(st.ExpiresAt.Time())}
 			if err := json.NewEncoder(c.stdout).Encode(rep); err != nil {
 				return err
 			}
 		} else if st.Fence != 0 {
-			fmt.Fprintf(c.stdout, "%s\tfence %d\tuntil %s\n", st.Holder, st.Fence, st.ExpiresAt)
+			fmt.Fprintf(c.stdout, "%s\tfence %d\tuntil %s\n", st.Holder, st.Fence, ops.Stamp(st.ExpiresAt.Time()))
 		}
 		switch {
 		case st.Fence == 0:

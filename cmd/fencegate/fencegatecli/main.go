@@ -163,9 +163,57 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return c.execute(ctx, cmd, args)
 		}
 	}
-	fmt.Fprintf(c.stderr, "fencegate: unknown command %q\n\n", name)
+	fmt.Fprintf(c.stderr, "fencegate: unknown command %q", name)
+	if guess := suggest(name); guess != "" {
+		fmt.Fprintf(c.stderr, "; did you mean %q?", guess)
+	}
+	fmt.Fprint(c.stderr, "\n\n")
 	c.mainUsage(c.stderr, fs)
 	return exitUsage
+}
+
+// suggest returns the command name or alias nearest to name, when it is
+// near enough to be a typo of it (a third of its letters, one at least),
+// and "" otherwise.
+func suggest(name string) string {
+	best, bestDist := "", 0
+	for _, cmd := range commands() {
+		for _, n := range append([]string{cmd.name}, cmd.aliases...) {
+			d := editDistance(name, n)
+			if d <= max(1, len(n)/3) && (best == "" || d < bestDist) {
+				best, bestDist = n, d
+			}
+		}
+	}
+	return best
+}
+
+// editDistance is the optimal string alignment distance between a and b:
+// the insertions, deletions, substitutions and swaps of adjacent bytes that
+// turn one into the other.
+func editDistance(a, b string) int {
+	// d[i][j] is the distance between a[:i] and b[:j].
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
 }
 
 const dsnHelp = "the database, a `DSN`: a postgres:// or mysql:// URL, a SQLite file path or file: URI (default $" + envDSN + ", else " + defaultDB + ")"

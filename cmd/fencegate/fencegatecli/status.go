@@ -8,7 +8,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/fencegate/fencegate/cmd/fencegate/internal/ops"
-	"github.com/fencegate/fencegate/gate"
 )
 
 func statusCommand() *command {
@@ -59,22 +58,26 @@ it can be stale by the time you read it.`,
 			enc.SetIndent("", "  ")
 			return enc.Encode(report)
 		}
-		printStatus(c.stdout, report)
+		printStatus(c.stdout, report, *lock)
 		return nil
 	}
 	return cmd
 }
 
-func printStatus(w io.Writer, report ops.StatusReport) {
+// printStatus prints report, of lock alone unless lock is "".
+func printStatus(w io.Writer, report ops.StatusReport, lock string) {
 	for _, warning := range report.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warning)
 	}
 	if len(report.Warnings) > 0 {
 		fmt.Fprintln(w)
 	}
-	if len(report.Locks) == 0 {
+	switch {
+	case len(report.Locks) == 0 && lock != "":
+		fmt.Fprintf(w, "Lock %s has no lease and no floor ('fencegate status' lists every lock).\n", lock)
+	case len(report.Locks) == 0:
 		fmt.Fprintln(w, "No locks yet.")
-	} else {
+	default:
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "LOCK\tSTATE\tHOLDER\tFENCE\tFLOOR\tEXPIRES")
 		for _, r := range report.Locks {
@@ -91,11 +94,11 @@ func printStatus(w io.Writer, report ops.StatusReport) {
 			if holder == "" {
 				holder = "-"
 			}
-			if r.ExpiresAt != nil {
-				if d := r.ExpiresAt.Sub(r.Now); d > 0 {
-					expires = fmt.Sprintf("in %s (%s)", ops.Dur(d), ops.Stamp(*r.ExpiresAt))
+			if r.ExpiresAt != "" {
+				if d := r.ExpiresIn; d > 0 {
+					expires = fmt.Sprintf("in %s (%s)", ops.Dur(d), r.ExpiresAt)
 				} else {
-					expires = fmt.Sprintf("%s ago (%s)", ops.Dur(-d), ops.Stamp(*r.ExpiresAt))
+					expires = fmt.Sprintf("%s ago (%s)", ops.Dur(-d), r.ExpiresAt)
 				}
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Lock, r.State, holder, fence, floor, expires)
@@ -118,9 +121,6 @@ func printStatus(w io.Writer, report ops.StatusReport) {
 	}
 	fmt.Fprintln(w, "Recent refusals, newest first:")
 	for _, r := range report.Refusals {
-		fmt.Fprintf(w, "  %s\n", ops.RejectionText(gate.Rejection{
-			Seq: r.Seq, Resource: r.Lock, Fence: r.Fence, Holder: r.Holder,
-			Floor: r.Floor, FloorHolder: r.FloorHolder, NotIssued: r.NotIssued, At: r.At,
-		}))
+		fmt.Fprintf(w, "  %s\n", r.Text())
 	}
 }

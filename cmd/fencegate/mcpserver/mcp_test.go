@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -324,8 +325,32 @@ func TestMCPLeaseTools(t *testing.T) {
 		if st := callOK[ops.StatusReport](t, b.ClientSession, "status", args{"resource": "other"}); len(st.Locks) != 0 {
 			t.Fatalf("status of another lock: %+v", st)
 		}
+
+		// Every time is in the command's one layout, the database's
+		// microseconds too.
+		for _, c := range []struct {
+			tool string
+			args args
+		}{{"status", args{}}, {"claim", args{"resource": "src/other.go"}}} {
+			out, err := json.Marshal(call(t, b.ClientSession, c.tool, c.args).StructuredContent)
+			if err != nil {
+				t.Fatal(err)
+			}
+			times := anyTime.FindAllString(string(out), -1)
+			for _, s := range times {
+				if p, err := time.Parse(ops.StampLayout, s); err != nil || p.Format(ops.StampLayout) != s {
+					t.Errorf("%s: time %s is not in the layout %s", c.tool, s, ops.StampLayout)
+				}
+			}
+			if len(times) == 0 {
+				t.Errorf("%s: no time in %s", c.tool, out)
+			}
+		}
 	})
 }
+
+// anyTime matches a time in any RFC 3339 layout.
+var anyTime = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)`)
 
 func TestMCPWriteFile(t *testing.T) {
 	t.Parallel()

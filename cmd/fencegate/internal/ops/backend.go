@@ -73,5 +73,9 @@ func Dur(d time.Duration) string {
 	return d.Round(time.Millisecond).String()
 }
 
-// Stamp formats a database timestamp.
-func Stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+// StampLayout is the one way the command and the MCP server print a time,
+// in text and in JSON: RFC 3339 in UTC with exactly three decimals.
+const StampLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// Stamp formats a database timestamp in StampLayout.
+func Stamp(t time.Time) string { return t.UTC().Format(StampLayout) }

@@ -36,17 +36,20 @@ func RejectionOf(e *gate.StaleFenceError) gate.Rejection {
 }
 
 // RejectionText describes a rejection record in one line.
-func RejectionText(r gate.Rejection) string {
+func RejectionText(r gate.Rejection) string { return RefusalOf(r).Text() }
+
+// Text describes the refusal in one line.
+func (r RefusalReport) Text() string {
 	var what string
 	if r.NotIssued {
-		what = fmt.Sprintf("%s fence %d was never issued to %q", r.Resource, r.Fence, r.Holder)
+		what = fmt.Sprintf("%s fence %d was never issued to %q", r.Lock, r.Fence, r.Holder)
 	} else {
-		what = fmt.Sprintf("%s fence %d from %q is below the floor %d from %q", r.Resource, r.Fence, r.Holder, r.Floor, r.FloorHolder)
+		what = fmt.Sprintf("%s fence %d from %q is below the floor %d from %q", r.Lock, r.Fence, r.Holder, r.Floor, r.FloorHolder)
 	}
 	if r.Seq == 0 {
 		return what + " (the rejection could not be logged)"
 	}
-	return fmt.Sprintf("%s (rejection #%d at %s)", what, r.Seq, Stamp(r.At))
+	return fmt.Sprintf("%s (rejection #%d at %s)", what, r.Seq, r.At)
 }
 
 // Plural is "s" unless n is 1.

@@ -27,30 +27,32 @@ type StatusReport struct {
 
 // LockReport is one lock's lease and floor.
 type LockReport struct {
-	Lock        string     `json:"lock"`
-	Path        string     `json:"path,omitempty"` // for a path resource: the file, or the directory ending in "/"
-	State       string     `json:"state"`          // held, expired, released, none
-	Holder      string     `json:"holder,omitempty"`
-	Fence       int64      `json:"fence,omitempty"`
-	GrantedAt   *time.Time `json:"granted_at,omitempty"`
-	ExpiresAt   *time.Time `json:"expires_at,omitempty"`
-	RemainingMS int64      `json:"remaining_ms"` // 0 unless held
-	Floor       int64      `json:"floor"`        // 0: no fenced write or grant yet
-	FloorHolder string     `json:"floor_holder,omitempty"`
+	Lock        string `json:"lock"`
+	Path        string `json:"path,omitempty"` // for a path resource: the file, or the directory ending in "/"
+	State       string `json:"state"`          // held, expired, released, none
+	Holder      string `json:"holder,omitempty"`
+	Fence       int64  `json:"fence,omitempty"`
+	GrantedAt   string `json:"granted_at,omitempty"` // Stamp's layout
+	ExpiresAt   string `json:"expires_at,omitempty"`
+	RemainingMS int64  `json:"remaining_ms"` // 0 unless held
+	Floor       int64  `json:"floor"`        // 0: no fenced write or grant yet
+	FloorHolder string `json:"floor_holder,omitempty"`
 
-	Now time.Time `json:"-"` // the database's clock at the read
+	// ExpiresIn is the time from the read to the expiry, in the
+	// database's clock: negative once expired (0 without a lease).
+	ExpiresIn time.Duration `json:"-"`
 }
 
 // RefusalReport is one record of the rejection log.
 type RefusalReport struct {
-	Seq         int64     `json:"seq"`
-	Lock        string    `json:"lock"`
-	Fence       int64     `json:"fence"`
-	Holder      string    `json:"holder"`
-	Floor       int64     `json:"floor"`
-	FloorHolder string    `json:"floor_holder"`
-	NotIssued   bool      `json:"not_issued"`
-	At          time.Time `json:"at"`
+	Seq         int64  `json:"seq"`
+	Lock        string `json:"lock"`
+	Fence       int64  `json:"fence"`
+	Holder      string `json:"holder"`
+	Floor       int64  `json:"floor"`
+	FloorHolder string `json:"floor_holder"`
+	NotIssued   bool   `json:"not_issued"`
+	At          string `json:"at"` // Stamp's layout
 }
 
 // ReadStatus reads the leases, floors and recent refusals, of one lock or
@@ -91,15 +93,16 @@ func ReadStatus(ctx context.Context, b *Backend, lock string, refusals int) (Sta
 			return r
 		}
 		r := &LockReport{Lock: name, State: "none"}
-		r.Path, _ = PathOf(name)
+		if p, ok := PathOf(name); ok { // PathOf returns a plain name whole
+			r.Path = p
+		}
 		byLock[name] = r
 		return r
 	}
 	for _, st := range leases {
 		r := get(st.Resource)
-		r.Holder, r.Fence, r.Now = st.Holder, st.Fence, st.Now.Time()
-		granted, expires := st.GrantedAt.Time(), st.ExpiresAt.Time()
-		r.GrantedAt, r.ExpiresAt = &granted, &expires
+		r.Holder, r.Fence, r.ExpiresIn = st.Holder, st.Fence, st.ExpiresAt.Sub(st.Now)
+		r.GrantedAt, r.ExpiresAt = Stamp(st.GrantedAt.Time()), Stamp(st.ExpiresAt.Time())
 		switch {
 		case st.Held:
 			r.State, r.RemainingMS = "held", st.Remaining.Milliseconds()
@@ -159,6 +162,6 @@ func ReadStatus(ctx context.Context, b *Backend, lock string, refusals int) (Sta
 func RefusalOf(r gate.Rejection) RefusalReport {
 	return RefusalReport{
 		Seq: r.Seq, Lock: r.Resource, Fence: r.Fence, Holder: r.Holder,
-		Floor: r.Floor, FloorHolder: r.FloorHolder, NotIssued: r.NotIssued, At: r.At,
+		Floor: r.Floor, FloorHolder: r.FloorHolder, NotIssued: r.NotIssued, At: Stamp(r.At),
 	}
 }
