@@ -41,6 +41,18 @@ Then through the gate: A's write is refused, and the rejection is logged.`,
 	return cmd
 }
 
+// demoTryIt is what the demo suggests next: command lines that run as
+// written on a fresh database, SQLite's or Postgres's (TestDemoTryItRuns).
+const demoTryIt = `
+Try it with processes, on the SQLite file .fencegate.db here or $FENCEGATE_DSN's database
+("go install ./cmd/fencegate" puts fencegate in $(go env GOPATH)/bin; or "go run ./cmd/fencegate"):
+   TOKEN=$(fencegate claim --lock deploy-slot --ttl 30s)   # exit 3 if held
+   fencegate gate "$TOKEN" -- "CREATE TABLE IF NOT EXISTS deploys (slot TEXT PRIMARY KEY, version TEXT NOT NULL)" \
+     "INSERT INTO deploys VALUES ('web', 'v2') ON CONFLICT (slot) DO UPDATE SET version = excluded.version"
+   fencegate status                                          # locks, fences, floors, refusals
+   fencegate release "$TOKEN"
+`
+
 // playDemo plays both rounds of the story to w.
 func playDemo(ctx context.Context, w io.Writer) error {
 	dir, err := os.MkdirTemp("", "fencegate-demo-")
@@ -61,13 +73,7 @@ func playDemo(ctx context.Context, w io.Writer) error {
 			return err
 		}
 	}
-	fmt.Fprint(w, `
-Try it with processes (on the SQLite file .fencegate.db here, or --dsn): "go install
-./cmd/fencegate" puts fencegate in $(go env GOPATH)/bin, or use "go run ./cmd/fencegate":
-   TOKEN=$(fencegate claim --lock deploy-slot)    exit 3 if held
-   fencegate gate "$TOKEN" -- "UPDATE ..."        a fenced write; exit 3 if stale
-   fencegate status                               locks, fences, floors, refusals
-`)
+	fmt.Fprint(w, demoTryIt)
 	return nil
 }
 
