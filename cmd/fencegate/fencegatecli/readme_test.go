@@ -6,190 +6,293 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/fencegate/fencegate/internal/dbtest"
 )
 
-// readmeGo finds the README's ```go blocks.
-var readmeGo = regexp.MustCompile("(?s)\n```go\n(.*?)\n```\n")
+// runMarker, on the line before a ```sh block, says that its lines run as
+// written on a fresh database; TestReadmeCommandsRun runs them.
+const runMarker = "<!-- readme_test: run -->"
 
-// readmePreamble makes each block the body of a function returning error,
-// with ctx in scope and the imports and helpers the blocks use. The
-// package-level store, coord, client and g are the "Step by step" block's,
-// which continues the first one: main makes them as the first block does.
-// main runs the block numbered by its argument once, then says how many
-// writes app.db holds.
-const readmePreamble = `package main
+// docFence finds the fenced blocks of a Markdown file, and the run marker
+// before one.
+var docFence = regexp.MustCompile("(?m)^(" + regexp.QuoteMeta(runMarker) + "\n)?```(\\w*)\n((?s:.*?))\n```$")
+
+// docBlock is one fenced block of the README or a guide.
+type docBlock struct {
+	file string // relative to the repository's root
+	line int    // of the block's first line
+	lang string // go, sh, ...
+	body string
+	run  bool // preceded by runMarker
+}
+
+func (b docBlock) String() string { return fmt.Sprintf("%s:%d", b.file, b.line) }
+
+// program reports whether the block is a whole Go program rather than a
+// fragment.
+func (b docBlock) program() bool { return strings.HasPrefix(b.body, "package main\n") }
+
+// repoRoot is the repository's root, from this package's directory.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// docBlocks returns the fenced blocks of README.md and of the guides under
+// docs/, in that order.
+func docBlocks(t *testing.T) []docBlock {
+	t.Helper()
+	root := repoRoot(t)
+	guides, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blocks []docBlock
+	for _, file := range append([]string{filepath.Join(root, "README.md")}, guides...) {
+		text, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, err := filepath.Rel(root, file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range docFence.FindAllSubmatchIndex(text, -1) {
+			blocks = append(blocks, docBlock{
+				file: filepath.ToSlash(rel),
+				line: strings.Count(string(text[:m[6]]), "\n") + 1,
+				lang: string(text[m[4]:m[5]]),
+				body: string(text[m[6]:m[7]]),
+				run:  m[2] >= 0,
+			})
+		}
+	}
+	return blocks
+}
+
+// fragmentPreamble makes each Go fragment (a ```go block that is not a
+// whole program) the body of a function returning error, with ctx in
+// scope, and the names the guides' fragments take as given: the
+// application's *sql.DB, goose files, pgx pool and transaction, and the
+// SQLite store, coordinator, client and gate of README's first program.
+// Fragments are built, not run.
+const fragmentPreamble = `package main
 
 import (
 	"context"
 	"database/sql"
 	"fmt"
 	"io/fs"
-	"log"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/pressly/goose/v3"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/guard"
 	"github.com/fencegate/fencegate/lease"
 	fgmigrations "github.com/fencegate/fencegate/migrations/postgres"
-	"github.com/fencegate/fencegate/sqlstore/pgxv5"
+	"github.com/fencegate/fencegate/sqlstore/mysql"
+	"github.com/fencegate/fencegate/sqlstore/pgsql"
+	"github.com/fencegate/fencegate/sqlstore/pgxv5/distributed"
 	"github.com/fencegate/fencegate/sqlstore/sqlite"
 )
 
 var (
-	_ = log.Printf
-	_ = time.Second
+	_ = fmt.Sprint
 	_ = os.Getenv
+	_ = mysql.Open
+	_ = pgsql.Open
+	_ = time.Second
 	_ pgx.Tx
-	_ = pgxpool.New
-	_ = pgxv5.New
 	_ = goose.NewProvider
+	_ = otel.SetMeterProvider
+	_ = prometheus.New
+	_ = sdkmetric.NewMeterProvider
+	_ = guard.New
 	_ = fgmigrations.FS
+	_ = distributed.New
 )
 
-// The application's own, in the goose snippet.
 var (
 	db            *sql.DB
 	appMigrations fs.FS
+	pool          *pgxpool.Pool
+	tx            *sql.Tx
+	store         *sqlite.Driver
+	coord         *lease.Coordinator
+	client        *lease.Client
+	g             *gate.Gate[*sql.Tx]
 )
 
-var (
-	store  *sqlite.Driver
-	coord  *lease.Coordinator
-	client *lease.Client
-	g      *gate.Gate[*sql.Tx]
-)
-
-// applyTheChange is the reader's write: here, one row more in app.db.
-func applyTheChange(ctx context.Context, tx *sql.Tx) error {
-	if _, err := tx.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS readme_writes (at TEXT)"); err != nil {
-		return err
-	}
-	_, err := tx.ExecContext(ctx, "INSERT INTO readme_writes VALUES (datetime('now'))")
-	return err
-}
-
-func main() {
-	ctx := context.Background()
-	n, err := strconv.Atoi(os.Args[1])
-	if err != nil {
-		log.Fatal(err)
-	}
-	if store, err = sqlite.Open(ctx, "app.db"); err != nil {
-		log.Fatal(err)
-	}
-	defer store.Close()
-	if err := store.Migrate(ctx); err != nil {
-		log.Fatal(err)
-	}
-	coord = lease.NewCoordinator(store, &lease.CoordinatorOptions{TTL: 30 * time.Second})
-	g = gate.New(store, &gate.Options{VerifyIssued: true})
-	if client, err = lease.NewClient(&lease.ClientOptions{Holder: "agent-a"}); err != nil {
-		log.Fatal(err)
-	}
-	if err := snippets[n-1](ctx); err != nil {
-		log.Fatalf("README snippet %d: %v", n, err)
-	}
-	var writes int
-	if err := store.DB().QueryRowContext(ctx, "SELECT count(*) FROM readme_writes").Scan(&writes); err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println("writes:", writes)
-}
+func main() {}
 `
 
-// TestReadmeGoCompiles builds every Go snippet in README.md, each as the
-// body of a func(ctx context.Context) error, so the README cannot drift from
-// the API; then it runs each block on SQLite (the first program, and Step
-// by step) twice in a row, as a reader trying it would: the second run
-// must not be refused by the first's lease, and each must have written.
+// TestReadmeGoCompiles builds every ```go block of README.md and of the
+// guides in docs/, so that none can drift from the API: a whole program
+// (package main) as it stands, a fragment as the body of a function. Then
+// it runs each program twice in a row, as a reader trying it would, on a
+// fresh database: a SQLite file in an empty directory, or a Postgres schema
+// of its own (DATABASE_URL) for a program that imports pgx. The second run
+// must not be refused by the first's lease.
 func TestReadmeGoCompiles(t *testing.T) {
-	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
-	if err != nil {
-		t.Fatal(err)
+	var programs, fragments []docBlock
+	for _, b := range docBlocks(t) {
+		switch {
+		case b.lang != "go":
+		case b.program():
+			programs = append(programs, b)
+		default:
+			fragments = append(fragments, b)
+		}
 	}
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks := readmeGo.FindAllStringSubmatch(string(readme), -1)
-	if len(blocks) == 0 {
-		t.Fatal("README.md has no ```go block")
-	}
-	if !strings.Contains(blocks[0][1], "sqlite.Open(") || !strings.Contains(blocks[0][1], "lease.Hold(") {
-		t.Fatalf("README.md's first Go block is not the SQLite program with lease.Hold:\n%s", blocks[0][1])
-	}
-	var src strings.Builder
-	src.WriteString(readmePreamble)
-	src.WriteString("\nvar snippets = []func(context.Context) error{")
-	for i := range blocks {
-		fmt.Fprintf(&src, "readmeSnippet%d, ", i+1)
-	}
-	src.WriteString("}\n")
-	for i, b := range blocks {
-		fmt.Fprintf(&src, "\nfunc readmeSnippet%d(ctx context.Context) error {\n%s\n}\n", i+1, b[1])
-	}
-	// Build it as a package inside the module, through an overlay, so it
-	// imports fencegate's packages as a user's program would.
-	tmp := t.TempDir()
-	file := filepath.Join(tmp, "readme.go")
-	if err := os.WriteFile(file, []byte(src.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	virtual, err := filepath.Abs(filepath.Join("testdata", "readme", "readme.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	overlay := filepath.Join(tmp, "overlay.json")
-	if err := os.WriteFile(overlay, fmt.Appendf(nil, `{"Replace": {%q: %q}}`, virtual, file), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(tmp, "readme")
-	cmd := exec.Command("go", "build", "-overlay", overlay, "-o", bin, "./testdata/readme")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("README.md's Go does not build: %v\n%s\n--- the program:\n%s", err, out, src.String())
+	if len(programs) == 0 || !strings.Contains(programs[0].body, "sqlite.Open(") || !strings.Contains(programs[0].body, "lease.Hold(") {
+		t.Fatal("README.md's first Go block is not a whole program on SQLite with lease.Hold")
 	}
 
-	for i, b := range blocks {
-		if strings.Contains(b[1], "pgx") || strings.Contains(b[1], "goose.") {
-			continue // it needs a server, or the application's own migrations
+	// Each block becomes a file of a package inside this module, through
+	// an overlay, so it imports fencegate's packages as a user's program
+	// would; //line makes the compiler's errors name the Markdown.
+	tmp := t.TempDir()
+	replace := map[string]string{}
+	add := func(pkg, src string) {
+		file := filepath.Join(tmp, pkg+".go")
+		if err := os.WriteFile(file, []byte(src), 0o600); err != nil {
+			t.Fatal(err)
 		}
-		work := t.TempDir() // app.db goes here
-		for run := 1; run <= 2; run++ {
-			cmd := exec.Command(bin, strconv.Itoa(i+1))
-			cmd.Dir = work
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Fatalf("run %d of README.md's Go block %d: %v\n%s", run, i+1, err, out)
+		virtual, err := filepath.Abs(filepath.Join("testdata", "readme", pkg, "main.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		replace[virtual] = file
+	}
+	var src strings.Builder
+	src.WriteString(fragmentPreamble)
+	for i, b := range fragments {
+		fmt.Fprintf(&src, "\nfunc fragment%d(ctx context.Context) error {\n//line %s:%d\n%s\n}\n", i+1, b.file, b.line, b.body)
+	}
+	add("fragments", src.String())
+	pkgs := []string{"./testdata/readme/fragments"}
+	for i, b := range programs {
+		add(fmt.Sprintf("program%d", i+1), fmt.Sprintf("//line %s:%d\n%s\n", b.file, b.line, b.body))
+		pkgs = append(pkgs, fmt.Sprintf("./testdata/readme/program%d", i+1))
+	}
+	var overlay strings.Builder
+	overlay.WriteString(`{"Replace": {`)
+	sep := ""
+	for virtual, file := range replace {
+		fmt.Fprintf(&overlay, "%s%q: %q", sep, virtual, file)
+		sep = ", "
+	}
+	overlay.WriteString("}}")
+	overlayFile := filepath.Join(tmp, "overlay.json")
+	if err := os.WriteFile(overlayFile, []byte(overlay.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(tmp, "bin")
+	build := exec.CommandContext(t.Context(), "go", append([]string{"build", "-overlay", overlayFile, "-o", bin + string(filepath.Separator)}, pkgs...)...)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("the Go of README.md and docs/ does not build: %v\n%s", err, out)
+	}
+
+	for i, b := range programs {
+		t.Run(b.String(), func(t *testing.T) {
+			env := os.Environ()
+			if strings.Contains(b.body, `"github.com/jackc/pgx/v5`) {
+				env = append(env, "DATABASE_URL="+dbtest.PostgresSchemaURL(t))
 			}
-			if want := fmt.Sprintf("writes: %d\n", run); string(out) != want {
-				t.Errorf("run %d of README.md's Go block %d printed %q, want %q", run, i+1, out, want)
+			work := t.TempDir() // app.db goes here
+			for run := 1; run <= 2; run++ {
+				cmd := exec.CommandContext(t.Context(), filepath.Join(bin, fmt.Sprintf("program%d", i+1)))
+				cmd.Dir, cmd.Env = work, env
+				out, err := cmd.CombinedOutput()
+				if err != nil {
+					t.Fatalf("run %d of the program at %s: %v\n%s", run, b, err, out)
+				}
+				t.Logf("run %d: %s", run, out)
 			}
+		})
+	}
+}
+
+// TestReadmeCommandsRun runs the command lines README.md and the guides mark
+// as runnable, and those the demo suggests, with the fencegate command on
+// PATH, in an empty directory (so on a fresh .fencegate.db), and on a fresh
+// Postgres schema: each twice in a row, under sh -e.
+func TestReadmeCommandsRun(t *testing.T) {
+	scripts := map[string]string{"the demo's suggestion": demoTryItLines(t)}
+	for _, b := range docBlocks(t) {
+		if b.run {
+			scripts[b.String()] = b.body
 		}
 	}
+	if len(scripts) < 2 {
+		t.Fatal("README.md marks no command lines to run (" + runMarker + ")")
+	}
+	bin := binary(t)
+	path := filepath.Dir(bin) + string(os.PathListSeparator) + os.Getenv("PATH")
+	for name, script := range scripts {
+		for _, db := range []string{"sqlite", "postgres"} {
+			t.Run(name+"/"+db, func(t *testing.T) {
+				env := []string{"PATH=" + path, envDSN + "="}
+				if db == "postgres" {
+					env = append(env, envDSN+"="+dbtest.PostgresSchemaURL(t))
+				}
+				work := t.TempDir()
+				for run := 1; run <= 2; run++ {
+					cmd := exec.CommandContext(t.Context(), "sh", "-e", "-c", script)
+					cmd.Dir, cmd.Env = work, append(os.Environ(), env...)
+					out, err := cmd.CombinedOutput()
+					if err != nil {
+						t.Fatalf("run %d of %s on %s: %v\n%s\n--- the lines:\n%s", run, name, db, err, out, script)
+					}
+				}
+			})
+		}
+	}
+}
+
+// demoTryItLines returns the command lines the demo suggests, unindented.
+func demoTryItLines(t *testing.T) string {
+	var lines []string
+	for _, l := range strings.Split(demoTryIt, "\n") {
+		if cmd, ok := strings.CutPrefix(l, "   "); ok {
+			lines = append(lines, cmd)
+		}
+	}
+	if len(lines) == 0 {
+		t.Fatalf("the demo suggests no command lines:\n%s", demoTryIt)
+	}
+	return strings.Join(lines, "\n")
 }
 
 // createdObject finds the tables and sequences a migration creates.
 var createdObject = regexp.MustCompile(`(?i)\bCREATE\s+(?:UNLOGGED\s+)?(?:TABLE|SEQUENCE)\s+(?:IF\s+NOT\s+EXISTS\s+)?(fencegate_\w+)`)
 
-// TestReadmeNamesEveryTable: the README's schema section names every table
-// (and sequence) any dialect's migrations create, and goose's version table.
+// TestReadmeNamesEveryTable: the migrations guide's table of tables names
+// every table (and sequence) any dialect's migrations create, and goose's
+// version table.
 func TestReadmeNamesEveryTable(t *testing.T) {
-	root := filepath.Join("..", "..", "..")
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	root := repoRoot(t)
+	guide, err := os.ReadFile(filepath.Join(root, "docs", "MIGRATIONS.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, schema, ok := strings.Cut(string(readme), "\n## Schema and migrations\n")
+	_, schema, ok := strings.Cut(string(guide), "\n## Tables\n")
 	if !ok {
-		t.Fatal(`README.md has no "## Schema and migrations" section`)
+		t.Fatal(`docs/MIGRATIONS.md has no "## Tables" section`)
 	}
 	schema, _, _ = strings.Cut(schema, "\n## ")
 	files, err := filepath.Glob(filepath.Join(root, "migrations", "*", "*.sql"))
@@ -211,7 +314,7 @@ func TestReadmeNamesEveryTable(t *testing.T) {
 	}
 	for name, from := range names {
 		if !strings.Contains(schema, "`"+name+"`") {
-			t.Errorf("README.md's schema section does not name %s (created by %s)", name, from)
+			t.Errorf("docs/MIGRATIONS.md's tables do not name %s (created by %s)", name, from)
 		}
 	}
 }
