@@ -41,8 +41,8 @@ var pgBouncerModes = []string{"exec", "simple_protocol", "cache_describe"}
 
 // TestPgBouncerTransactionPooling runs leases and fenced writes through a
 // real PgBouncer in transaction pooling mode, many clients on few server
-// connections, in every exec mode named safe in the README, through pgx and
-// through database/sql (the CLI's path): nothing fails, every write carries
+// connections, in every exec mode named safe in docs/POSTGRES.md, through pgx
+// and through database/sql (the CLI's path): nothing fails, every write carries
 // its lease's fence in commit order, and a stale fence is refused and logged.
 func TestPgBouncerTransactionPooling(t *testing.T) {
 	if _, err := faults.FindPgBouncer(); err != nil {

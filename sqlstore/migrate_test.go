@@ -112,8 +112,8 @@ func cliDrivers(t *testing.T, fn func(t *testing.T, d sqlopen.Driver)) {
 }
 
 // An application that runs goose itself puts fencegate's migrations into
-// its own flow, as the README shows: a second provider over the migrations
-// package, with fencegate's version table and without goose's global
+// its own flow, as docs/MIGRATIONS.md shows: a second provider over the
+// migrations package, with fencegate's version table and without goose's global
 // registry, so the application's version 1 and its Go migration (version 2)
 // meet neither of fencegate's.
 func TestAppGooseFlow(t *testing.T) {
