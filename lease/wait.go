@@ -446,6 +446,7 @@ type waitHooks struct {
 	poked       func(resource string, seq int64)                      // a waiter was woken
 	woke        func()                                                // a waiter's sleep ended by a wake
 	noRetry     bool                                                  // never listen again after a failure
+	linger      time.Duration                                         // how long the listener outlives the last waiter, if not 0
 }
 
 // waiter is one AcquireWait call.
@@ -556,8 +557,8 @@ func (r *waitRoom) removeLocked(w *waiter) {
 
 // listenLinger is the longest a Coordinator keeps listening after its last
 // waiter left (a third of WaiterTTL if shorter). It is short because the
-// listening connection is busy while it lingers: database/sql's DB.Close
-// waits for it.
+// listening connection is one of the pool's, busy while it lingers (closing
+// the store ends it at once).
 const listenLinger = time.Second
 
 // leave takes w out, wakes the next waiter of its resource unless w was
@@ -573,6 +574,9 @@ func (r *waitRoom) leave(w *waiter, granted bool, linger time.Duration) {
 	defer r.mu.Unlock()
 	r.removeLocked(w)
 	r.n--
+	if r.hooks != nil && r.hooks.linger != 0 {
+		linger = r.hooks.linger
+	}
 	if r.n == 0 && r.stopListen != nil && r.linger == nil {
 		r.lingerGen++
 		gen := r.lingerGen

@@ -28,7 +28,20 @@ const Dialect = pg.Dialect
 // writes).
 //
 // The zero value is not usable; create one with New or Open.
-type Driver struct{ impl *sqlexec.Driver }
+type Driver struct {
+	impl *sqlexec.Driver
+	// closing ends when Close is called, and with it every listening
+	// session (WatchLeases): each holds a connection of the pool, and
+	// Open's pool.Close waits for them all, so a Coordinator's listener
+	// lingering after its last waiter left delayed the close by its linger.
+	closing    context.Context
+	endListens context.CancelFunc
+}
+
+func newDriver(db *sql.DB, onClose func() error) *Driver {
+	closing, end := context.WithCancel(context.Background())
+	return &Driver{impl: sqlexec.NewDriver(db, dialect, onClose), closing: closing, endListens: end}
+}
 
 var _ sqlstore.Driver[*sql.Tx] = (*Driver)(nil)
 
@@ -56,7 +69,7 @@ func (d *Driver) DurabilityWarnings(ctx context.Context) ([]string, error) {
 
 // New returns a driver over db, a *sql.DB of pgx's stdlib ("pgx" driver, or
 // stdlib.OpenDBFromPool). The *sql.DB stays the caller's to close.
-func New(db *sql.DB) *Driver { return &Driver{sqlexec.NewDriver(db, dialect, nil)} }
+func New(db *sql.DB) *Driver { return newDriver(db, nil) }
 
 var dialect = sqlexec.Dialect{
 	Name:           Dialect,
@@ -85,11 +98,11 @@ func Open(ctx context.Context, dsn string) (*Driver, error) {
 		return nil, fmt.Errorf("fencegate: connect to postgres: %w", sqlexec.Classifier(pg.Classify).Classify(err))
 	}
 	db := stdlib.OpenDBFromPool(pool)
-	return &Driver{sqlexec.NewDriver(db, dialect, func() error {
+	return newDriver(db, func() error {
 		err := db.Close()
 		pool.Close()
 		return err
-	})}, nil
+	}), nil
 }
 
 // Classify reads a Postgres error: a serialization failure, deadlock or lock
@@ -112,8 +125,8 @@ func MigrationFS() fs.FS { return Migrations().FS }
 func (d *Driver) SupportsListener() bool { return true }
 
 // ListenLeases takes a connection of the *sql.DB and listens on it for lease
-// changes until ctx ends or the connection fails; the connection is closed
-// afterwards, never handed back to the pool listening.
+// changes until ctx ends, the connection fails or the driver is closed; the
+// connection is closed afterwards, never handed back to the pool listening.
 func (d *Driver) ListenLeases(ctx context.Context, ready func(), changed func(sqlstore.LeaseChange)) error {
 	return d.WatchLeases(ctx, sqlstore.Watch{}, ready, changed)
 }
@@ -121,6 +134,9 @@ func (d *Driver) ListenLeases(ctx context.Context, ready func(), changed func(sq
 // WatchLeases is ListenLeases with w registered as a watcher of the
 // listening session (sqlstore.Store.WatchLeases).
 func (d *Driver) WatchLeases(ctx context.Context, w sqlstore.Watch, ready func(), changed func(sqlstore.LeaseChange)) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(d.closing, cancel)()
 	c, err := d.DB().Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("fencegate: listen for lease changes: %w", d.ClassifyError(err))

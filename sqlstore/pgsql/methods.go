@@ -69,7 +69,11 @@ func (d *Driver) OnConn(ctx context.Context, fn func(sqlstore.Executor) error) e
 // (sqlstore.Store).
 func (d *Driver) MaxConns() int { return d.impl.MaxConns() }
 
-// Close closes what Open opened (the *sql.DB and its pgx pool). A driver
-// made with New leaves the caller's *sql.DB open; call Close before closing
-// that *sql.DB.
-func (d *Driver) Close() error { return d.impl.Close() }
+// Close ends the driver's listening sessions (ListenLeases, WatchLeases)
+// and closes what Open opened (the *sql.DB and its pgx pool). A driver made
+// with New leaves the caller's *sql.DB open; call Close before closing that
+// *sql.DB.
+func (d *Driver) Close() error {
+	d.endListens()
+	return d.impl.Close()
+}

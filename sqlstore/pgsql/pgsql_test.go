@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -118,6 +119,39 @@ func TestDurabilityWarnings(t *testing.T) {
 		got := slices.ContainsFunc(warnings, func(w string) bool { return strings.Contains(w, "synchronous_commit is off") })
 		if got != c.want {
 			t.Errorf("%s: warnings %q, want synchronous_commit warned %v", c.dsn, warnings, c.want)
+		}
+	}
+}
+
+// Close ends the driver's listening sessions instead of waiting for them:
+// Open's pool waits for every connection it lent, and a lease.Coordinator
+// listens for a while after its last waiter left.
+func TestCloseEndsListening(t *testing.T) {
+	ctx := context.Background()
+	d, err := pgsql.Open(ctx, dbtest.PostgresSchemaURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ready, ended := make(chan struct{}), make(chan error, 1)
+	go func() { ended <- d.ListenLeases(ctx, func() { close(ready) }, func(sqlstore.LeaseChange) {}) }()
+	select {
+	case <-ready:
+	case err := <-ended:
+		t.Fatalf("ListenLeases: %v", err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- d.Close() }()
+	for _, ch := range []chan error{closed, ended} {
+		select {
+		case err := <-ch:
+			if ch == closed && err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+		case <-time.After(time.Minute): // a deadline, not a measure: it waited for a listener that listens until ctx ends
+			t.Fatal("Close waited for the listening session")
 		}
 	}
 }
