@@ -26,7 +26,8 @@ var (
 	// that does not evaluate over the table's rows to text.
 	ErrInvalidSpec = errors.New("fencegate guard: invalid guard")
 	// ErrUnsupported: the dialect has no guard (MySQL/MariaDB, SQLite; see
-	// the package doc), or the database lacks migration 00014 (Postgres).
+	// the package doc), or the database lacks fencegate's guard migration
+	// (Postgres: fencegate_guard_refuse).
 	ErrUnsupported = errors.New("fencegate guard: not supported here")
 )
 

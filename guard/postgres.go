@@ -13,8 +13,8 @@ import (
 
 // Postgres: an AFTER row trigger (it sees the row as it is written, after
 // any BEFORE trigger changed it) whose function, one per table, computes the
-// row's resource and looks for the proof (migration 00014): the resource's
-// fencegate_floor row was raised by this transaction (pass_xid) or is
+// row's resource and looks for the proof (migration 00003_fencegate_guard):
+// the resource's fencegate_floor row was raised by this transaction (pass_xid) or is
 // locked by it and not rewritten by it (xmax ours, xmin not: an upsert that
 // refused a stale fence rewrites the row and carries its lock over). One index lookup of a row the transaction already holds. The function's search_path is fixed, and it
 // names fencegate's schema, so a writer's own search_path or temporary
@@ -64,7 +64,7 @@ func pgResolveTable(ctx context.Context, tx *sql.Tx, table string) (pgTable, err
 		return t, fmt.Errorf("%w: %q (quote a name that needs it as in SQL: '\"Odd Name\"'): %w", ErrNoTable, table, err)
 	}
 	if !t.migrated {
-		return t, fmt.Errorf("%w: the database lacks fencegate migration 00014: run fencegate migrate", ErrUnsupported)
+		return t, fmt.Errorf("%w: the database lacks fencegate's guard migration: run fencegate migrate", ErrUnsupported)
 	}
 	if !oid.Valid {
 		return t, fmt.Errorf("%w: %q (quote a name that needs it as in SQL: '\"Odd Name\"')", ErrNoTable, table)

@@ -63,7 +63,7 @@
 // the queue until its lease's term ends. Plain acquisitions do not queue;
 // see AcquireWait.
 //
-// On Postgres (migration 00017) a release is announced only when someone
+// On Postgres a release is announced only when someone
 // waits for it: its resource has a live waiter, or a watcher (Observe, and
 // a semaphore's head of line watching its permits, register themselves
 // with sqlstore.Store.WatchLeases). A release nobody waits for sends no
@@ -117,9 +117,8 @@
 // the queue and then releases whatever a hand-over granted it before
 // that; if its process dies instead, the same bound applies.
 //
-// A waiter that joined before migration 00018 (Postgres) or its equivalents,
-// a claim of several resources or of a path, and a first term that would
-// already be over are not handed anything: the hand-over is then a plain
+// A claim of several resources or of a path, and a first term that would
+// already be over, are not handed anything: the hand-over is then a plain
 // release, announced as Release's.
 //
 // # Bounded tables

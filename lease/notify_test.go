@@ -12,8 +12,8 @@ import (
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
-// The Postgres drivers: only they announce releases (migration 00017
-// announces one only when someone waits for it).
+// The Postgres drivers: only they announce releases (and only when someone
+// waits for one: fencegate_lease_notify).
 var notifyDrivers = []string{"postgres-sql", "pgx-cache-statement"}
 
 // forNotifyStores is forWaitStores for notifyDrivers, also passing the

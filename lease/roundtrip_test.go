@@ -48,7 +48,7 @@ func pgxStore(t *testing.T, configure func(*pgxpool.Config)) *pgxv5.Driver {
 
 // On Postgres an acquisition, granted or denied, a renewal and a release
 // are one statement each, so one round trip each: the acquisition runs in
-// fencegate_acquire (migration 00006), not as BEGIN, lock timeout, locking
+// fencegate_acquire, not as BEGIN, lock timeout, locking
 // read, request check, nextval, lease write, floor raise and COMMIT.
 func TestPostgresLeaseCallsAreOneStatementEach(t *testing.T) {
 	ctx := context.Background()

@@ -226,8 +226,7 @@ func startWait(t *testing.T, ctx context.Context, coord *Coordinator, c *Client,
 }
 
 // awaited queues a waiter row (no process behind it) on resource, so that
-// its release is announced: since migration 00017 a release nobody waits
-// for is not.
+// its release is announced: a release nobody waits for is not.
 func awaited(t *testing.T, store sqlstore.Store, resource string) {
 	t.Helper()
 	if _, err := store.Executor().WaiterAdd(context.Background(), &sqlstore.WaiterAddParams{Resource: resource, Holder: "awaiting", TTL: time.Hour}); err != nil {

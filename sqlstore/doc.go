@@ -83,7 +83,7 @@
 // handed the driver with the gate. A driver without Confiner still serves
 // the gate and the lease; confined writes on it fail with an error matching
 // errors.ErrUnsupported. pgsql's session relies on a write-guard trigger
-// (migration 00004), sqlite's on an authorizer and commit hook, mysql's on
+// (fencegate_write_guard), sqlite's on an authorizer and commit hook, mysql's on
 // an XA transaction; sqlstore/internal/confine holds what they share.
 //
 // The conformance suite, sqlstoretest.Exercise, states the contract on a

@@ -70,8 +70,9 @@ DROP TABLE app_item;
 `)}}
 
 // registerAppGoMigration registers the application's version 2 in goose's
-// global registry, as goose.AddMigration in an application's init does;
-// fencegate has a version 2 of its own on every dialect.
+// global registry, as goose.AddMigration in an application's init does:
+// were it in fencegate's flow, it would clash with fencegate's version 2
+// (Postgres) or run there, before its table exists (elsewhere).
 func registerAppGoMigration(t *testing.T) {
 	t.Helper()
 	goose.AddNamedMigrationContext("00002_app_seed.go",

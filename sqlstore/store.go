@@ -73,18 +73,15 @@ type Store interface {
 	// calling ready.
 	//
 	// A lease change is a release, or the first waiter leaving a
-	// resource's queue while the lease is not live (with migration 00005's
-	// triggers alone, also a grant and any waiter leaving). Announcements
-	// may be lost (a cut connection) or spurious (with migration 00005's
-	// triggers alone, another schema's change of a resource of the same
-	// name), so a listener treats one as a hint to look again, and acts on
+	// resource's queue while the lease is not live. Announcements may be
+	// lost (a cut connection) or spurious, so a listener treats one as a hint to look again, and acts on
 	// a First only after touching its place recently enough to know it
 	// still stands.
 	ListenLeases(ctx context.Context, ready func(), changed func(LeaseChange)) error
 	// WatchLeases is ListenLeases for a listener that has no place in the
 	// waiter queue of the resources it cares about (an election's observer,
-	// a semaphore's head of line watching its permits). Since Postgres
-	// migration 00017 a release is announced only when its resource has a
+	// a semaphore's head of line watching its permits). On Postgres a
+	// release is announced only when its resource has a
 	// live waiter or a watcher; WatchLeases registers w for the listening
 	// session before it calls ready, and in such a way that a release
 	// committed after ready is announced to it, and one in flight as it

@@ -56,8 +56,8 @@ type BatchSender = pgxv5.BatchSender
 // TRANSACTION (any of the statements in one string of several, which the
 // simple protocol runs) is refused before anything is sent, with an error
 // matching sqlstore.ErrTransactionControl. Behind that check the server
-// enforces it: the fence arms a guard (a deferred trigger, migrations 00004
-// and 00013) that turns any COMMIT before the batch's own into a rollback of
+// enforces it: the fence arms a guard (a deferred trigger,
+// fencegate_write_guard) that turns any COMMIT before the batch's own into a rollback of
 // everything; a ROLLBACK takes the guard with it, so the batch's end fails
 // and rolls back what ran after it; and a procedure or DO block cannot end
 // a transaction block at all. Each fails the batch with
@@ -82,8 +82,8 @@ type BatchSender = pgxv5.BatchSender
 // batch's transaction first, member by member, then the batch runs as
 // above: a round trip per member more, the same refusals and logs.
 //
-// The fence statement needs fencegate's Postgres migrations 00002, 00004,
-// 00007 and 00013.
+// The fence statement needs fencegate's Postgres migrations (the gate's:
+// fencegate_fence_batch and the write guard).
 func CommitBatch(ctx context.Context, g *gate.Gate[pgx.Tx], conn BatchSender, token gate.Token, b *pgx.Batch) error {
 	ctx, c := g.StartCheck(ctx, "commit_batch", token)
 	if !pipelined(token) {

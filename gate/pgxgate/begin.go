@@ -62,7 +62,7 @@ var ErrBeginInTx = errors.New("fencegate: begin fenced: already in a transaction
 // retryable serialization error. Every pgx exec mode runs the two
 // statements in one round trip, except describe_exec, which describes them
 // first (as it does every statement). The fence needs fencegate's Postgres
-// migrations 00002 and 00007.
+// migrations (fencegate_fence).
 //
 // A set or path token (gate.Token.Members) is judged by g.Commit right
 // after BEGIN, a round trip of its own, then one per member.

@@ -337,8 +337,7 @@ func TestBeginFencedConcurrentCommitsInFenceOrder(t *testing.T) {
 	})
 }
 
-// A database migrated before fencegate_fence (migration 00007) existed
-// says so: every way to fence fails with sqlstore.ErrNotMigrated, and a
+// A database without fencegate_fence (not migrated) says so: every way to fence fails with sqlstore.ErrNotMigrated, and a
 // missing function of the caller's own does not.
 func TestMissingFenceFunctionIsNotMigrated(t *testing.T) {
 	dbtest.ForEach(t, nil, func(t *testing.T, h dbtest.Harness[pgx.Tx]) {

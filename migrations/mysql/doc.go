@@ -12,6 +12,6 @@
 // atomic; each statement is idempotent instead, and a run cut short is
 // finished by the next.
 //
-// Versions are never renumbered and never reused: every database records
-// the versions it applied.
+// One file, 00001_fencegate_baseline.sql, creates every table; package
+// migrations' doc has the rule for changes after v0.1.0.
 package mysql

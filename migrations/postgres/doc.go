@@ -7,15 +7,16 @@
 //	goose -dir "$(go list -m -f '{{.Dir}}' github.com/fencegate/fencegate)/migrations/postgres" \
 //	    -table fencegate_goose_version postgres "$DSN" up
 //
-// # Versions
+// # Files
 //
-// Versions are never renumbered and never reused: every database records
-// the versions it applied, so a renumbered file would run twice, and a
-// reused number would be skipped where the old file ran.
+//   - 00001_fencegate_gate.sql: the gate's floors and rejections, and the
+//     functions a fenced write calls (fencegate_fence, fencegate_refuse,
+//     the write guard of confined writes and fenced batches);
+//   - 00002_fencegate_lease.sql: the coordinator's fence sequence, leases,
+//     requests, waiters and their announcements, semaphores, path claims,
+//     and the functions that acquire and hand over a lease;
+//   - 00003_fencegate_guard.sql: guarded tables' trigger and refusal.
 //
-// Version 8 is unused. The waiter-turn migration was first numbered 00008
-// after fencegate_grant had already taken 00009; a database at 00009 would
-// have refused 00008 as a missing migration, so it became 00010. A database
-// that ran the old 00008 records version 8, so no later migration takes it.
-// A test of package migrations fails on any other gap.
+// Each object is created by one file only; package migrations' doc has the
+// rule for changes after v0.1.0.
 package postgres

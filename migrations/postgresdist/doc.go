@@ -17,8 +17,6 @@
 // table of its own shape (no identity column either). This set shares no
 // tables' history with package postgres: a database runs one or the other.
 //
-// # Versions
-//
-// Versions are never renumbered and never reused: every database records
-// the versions it applied.
+// One file, 00001_fencegate_baseline.sql, creates every table; package
+// migrations' doc has the rule for changes after v0.1.0.
 package postgresdist

@@ -7,6 +7,6 @@
 //	goose -dir "$(go list -m -f '{{.Dir}}' github.com/fencegate/fencegate)/migrations/sqlite" \
 //	    -table fencegate_goose_version sqlite3 ./app.db up
 //
-// Versions are never renumbered and never reused: every database records
-// the versions it applied.
+// One file, 00001_fencegate_baseline.sql, creates every table; package
+// migrations' doc has the rule for changes after v0.1.0.
 package sqlite

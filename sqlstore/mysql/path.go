@@ -10,7 +10,7 @@ import (
 	"github.com/fencegate/fencegate/sqlstore/internal/sqlexec"
 )
 
-// The path locks of migration 00005. Inside a transaction a path's row is
+// The path locks of fencegate_path_lock. Inside a transaction a path's row is
 // only ever locked by a locking read of a row that exists: an insert that
 // meets a duplicate takes a next-key lock, and those made overlapping
 // claims deadlock (two first grants below one directory, say). A missing

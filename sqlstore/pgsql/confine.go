@@ -20,7 +20,7 @@ var _ sqlstore.Confiner = (*Driver)(nil)
 
 // SQLSTATEs a confined session reads.
 const (
-	pgWriteGuardCode = "FG003" // migration 00004's trigger: the outside SQL committed
+	pgWriteGuardCode = "FG003" // the write guard's trigger: the outside SQL committed
 	pgUndefinedTable = "42P01" // fencegate_write_guard is missing
 	pgSyntaxError    = "42601" // also Parse's refusal of several statements
 )
@@ -35,10 +35,10 @@ var pgTxTags = []string{"BEGIN", "START TRANSACTION", "COMMIT", "ROLLBACK", "END
 // Every statement goes through the extended protocol on its own (Parse
 // refuses a string of several statements), the server's transaction status
 // and command tag are checked after each one, and a deferred constraint
-// trigger (migration 00004) turns any COMMIT that the session did not arm
+// trigger (fencegate_write_guard) turns any COMMIT that the session did not arm
 // into a rollback. DO blocks and procedures cannot COMMIT inside a
 // transaction block at all. COPY … FROM STDIN is refused before it runs:
-// its input would never come. A database without migration 00004 fails
+// its input would never come. A database without the write guard fails
 // Arm with an error matching sqlstore.ErrNotMigrated.
 func (d *Driver) Confine(ctx context.Context, conn *sql.Conn, fn func(sqlstore.ConfinedSession) error) error {
 	err := confine.CheckConn(conn, "on Postgres need pgx's stdlib", func(dc any) bool {
@@ -54,7 +54,7 @@ func (d *Driver) Confine(ctx context.Context, conn *sql.Conn, fn func(sqlstore.C
 // session confines a transaction on Postgres through pgx's stdlib.
 type session struct {
 	conn *sql.Conn
-	key  string // the write key of this transaction, see migration 00004
+	key  string // the write key of this transaction, see fencegate_write_guard
 }
 
 func (s *session) Begin(ctx context.Context) (*sql.Tx, error) { return s.conn.BeginTx(ctx, nil) }
@@ -63,7 +63,7 @@ func (s *session) Arm(ctx context.Context, tx *sql.Tx) error {
 	s.key = rand.Text()
 	_, err := tx.ExecContext(ctx, `INSERT INTO fencegate_write_guard (key_hash) VALUES (sha256(convert_to($1, 'UTF8')))`, s.key)
 	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == pgUndefinedTable {
-		return fmt.Errorf("%w: %w", sqlstore.ErrNotMigrated, err) // migration 00004 is missing
+		return fmt.Errorf("%w: %w", sqlstore.ErrNotMigrated, err) // the write guard is missing
 	}
 	return err
 }

@@ -31,7 +31,7 @@ type BatchSender interface {
 // one of b's statements, rolls back everything and is returned: a statement
 // of b that would end or prepare the transaction fails with
 // sqlstore.ErrTransactionControl (before anything is sent when its text
-// says so, by the write guard of migrations 00004 and 00013 otherwise), one
+// says so, by the write guard, fencegate_write_guard, otherwise), one
 // run in a savepoint with sqlstore.ErrNestedTx.
 //
 // tx is the transaction the caller must still end: whenever res is not an
@@ -39,7 +39,7 @@ type BatchSender interface {
 // returns a pool's connection); after an admission in a transaction of its
 // own it is already committed (roll it back all the same: with a pool that
 // returns the connection), and in conn's transaction it is nil (the
-// caller's to commit). It needs migrations 00002, 00004, 00007 and 00013.
+// caller's to commit). It needs the gate's migration.
 func FloorRaiseBatch(ctx context.Context, conn BatchSender, p sqlstore.FloorRaiseParams, b *pgx.Batch) (tx pgx.Tx, res sqlstore.FloorRaiseResult, err error) {
 	callerTx, inTx := conn.(pgx.Tx)
 	full := &pgx.Batch{}
@@ -91,7 +91,7 @@ func FloorRaiseBatch(ctx context.Context, conn BatchSender, p sqlstore.FloorRais
 // On an admission it returns the open transaction. Otherwise (res.Admitted
 // false, with why, and a nil err; or an err) tx, when not nil, is what the
 // caller must roll back: it cannot commit, and rolling back returns a
-// pool's connection. It needs migrations 00002 and 00007.
+// pool's connection. It needs the gate's migration.
 func BeginFloorRaise(ctx context.Context, db BatchSender, p sqlstore.FloorRaiseParams, opts pgx.TxOptions) (tx pgx.Tx, res sqlstore.FloorRaiseResult, err error) {
 	b := &pgx.Batch{}
 	b.BeginTx(opts)
@@ -125,7 +125,7 @@ func refusal(err error) (sqlstore.FloorRaiseResult, bool) {
 
 // QueueHandOver queues in b the hand-over of the live lease (p.Resource,
 // p.Holder, p.Fence) to the resource's first live waiter
-// (sqlstore.Executor.LeaseHandOver, migration 00018), whose answer is
+// (sqlstore.Executor.LeaseHandOver, fencegate_hand_over), whose answer is
 // written to *res when the batch's results are read. Queue it last in a
 // fenced batch (pgxgate.CommitBatchHandOver does), so that it commits with
 // the batch's writes or not at all.

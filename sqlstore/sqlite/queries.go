@@ -6,8 +6,7 @@ const (
 	// unixepoch('subsec') has millisecond precision; rounding to whole
 	// milliseconds keeps float error out of the integer.
 	sqliteWall = `(CAST(round(unixepoch('subsec') * 1000) AS INTEGER) * 1000)`
-	// sqliteClock is the high-water mark of fencegate_clock (migration
-	// 00003), which ClockTick has just raised to the wall clock: the time
+	// sqliteClock is the high-water mark of fencegate_clock, which ClockTick has just raised to the wall clock: the time
 	// every grant, renewal, release and expiry is judged by, never below
 	// one judged before. sqliteNow, for the times the other statements
 	// stamp and report, is never below it either.

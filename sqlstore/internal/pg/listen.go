@@ -14,12 +14,10 @@ import (
 	"github.com/fencegate/fencegate/sqlstore/internal/sqlexec"
 )
 
-// leaseChannel is the channel the triggers of migration 00005 notify on,
-// with the resource as the payload: a release, a new generation, or a
-// waiter leaving a resource's queue. Since migration 00010 only a release
-// or the first waiter leaving while the lease is free, and the payload is
-// resource, sep, the first live waiter's place (empty when none is queued),
-// sep, the schema of the tables.
+// leaseChannel is the channel fencegate_lease_notify's triggers notify on:
+// a release, or the first waiter leaving while the lease is free. The
+// payload is resource, sep, the first live waiter's place (empty when none
+// is queued), sep, the schema of the tables.
 const leaseChannel = "fencegate_lease"
 
 // sep separates the fields of an announcement: a control character, which
@@ -39,15 +37,16 @@ func ListenLeases(ctx context.Context, conn *pgx.Conn, ready func(), changed fun
 	return WatchLeases(ctx, conn, sqlstore.Watch{}, ready, changed)
 }
 
-// watchSchemaSQL is schemaSQL, and whether the schema has migration
-// 00017's watcher table (without it every release is announced, and a
+// watchSchemaSQL is schemaSQL, and whether the schema has the watcher
+// table fencegate_watcher (without it every release is announced, and a
 // watcher has nothing to register).
 const watchSchemaSQL = `
 SELECT n.nspname, to_regclass(quote_ident(n.nspname) || '.fencegate_watcher') IS NOT NULL
   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
  WHERE c.oid = 'fencegate_lease'::regclass`
 
-// The watcher's registration, in this order (migration 00017 says why):
+// The watcher's registration, in this order (fencegate_lease_notify's
+// comment in the lease migration says why):
 // clear the rows of sessions that are gone, insert this session's row
 // (each autocommit, so committed), then wait for any release of the
 // resource in flight by taking FOR SHARE on its lease row (its release's
@@ -121,10 +120,9 @@ func register(ctx context.Context, conn *pgx.Conn, w sqlstore.Watch) error {
 
 // ParseLeaseChange reads an announcement's payload for a listener on
 // schema's tables, and reports whether it is ours: another schema's is not.
-// A payload of migration 00005's triggers (the resource alone) may be
-// anyone's, so it is taken, naming no waiter. A place that does not parse is
-// left 0 (any waiter may look), never guessed. Migration 00018's hand-over
-// adds "granted" and the new generation (fence, request id, start and
+// A payload of the resource alone may be anyone's, so it is taken, naming
+// no waiter. A place that does not parse is left 0 (any waiter may look),
+// never guessed. fencegate_hand_over's announcement adds "granted" and the new generation (fence, request id, start and
 // expiry in µs): the place was granted the resource. A hand-over's payload
 // that does not parse is taken as a plain change.
 func ParseLeaseChange(payload, schema string) (sqlstore.LeaseChange, bool) {

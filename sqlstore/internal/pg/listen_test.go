@@ -13,7 +13,7 @@ func TestParseLeaseChange(t *testing.T) {
 		want    sqlstore.LeaseChange
 		ours    bool
 	}{
-		{"r", sqlstore.LeaseChange{Resource: "r"}, true},                       // migration 00005's triggers: anyone's
+		{"r", sqlstore.LeaseChange{Resource: "r"}, true},                       // the resource alone: anyone's
 		{"r\x1f42\x1fs", sqlstore.LeaseChange{Resource: "r", First: 42}, true}, // the first waiter named
 		{"r\x1f\x1fs", sqlstore.LeaseChange{Resource: "r"}, true},              // no waiter queued
 		{"r\x1f42\x1fother", sqlstore.LeaseChange{}, false},                    // another schema's queue

@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// The SQLSTATEs fencegate_refuse raises (migration 00002 for Postgres).
+// The SQLSTATEs fencegate_refuse raises.
 const (
 	pgStaleFence = "FG001" // the fence is below the floor; DETAIL: floor, HINT: its holder
 	pgNotIssued  = "FG002" // VerifyIssued: no such lease
@@ -30,7 +30,7 @@ const (
 // that AsPipelineRefusal recognises. With verifyIssued it also refuses a
 // fence the co-located coordinator never issued.
 //
-// It needs migrations 00002 (fencegate_refuse) and 00007 (fencegate_fence).
+// It needs fencegate_refuse and fencegate_fence (the gate's migration).
 func PipelineFenceSQL(verifyIssued bool) string {
 	if verifyIssued {
 		return pgPipelineFenceVerified
@@ -65,7 +65,7 @@ func AsPipelineRefusal(err error) (PipelineRefusal, bool) {
 	return PipelineRefusal{}, false
 }
 
-// The SQLSTATEs of a fenced batch's write guard (migrations 00004, 00013),
+// The SQLSTATEs of a fenced batch's write guard (fencegate_fence_batch),
 // and Postgres's own for a procedure or DO block that tried to end the
 // transaction block.
 const (
@@ -82,7 +82,7 @@ const (
 // and fails as PipelineFenceSQL does, or, in a savepoint, with an error
 // AsBatchGuard reports as nested.
 //
-// It needs migrations 00002, 00004, 00007 and 00013.
+// It needs the gate's migration (fencegate_fence_batch, the write guard).
 const BatchFenceSQL = `SELECT fencegate_fence_batch($1, $2, $3, $4, $5)`
 
 // BatchReleaseSQL releases the guard BatchFenceSQL armed, last in the

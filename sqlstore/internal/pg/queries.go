@@ -31,8 +31,7 @@ const (
   WHERE w.resource = $1 AND w.expires_at > clock_timestamp())`
 )
 
-// The Postgres floor statement is a call of fencegate_fence (migration
-// 00007), whose comment tells its two paths: a fence equal to the floor,
+// The Postgres floor statement is a call of fencegate_fence, whose comment tells its two paths: a fence equal to the floor,
 // from the holder that set it, only locks the floor row (FOR NO KEY UPDATE,
 // no new row version, writers of a resource queue in arrival order); any
 // other takes the GREATEST upsert. A function, because the server caches the
@@ -46,7 +45,7 @@ const (
 )
 
 // HandOverSQL is sqlstore.Executor.LeaseHandOver in one statement
-// (migration 00018): $1 resource, $2 holder, $3 fence → released, waiter,
+// (fencegate_hand_over): $1 resource, $2 holder, $3 fence → released, waiter,
 // and the new generation's holder, fence, request id, granted µs, expires
 // µs, and the clock (sqlexec.Queries.LeaseHandOver).
 const HandOverSQL = `SELECT * FROM fencegate_hand_over($1, $2, $3)`
@@ -96,7 +95,7 @@ SELECT setval('fencegate_fence_seq', $1::bigint - 1, true)
 WITH l AS MATERIALIZED (SELECT * FROM fencegate_lease WHERE resource = $1 FOR UPDATE)
 SELECT ` + pgLeaseCols + `, ` + pgNow + ` FROM l`,
 	LeaseGet: `SELECT ` + pgLeaseCols + `, ` + pgNow + ` FROM fencegate_lease WHERE resource = $1`,
-	// Migration 00016: the function, and the pattern index the byte-wise
+	// fencegate_path_lock, and the pattern index the byte-wise
 	// range below uses whatever the collation.
 	PathLockShared:    `SELECT fencegate_path_lock($1, false)`,
 	PathLockExclusive: `SELECT fencegate_path_lock($1, true)`,
@@ -226,11 +225,10 @@ SELECT ` + pgWaiterCols + `
 SELECT ` + pgWaiterCols + `
   FROM fencegate_waiter WHERE resource = $1 AND expires_at > clock_timestamp() ORDER BY seq LIMIT 1
    FOR UPDATE`,
-	// Migration 00018.
 	LeaseHandOver: HandOverSQL,
-	// Migration 00012 (over 00006's steps).
+	// fencegate_acquire, over fencegate_acquire_steps.
 	LeaseAcquire: `SELECT * FROM fencegate_acquire($1, $2, $3, $4::bigint, $5)`,
-	// Migration 00009: the same with a fast path for a free lease row;
+	// fencegate_grant: the same with a fast path for a free lease row;
 	// it raises FG004 (or 23505) where it would have to undo its writes.
 	// It restates the grant rule of fencegate_acquire for speed; the
 	// conformance table (sqlstoretest.Rules) holds the two, and the
@@ -238,6 +236,6 @@ SELECT ` + pgWaiterCols + `
 	// Executor (fast path first), in a transaction (fencegate_acquire
 	// only) and stepwise.
 	LeaseAcquireAutocommit: `SELECT * FROM fencegate_grant($1, $2, $3, $4::bigint, $5)`,
-	// Migration 00011: either, and a grant deletes the waiter's row.
+	// fencegate_acquire_turn: either, and a grant deletes the waiter's row.
 	LeaseAcquireTurn: `SELECT * FROM fencegate_acquire_turn($1, $2, $3, $4::bigint, $5, $6, $7)`,
 }

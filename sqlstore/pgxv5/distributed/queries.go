@@ -30,7 +30,7 @@ RETURNING f.floor, f.holder`
 // committed is never handed out again.
 const counterNext = `UPDATE fencegate_counter SET value = value + 1 WHERE name = $1 RETURNING value`
 
-// The counters' names (migration 00001 of migrations/postgresdist seeds them).
+// The counters' names (migrations/postgresdist seeds them).
 const (
 	counterFence     = "fence"
 	counterRejection = "rejection"
@@ -102,7 +102,7 @@ UPDATE fencegate_counter SET value = GREATEST(value, $1::bigint - 1) WHERE name 
 SELECT ` + leaseCols + `, ` + nowMicros + `
   FROM (SELECT * FROM fencegate_lease WHERE resource = $1 FOR UPDATE) l`,
 	LeaseGet: `SELECT ` + leaseCols + `, ` + nowMicros + ` FROM fencegate_lease WHERE resource = $1`,
-	// Path locks (migration 00003): both kinds are the upsert that writes
+	// Path locks (fencegate_path_lock): both kinds are the upsert that writes
 	// the row, shared ones included (see the migration). The range reads
 	// names byte-wise (COLLATE "C"), whatever the database's collation.
 	PathLockShared: `
@@ -148,7 +148,7 @@ UPDATE fencegate_lease SET released = true, expires_at = LEAST(expires_at, clock
 INSERT INTO fencegate_request (resource, request_id, fence) VALUES ($1, $2, $3)
 ON CONFLICT (resource, request_id) DO NOTHING`,
 	RequestFence: `SELECT fence FROM fencegate_request WHERE resource = $1 AND request_id = $2`,
-	// Pruning (migration 00004 dates the requests), by key, in batches.
+	// Pruning (made_at dates the requests), by key, in batches.
 	RequestPrune: `
 DELETE FROM fencegate_request WHERE (resource, request_id) IN (
   SELECT resource, request_id FROM fencegate_request

@@ -99,8 +99,8 @@ type Driver interface {
 // admission. g must be a gate over d, and d must confine transactions (sqlstore.Confiner:
 // pgsql.Driver, Postgres through pgx's stdlib; sqlite.Driver; or
 // mysql.Driver); with any other driver Write runs nothing and returns an
-// error matching errors.ErrUnsupported. db's Postgres migrations must
-// include 00004.
+// error matching errors.ErrUnsupported. db must be migrated (on Postgres,
+// the write guard: fencegate_write_guard).
 //
 // A refused token returns the gate's *gate.StaleFenceError (logged in the
 // rejection log) and runs no statement. A failing statement returns a
@@ -109,7 +109,7 @@ type Driver interface {
 // commits implicitly). Either way, and whenever err is not nil, Result.Outcome
 // says what committed: NotCommitted, except Unknown when the final COMMIT's
 // answer was lost (and Committed if the SQL's own COMMIT went through, which
-// only a Postgres database without migration 00004 lets happen: the
+// only a Postgres database without the write guard lets happen: the
 // statements before it committed with the admission). A transaction that failed with a retryable error runs
 // again, up to 3 times; its effects commit at most once.
 func Write(ctx context.Context, d Driver, g *gate.Gate[*sql.Tx], token gate.Token, stmts []Statement) (Result, error) {
@@ -199,7 +199,7 @@ func run(ctx context.Context, s sqlstore.ConfinedSession, g *gate.Gate[*sql.Tx],
 		if err != nil {
 			rollback()
 			if committed {
-				// Only possible without migration 00004's trigger: the
+				// Only possible without the write guard's trigger: the
 				// statements up to this one committed with the admission.
 				res.Outcome = Committed
 			}

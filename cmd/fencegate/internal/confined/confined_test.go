@@ -434,7 +434,7 @@ func TestCancelledWhileWaiting(t *testing.T) {
 	}
 }
 
-// TestUnmigratedGuard: a Postgres database without migration 00004 gets an
+// TestUnmigratedGuard: a Postgres database without the write guard gets an
 // error that says to migrate, and nothing runs.
 func TestUnmigratedGuard(t *testing.T) {
 	e := newEnv(t, sqlDrivers()["postgres-sql"])

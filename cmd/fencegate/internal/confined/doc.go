@@ -15,7 +15,7 @@
 //
 //   - pgsql (Postgres): each statement alone through the extended protocol,
 //     the transaction status and command tag checked after each one, and a
-//     deferred constraint trigger (migration 00004) that turns any COMMIT
+//     deferred constraint trigger (fencegate_write_guard) that turns any COMMIT
 //     Write did not arm into a rollback; COPY … FROM STDIN is refused.
 //   - sqlite: an authorizer refusing transaction statements, savepoints,
 //     ATTACH, DETACH and PRAGMA, a commit hook vetoing any commit while the

@@ -21,7 +21,7 @@ func SQLOutcome(token gate.Token, n int, res confined.Result, err error) (summar
 	case res.Outcome == confined.Unknown:
 		return "", 0, fmt.Errorf("%w; the connection broke during COMMIT: the statements may or may not have committed", err)
 	case res.Outcome == confined.Committed:
-		// Only without migration 00004's guard: the SQL's own COMMIT went through.
+		// Only without the write guard: the SQL's own COMMIT went through.
 		return "", 0, fmt.Errorf("%w; it committed the statements before it under the fence; the rest did not run", err)
 	}
 	return "", 0, fmt.Errorf("%w; nothing was committed", err)

@@ -52,25 +52,57 @@ CREATE TABLE IF NOT EXISTS fencegate_rejection (
 CREATE INDEX IF NOT EXISTS fencegate_rejection_resource_seq ON fencegate_rejection (resource, seq);
 
 -- Every acquisition request that made a generation, so that a late retry
--- of it is never granted again. fencegate never deletes them.
+-- of it is never granted again. made_at dates each row, so that
+-- Coordinator.Prune can delete the rows no retry can use any more.
 CREATE TABLE IF NOT EXISTS fencegate_request (
-    resource   text   NOT NULL,
-    request_id text   NOT NULL,
-    fence      bigint NOT NULL CHECK (fence > 0),
+    resource   text        NOT NULL,
+    request_id text        NOT NULL,
+    fence      bigint      NOT NULL CHECK (fence > 0),
+    made_at    timestamptz NOT NULL DEFAULT clock_timestamp(),
     PRIMARY KEY (resource, request_id)
 );
 
 -- Acquisitions waiting their turn; seq, the place, comes from the 'waiter'
--- counter.
+-- counter. A waiter that accepts a hand-over (lease.DoHandOver) says so in
+-- its row: request_id, the acquisition request the hand-over's grant
+-- records and answers, and term_us, the term it asked for. touched_at is
+-- the database's clock at the row's last touch (or insert): a handed-over
+-- term is dated from it (package lease's doc, "Hand-over"). The hand-over
+-- runs the shared steps here, as acquisitions do.
 CREATE TABLE IF NOT EXISTS fencegate_waiter (
     seq        bigint      PRIMARY KEY,
     resource   text        NOT NULL,
     holder     text        NOT NULL,
-    expires_at timestamptz NOT NULL
+    expires_at timestamptz NOT NULL,
+    request_id text,
+    term_us    bigint,
+    touched_at timestamptz
 );
 CREATE INDEX IF NOT EXISTS fencegate_waiter_resource ON fencegate_waiter (resource, seq);
 
+-- fencegate_semaphore stores each semaphore's number of permits
+-- (lease.Semaphore), as the default driver's does: every participant reads
+-- it before it grants a permit. A plain table, written by an upsert the
+-- driver sends.
+CREATE TABLE IF NOT EXISTS fencegate_semaphore (
+    name       text        PRIMARY KEY,
+    permits    integer     NOT NULL CHECK (permits BETWEEN 1 AND 1024),
+    updated_at timestamptz NOT NULL
+);
+
+-- Path claims (gate.PathResource), as the default driver's, in plain
+-- statements: a row per path ever locked, taken by an upsert the driver
+-- sends (sqlstore/pgxv5/distributed). The profile takes a directory's lock
+-- exclusively also where the default driver shares it (no function here to
+-- create-then-share in one call): sibling claims queue on their directory's
+-- row for the length of a grant, and never refuse each other.
+CREATE TABLE IF NOT EXISTS fencegate_path_lock (
+    resource text PRIMARY KEY
+);
+
 -- +goose Down
+DROP TABLE IF EXISTS fencegate_path_lock;
+DROP TABLE IF EXISTS fencegate_semaphore;
 DROP TABLE IF EXISTS fencegate_waiter;
 DROP TABLE IF EXISTS fencegate_request;
 DROP TABLE IF EXISTS fencegate_rejection;

@@ -60,15 +60,67 @@ CREATE TABLE IF NOT EXISTS fencegate_rejection (
 
 -- Every acquisition request that made a generation, so that a retry of it
 -- arriving after that lease expired or was released is never granted again.
--- One row per grant; fencegate never deletes them.
+-- One row per grant. made_at is when the request made its lease (UTC, the
+-- database's clock), so that lease.Coordinator.Prune can delete the rows no
+-- retry can need any more (older than the longest term a request could ask
+-- for: package lease's doc, "Bounded tables"); the insert dates each row.
 CREATE TABLE IF NOT EXISTS fencegate_request (
     resource   VARBINARY(256) NOT NULL,
     request_id VARBINARY(128) NOT NULL,
     fence      BIGINT         NOT NULL CHECK (fence > 0),
+    made_at    DATETIME(6)    NOT NULL DEFAULT '1970-01-01 00:00:00',
     PRIMARY KEY (resource, request_id)
 ) ENGINE = InnoDB;
 
+-- fencegate_waiter is the queue of acquisitions waiting for a lease
+-- (lease.Coordinator.AcquireWait): a waiter is granted only when it is the
+-- first live one of its resource, so waiters in any number of processes are
+-- served in the order they queued. A waiter keeps its row live by touching
+-- it; one whose process died leaves the queue when its time runs out.
+--
+-- A waiter that accepts a hand-over (lease.DoHandOver) says so in its row:
+-- request_id, the acquisition request the hand-over's grant records and
+-- answers, and term_us, the term it asked for. touched_at is the
+-- database's clock (UTC) at the row's last touch (or insert): a
+-- handed-over term is dated from it (package lease's doc, "Hand-over"). A
+-- row without them is not handed over.
+CREATE TABLE IF NOT EXISTS fencegate_waiter (
+    seq        BIGINT         NOT NULL AUTO_INCREMENT PRIMARY KEY,
+    resource   VARBINARY(256) NOT NULL,
+    holder     VARBINARY(256) NOT NULL,
+    expires_at DATETIME(6)    NOT NULL,
+    request_id VARBINARY(256) NULL,
+    term_us    BIGINT         NULL,
+    touched_at DATETIME(6)    NULL,
+    KEY fencegate_waiter_resource_seq (resource, seq)
+) ENGINE = InnoDB;
+
+-- fencegate_semaphore stores each semaphore's number of permits
+-- (lease.Semaphore): every participant reads it before it grants a permit,
+-- so lowering it (Semaphore.SetPermits) takes effect for all of them at
+-- once, whatever N each was built with. Lowering it revokes no live
+-- permit: the semaphore grants nothing until fewer than the new N are live.
+-- The bound is lease.MaxPermits.
+CREATE TABLE IF NOT EXISTS fencegate_semaphore (
+    name    VARBINARY(256) NOT NULL PRIMARY KEY,
+    permits INT            NOT NULL CHECK (permits BETWEEN 1 AND 1024)
+) ENGINE = InnoDB;
+
+-- Path claims (gate.PathResource): a claim of a path locks its row
+-- exclusively and the rows of the directories above it shared; a write to
+-- a file locks the rows of the directories above it shared and reads their
+-- floors. Two claims that overlap queue on the shallower path's row,
+-- siblings never wait on each other, and a directory's claim waits for the
+-- writes below it in flight (lease's and gate's docs, Paths). The rows hold
+-- nothing but the lock.
+CREATE TABLE IF NOT EXISTS fencegate_path_lock (
+    resource VARBINARY(256) NOT NULL PRIMARY KEY
+) ENGINE = InnoDB;
+
 -- +goose Down
+DROP TABLE IF EXISTS fencegate_path_lock;
+DROP TABLE IF EXISTS fencegate_semaphore;
+DROP TABLE IF EXISTS fencegate_waiter;
 DROP TABLE IF EXISTS fencegate_request;
 DROP TABLE IF EXISTS fencegate_rejection;
 DROP TABLE IF EXISTS fencegate_lease;

@@ -1,7 +1,8 @@
--- Guarded tables (package guard, `fencegate guard`): a guarded table's
--- trigger refuses a row written by a transaction that has not passed the
--- fence for the row's resource. The proof is the resource's fencegate_floor
--- row, which passing the fence leaves marked with this very transaction:
+-- fencegate schema for Postgres, guarded tables (package guard, `fencegate
+-- guard`): a guarded table's trigger refuses a row written by a transaction
+-- that has not passed the fence for the row's resource. The proof is the
+-- resource's fencegate_floor row, which passing the fence leaves marked
+-- with this very transaction:
 --
 --   raised  a write that raises the floor or hands it to another holder at
 --           the same fence (fencegate_fence's upsert, a lease grant, Admit)
@@ -44,8 +45,6 @@
 -- trigger, is refused by fencegate_guard_truncate.
 
 -- +goose Up
-ALTER TABLE fencegate_floor ADD COLUMN pass_xid xid8;
-
 -- +goose StatementBegin
 CREATE FUNCTION fencegate_floor_pass() RETURNS trigger LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
@@ -127,4 +126,3 @@ DROP FUNCTION fencegate_guard_refuse(text, text, text, text);
 DROP TABLE fencegate_guard_bypass;
 DROP TRIGGER fencegate_floor_pass ON fencegate_floor;
 DROP FUNCTION fencegate_floor_pass();
-ALTER TABLE fencegate_floor DROP COLUMN pass_xid;
