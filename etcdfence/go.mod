@@ -3,7 +3,7 @@ module github.com/fencegate/fencegate/etcdfence
 go 1.26.0
 
 require (
-	github.com/fencegate/fencegate v0.0.0
+	github.com/fencegate/fencegate v0.1.0
 	go.etcd.io/etcd/api/v3 v3.7.3
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.etcd.io/etcd/server/v3 v3.7.3
@@ -79,4 +79,3 @@ require (
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
-replace github.com/fencegate/fencegate => ../

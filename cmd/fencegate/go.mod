@@ -3,7 +3,7 @@ module github.com/fencegate/fencegate/cmd/fencegate
 go 1.26.0
 
 require (
-	github.com/fencegate/fencegate v0.0.0
+	github.com/fencegate/fencegate v0.1.0
 	github.com/google/jsonschema-go v0.4.3
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
