@@ -19,7 +19,9 @@ import (
 // The electors' histories: two to five worker processes, one agent each,
 // every agent a participant of one election (lease.Elector: it campaigns,
 // leads, writes under its term's token, resigns, and observes the election
-// all its life) and of one semaphore of two permits. The workers are killed
+// all its life) and of one semaphore of fewer permits than electors (one of
+// two, two of five), so that acquirers wait for permits and a semaphore
+// that admits one too many shows. The workers are killed
 // (SIGKILL, mostly as they send a COMMIT), stopped (SIGSTOP for 1.2 to 3
 // terms, then SIGCONT: a leader stopped past its term is deposed and its
 // writes must be refused) and, on Postgres and MariaDB, have their
@@ -61,10 +63,10 @@ func electorsSpec(dialect sqlstore.Dialect, seed uint64, procs int) spec {
 		LeaderPauses: 3,
 		Coordination: workload.Coordination{
 			Elections:  []string{"leader"},
-			ElectProb:  0.6,
+			ElectProb:  0.35,
 			Semaphore:  "pool",
-			Permits:    2,
-			PermitProb: 0.35,
+			Permits:    procs / 2,
+			PermitProb: 0.55,
 			WaiterTTL:  time.Second, // a killed waiter's place blocks the line for a second, not three
 		},
 	}
@@ -80,10 +82,13 @@ func electorsSpec(dialect sqlstore.Dialect, seed uint64, procs int) spec {
 func runElectors(t *testing.T, dialect sqlstore.Dialect) {
 	seed := baseSeed(t)
 	bin := raceWorker(t)
-	deposed := 0
+	deposed, contended := 0, 0
 	defer func() {
 		if !t.Failed() && deposed == 0 {
 			t.Errorf("no deposed leader's write was refused in any history: the leader pauses deposed nobody")
+		}
+		if !t.Failed() && contended == 0 {
+			t.Errorf("in no history did more participants than permits ask for one at once")
 		}
 	}()
 	for i, procs := range []int{2, 5} {
@@ -95,8 +100,8 @@ func runElectors(t *testing.T, dialect sqlstore.Dialect) {
 			c := r.Coord
 			deposed += c.DeposedRefused
 			t.Log(describe(o))
-			t.Logf("elections: %d terms in the database, %d leaders acknowledged, %d leader writes (%d refused: deposed); observers %d, %d leaders reported, %d/%d pairs identical over their common fences, %d terms coalesced; semaphore: %d permits, %d most live at a grant (N = %d), %d permit writes refused",
-				c.Terms, c.Leaders, c.LeaderWrites, c.DeposedRefused, c.Observers, c.Observations, c.IdenticalPairs, c.ObserverPairs, c.Coalesced, c.Permits, c.MaxInUse, sp.Coordination.Permits, c.PermitsRefused)
+			t.Logf("elections: %d terms in the database, %d leaders acknowledged, %d leader writes (%d refused: deposed); observers %d, %d leaders reported, %d/%d pairs identical over their common fences, %d terms coalesced; semaphore: %d permits, %d most live at a grant (N = %d), %d most participants asking for or holding one at once, %d permit writes refused",
+				c.Terms, c.Leaders, c.LeaderWrites, c.DeposedRefused, c.Observers, c.Observations, c.IdenticalPairs, c.ObserverPairs, c.Coalesced, c.Permits, c.MaxInUse, sp.Coordination.Permits, c.MaxDemand, c.PermitsRefused)
 			if len(r.Errors) > 0 {
 				t.Logf("errors the agents saw:\n%s", r.TopErrors(8))
 			}
@@ -106,6 +111,9 @@ func runElectors(t *testing.T, dialect sqlstore.Dialect) {
 			// A history that tested nothing fails too.
 			if c.Leaders < 2 || c.Terms < 2 || c.Permits < 2 || c.Observations < procs || r.Leases == 0 {
 				t.Errorf("too little happened: %d leaders, %d terms, %d permits, %d observations, %d lease versions", c.Leaders, c.Terms, c.Permits, c.Observations, r.Leases)
+			}
+			if c.MaxDemand > sp.Coordination.Permits {
+				contended++
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -28,7 +29,37 @@ type mutant struct {
 	faults   []string           // faults beyond the short history's own: "oscrash"
 	ci       []sqlstore.Dialect // the dialects CI runs it on (FENCEGATE_MUTANTS=ci); none: not in CI
 	duration time.Duration      // its history's length; 0 for the short history's 15 s
+	workload string             // the history it runs: one of mutantWorkloads ("" is "ordinary")
 	edits    []edit
+}
+
+// mutantWorkloads are the histories a mutant can name (its "workload:"
+// line): the ordinary leases', or one of the tests that run what the
+// ordinary history leaves out, at the size those tests give them.
+var mutantWorkloads = map[string]func(sqlstore.Dialect, uint64) spec{
+	"ordinary": mutantSpec,
+	// Five electors' processes, two agents each: elections, and a
+	// semaphore's two permits contended by ten.
+	"electors": func(d sqlstore.Dialect, seed uint64) spec {
+		sp := electorsSpec(d, seed, 5)
+		sp.Agents = 2
+		return sp
+	},
+	// Claims of several resources and of paths, judged by check.Claims.
+	"claims": claimsSpec,
+}
+
+// mutantSpec is the ordinary history at a mutant's size: the CI history,
+// shorter, with one of each fault. One server crash mid-run (and one
+// before the check): what only a restart shows, a sequence that was not
+// logged, say, must show.
+func mutantSpec(dialect sqlstore.Dialect, seed uint64) spec {
+	sp := ciSpec(dialect, seed)
+	sp.Duration, sp.Kills, sp.Pauses, sp.Restarts = 15*time.Second, 1, 1, 1
+	if sp.Cuts > 0 {
+		sp.Cuts, sp.CommitCuts = 1, 1
+	}
+	return sp
 }
 
 // edit replaces old, which must occur exactly once in file, by new.
@@ -65,6 +96,11 @@ func parseMutant(name, text string) (mutant, error) {
 				return m, fmt.Errorf("%s: duration %q: want a positive duration", name, strings.TrimPrefix(line, "duration: "))
 			}
 			m.duration = d
+		case strings.HasPrefix(line, "workload: "):
+			m.workload = strings.TrimPrefix(line, "workload: ")
+			if _, ok := mutantWorkloads[m.workload]; !ok {
+				return m, fmt.Errorf("%s: unknown workload %q", name, m.workload)
+			}
 		case strings.HasPrefix(line, "skip: "):
 			m.skip = strings.TrimPrefix(line, "skip: ")
 		case strings.HasPrefix(line, "--- "):
@@ -200,14 +236,7 @@ func TestMutants(t *testing.T) {
 			}
 			for _, dialect := range dialects {
 				t.Run(string(dialect), func(t *testing.T) {
-					sp := ciSpec(dialect, baseSeed(t))
-					// One server crash mid-run (and one before the check):
-					// what only a restart shows, a sequence that was not
-					// logged, say, must show.
-					sp.Duration, sp.Kills, sp.Pauses, sp.Restarts = 15*time.Second, 1, 1, 1
-					if sp.Cuts > 0 {
-						sp.Cuts, sp.CommitCuts = 1, 1
-					}
+					sp := mutantWorkloads[cmp.Or(m.workload, "ordinary")](dialect, baseSeed(t))
 					sp.Worker = bin
 					if dialect == pgsql.Dialect {
 						slow := m
@@ -239,9 +268,14 @@ func TestMutants(t *testing.T) {
 					o := runHistory(t, sp)
 					record("mutant/"+m.name+"/"+string(dialect), o)
 					by := o.Report.ByCheck()
+					if o.Claims != nil {
+						for k, n := range claimChecks(o.Claims) {
+							by[k] += n
+						}
+					}
 					t.Logf("mutant %s on %s: %v", m.name, dialect, by)
 					if !slices.ContainsFunc(m.kills, func(k string) bool { return by[k] > 0 }) {
-						t.Errorf("mutant %s survived on %s: none of %v reported (violations %v)", m.name, dialect, m.kills, by)
+						t.Errorf("mutant %s survived on %s: none of %v reported (violations %v)\n%s\nelections and semaphores: %+v", m.name, dialect, m.kills, by, describe(o), o.Report.Coord)
 					}
 				})
 			}

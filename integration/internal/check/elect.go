@@ -1,6 +1,7 @@
 package check
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -61,6 +62,10 @@ type CoordReport struct {
 	Permits                                  int // permits acknowledged
 	PermitsRefused                           int // writes under a permit refused: its slot was taken over
 	MaxInUse                                 int // the most slots live at a grant, in the database's clock
+	// MaxDemand is the most participants that were asking for a permit or
+	// holding one at once (from a wait's invocation to its release's
+	// return): above N, acquirers contended.
+	MaxDemand int
 }
 
 // semaphores are the semaphores in the history, with the largest N any
@@ -152,6 +157,7 @@ func (c *checker) coordination() {
 	}
 	terms := c.leaderTerms(elections)
 	c.permitsInUse()
+	c.r.Coord.MaxDemand = c.permitDemand()
 	c.observations(elections, terms)
 }
 
@@ -274,6 +280,41 @@ func (c *checker) permitsInUse() {
 			c.violate("lost-permit", "%s: %s's permit on %s (fence %d) was acknowledged but is not in the database", o.Resource, o.Holder, o.Slot, o.Granted)
 		}
 	}
+}
+
+// permitDemand returns the most permit cycles under way at once: each from
+// its wait's invocation to the return of its permit's release (to the
+// wait's return when no permit was acknowledged; to the release's
+// invocation when it never returned).
+func (c *checker) permitDemand() int {
+	type edge struct {
+		at    int64
+		delta int
+	}
+	released := map[string]int64{} // slot/holder/fence → its release's end
+	for _, o := range c.in.Ops {
+		if o.Type == history.Release && c.semaphoreOf(o.Resource) != "" {
+			released[fmt.Sprintf("%s/%s/%d", o.Resource, o.Holder, o.Fence)] = max(o.Call, o.Return)
+		}
+	}
+	var edges []edge
+	for _, o := range c.in.Ops {
+		if o.Type != history.Permit {
+			continue
+		}
+		end := max(o.Call, o.Return)
+		if r, ok := released[fmt.Sprintf("%s/%s/%d", o.Slot, o.Holder, o.Granted)]; ok && o.Outcome == history.OK {
+			end = max(end, r)
+		}
+		edges = append(edges, edge{o.Call, 1}, edge{end, -1})
+	}
+	slices.SortFunc(edges, func(a, b edge) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(b.delta, a.delta)) })
+	most, now := 0, 0
+	for _, e := range edges {
+		now += e.delta
+		most = max(most, now)
+	}
+	return most
 }
 
 // observations checks each observer's sequence of leaders and counts how

@@ -84,8 +84,23 @@ func TestElectionCleanHistoryPasses(t *testing.T) {
 		t.Fatalf("violations in a clean history:\n%s", r.Summary(5))
 	}
 	c := r.Coord
-	if c.Terms != 2 || c.Leaders != 2 || c.DeposedRefused != 1 || c.Permits != 2 || c.MaxInUse != 2 || c.ObserverPairs != 1 || c.IdenticalPairs != 1 {
+	if c.Terms != 2 || c.Leaders != 2 || c.DeposedRefused != 1 || c.Permits != 2 || c.MaxInUse != 2 || c.MaxDemand != 1 || c.ObserverPairs != 1 || c.IdenticalPairs != 1 {
 		t.Fatalf("figures: %+v", c)
+	}
+}
+
+// Demand counts a permit from its wait to its release's return: three
+// participants at once when e asks while c and d still hold theirs.
+func TestPermitDemand(t *testing.T) {
+	b := electionClean()
+	for _, h := range []struct {
+		holder, slot string
+		fence        int64
+	}{{"c", "s#0", 21}, {"d", "s#1", 22}} {
+		b.op(history.Release, h.holder, h.slot, h.fence, 420, 421, history.Unknown)
+	}
+	if r := Run(b.in); r.Failed() || r.Coord.MaxDemand != 3 {
+		t.Fatalf("most at once %d, want 3; violations:\n%s", r.Coord.MaxDemand, r.Summary(5))
 	}
 }
 

@@ -206,9 +206,11 @@ func (e *env[TTx]) electCycle(ctx context.Context, a *agent, el *lease.Elector) 
 }
 
 // permitCycle waits up to four terms for a permit of the semaphore, writes
-// under its token one to three times (stalling past its term now and then,
-// unrenewed: the gate must refuse the stale slot's writes once another
-// holder took the slot), and releases it.
+// under its token one to three times over 0.3 to 0.9 of its term, so that
+// permits are held long enough for more participants than permits to
+// contend (stalling past its term now and then, unrenewed: the gate must
+// refuse the stale slot's writes once another holder took the slot), and
+// releases it.
 func (e *env[TTx]) permitCycle(ctx context.Context, a *agent) time.Duration {
 	s := a.coord.sem
 	inv := e.invoke(a, history.Record{Type: history.Permit, Resource: s.Name(), Permits: s.Permits(), Wait: true})
@@ -228,7 +230,9 @@ func (e *env[TTx]) permitCycle(ctx context.Context, a *agent) time.Duration {
 	tok := p.Token()
 	e.ret(inv, history.Record{Outcome: history.OK, Granted: tok.Fence, Slot: tok.Resource, TTL: int64(g.TTL), Until: believedUntil(l, a.clock), Expires: expiresAt(g)}, nil)
 	e.announce("granted", inv.Op)
-	for range 1 + a.rng.IntN(3) {
+	writes := 1 + a.rng.IntN(3)
+	gap := time.Duration((0.3 + 0.6*a.rng.Float64()) * float64(e.cfg.TTL) / float64(writes))
+	for range writes {
 		if a.rng.Float64() < e.cfg.StallProb {
 			f := e.cfg.StallMin + a.rng.Float64()*(e.cfg.StallMax-e.cfg.StallMin)
 			sleep(ctx, time.Duration(f*float64(e.cfg.TTL)))
@@ -236,6 +240,7 @@ func (e *env[TTx]) permitCycle(ctx context.Context, a *agent) time.Duration {
 		if e.write(ctx, a, e.gate, tok) == history.Refused {
 			break
 		}
+		sleep(ctx, gap)
 	}
 	rel := e.invoke(a, history.Record{Type: history.Release, Resource: tok.Resource, Fence: tok.Fence})
 	rctx, cancel := context.WithTimeout(ctx, e.cfg.OpTimeout)
