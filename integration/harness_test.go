@@ -269,28 +269,31 @@ func runHistory(t *testing.T, sp spec) *outcome {
 		external = append(external, fmt.Sprintf("ext-%d", i))
 	}
 	base := workload.Config{
-		DSN:           workerDSN,
-		Agents:        sp.Agents,
-		History:       "", // per incarnation
-		Resources:     resources,
-		External:      external,
-		ExternalProb:  0.1,
-		TTL:           sp.TTL,
-		LockTimeout:   sp.TTL,
-		OpTimeout:     5 * time.Second,
-		Until:         until,
-		StallProb:     0.2,
-		StallMin:      1.2,
-		StallMax:      3,
-		HoldProb:      0.25,
-		WaitProb:      0.3, // of the cycles that are not external
-		HandOverProb:  0.6, // of the explicit holds: write, release and grant to the next waiter in one transaction
-		LateRenewProb: 0.1,
-		BatchProb:     0.25,
-		Bypass:        sp.Bypass,
-		Announce:      true,
-		Coordination:  sp.Coordination,
-		Claims:        sp.Claims,
+		DSN:            workerDSN,
+		Agents:         sp.Agents,
+		History:        "", // per incarnation
+		Resources:      resources,
+		External:       external,
+		ExternalProb:   0.1,
+		TTL:            sp.TTL,
+		LockTimeout:    sp.TTL,
+		OpTimeout:      5 * time.Second,
+		Until:          until,
+		StallProb:      0.2,
+		StallMin:       1.2,
+		StallMax:       3,
+		HoldProb:       0.25,
+		WaitProb:       0.3, // of the cycles that are not external
+		HandOverProb:   0.6, // of the explicit holds: write, release and grant to the next waiter in one transaction
+		LateRenewProb:  0.1,
+		AbandonProb:    0.2,  // after a lease was freed: the next request spent, then sent anyway
+		ShortRenewProb: 0.05, // after a write: a renewal shorter than the time left
+		TwinRenewProb:  0.05, // after a write: two renewals at once
+		BatchProb:      0.25,
+		Bypass:         sp.Bypass,
+		Announce:       true,
+		Coordination:   sp.Coordination,
+		Claims:         sp.Claims,
 	}
 	if sp.Dialect == pgsql.Dialect {
 		// A stall inside the transaction holds the floor row: acquisitions

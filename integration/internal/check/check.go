@@ -40,6 +40,9 @@
 //     unique per grant and grow per resource; every acknowledged grant is in
 //     the database after the restarts; every grant in the database was asked
 //     for by a request that did not certainly fail.
+//   - spent-request-granted: no acquisition invoked after an abandon of its
+//     request returned (Executor.LeaseAbandon, history.Abandon) is granted:
+//     the abandon spent the request.
 //   - unlogged-refusal, phantom-rejection, refusal-not-stale: every refusal the
 //     client saw with a log sequence number is in the rejection log, every
 //     logged refusal was a write or admission that saw refusal (or never saw
@@ -51,6 +54,11 @@
 //   - deadline-after-expiry: no holder's own deadline ended after the
 //     coordinator's expiry of the grant or renewal that set it (the
 //     anchoring rule; both are read on the machine's one wall clock).
+//   - renewal-shortened: no renewal ends a term earlier than it was: the
+//     coordinator's expiry an acknowledged renewal reports is never before
+//     one reported for the same lease by a grant or renewal that returned
+//     before it was sent (a renewal asking for less than the time left
+//     leaves the lease as it is).
 //   - renewed-after-expiry, denied-by-expired: a lease that had certainly
 //     expired at the coordinator (later than any grant or renewal could have
 //     carried it) was never renewed, and never named as the holder that
@@ -79,6 +87,9 @@
 //     once that lease has expired or been released, in database time.
 //   - renewed-expired: a renewal extends only a lease still live in
 //     database time (its new expiry minus the term is before the old one).
+//   - renewal-shortened (also): no renewal version of a lease has an
+//     expiry before the previous version's, two renewals that raced
+//     included.
 //   - lost-renewal: every acknowledged renewal is among the decoded ones.
 package check
 
@@ -290,11 +301,13 @@ func Run(in Input) *Report {
 	c.advanced()
 	c.commitOrder()
 	c.grants()
+	c.spentRequests()
 	c.handOverChecks()
 	c.realTime()
 	c.rejections()
 	c.holderWindows()
 	c.deadlines()
+	c.renewalTerms()
 	c.expiry()
 	c.linearizable()
 	c.coordination()
@@ -502,10 +515,15 @@ func (c *checker) leaseLives(versions []leaseVersion) {
 		prev[m.Resource] = m
 		if had && p.Fence == m.Fence && p.Holder == m.Holder {
 			// A release, or a renewal: the only change that leaves the
-			// same lease unreleased. (Its expiry is then its statement's
-			// clock plus the term; two renewals that raced may even leave
-			// it earlier than before.)
+			// same lease unreleased. Its expiry is its statement's clock
+			// plus the term, or the old one when that is later: two
+			// renewals that raced, or one asking for less than the time
+			// left, never end the term earlier.
 			if !m.Released {
+				if !p.Released && m.ExpiresAt.Before(p.ExpiresAt) {
+					c.violate("renewal-shortened", "%s: %s's lease with fence %d was renewed (%s) to expire at %v database time, %v before the expiry it had",
+						m.Resource, m.Holder, m.Fence, at, m.ExpiresAt.Format(time.StampMicro), p.ExpiresAt.Sub(m.ExpiresAt))
+				}
 				renewals[leaseKey{m.Resource, m.Holder, m.Fence}]++
 				if now := m.ExpiresAt.Add(-c.in.TTL); p.Released || c.in.TTL > 0 && !now.Before(p.ExpiresAt) {
 					c.violate("renewed-expired", "%s: %s's lease with fence %d was renewed (%s) at %v database time, %v after it expired (released: %v)",
@@ -636,6 +654,27 @@ func (c *checker) grants() {
 		}
 		if !ok {
 			c.violate("phantom-grant", "fence %d on %s was granted to %s, which never asked or saw every request fail, and no hand-over granted it", e.Fence, e.Resource, e.Holder)
+		}
+	}
+}
+
+// spentRequests: a request spent by an abandon that returned is never
+// granted by a sending invoked after that.
+func (c *checker) spentRequests() {
+	spent := map[string]*history.Op{} // request id → its earliest abandon that returned OK
+	for i := range c.in.Ops {
+		o := &c.in.Ops[i]
+		if o.Type == history.Abandon && o.Outcome == history.OK {
+			if p := spent[o.Request]; p == nil || o.Return < p.Return {
+				spent[o.Request] = o
+			}
+		}
+	}
+	for i := range c.in.Ops {
+		o := &c.in.Ops[i]
+		if a := spent[o.Request]; a != nil && o.Type == history.Acquire && o.Outcome == history.OK && o.Call > a.Return {
+			c.violate("spent-request-granted", "%s: %s's request %s was granted fence %d (%s), after %s had spent it",
+				o.Resource, o.Holder, o.Request, o.Granted, o.Op, a.Op)
 		}
 	}
 }
@@ -905,6 +944,46 @@ func (c *checker) deadlines() {
 		if over := o.Until - o.Expires; over > int64(deadlineMargin) {
 			c.violate("deadline-after-expiry", "%s: %s's %s %s set its deadline %v after the coordinator's expiry of fence %d",
 				o.Resource, o.Holder, o.Type, o.Op, time.Duration(over), max(o.Granted, o.Fence))
+		}
+	}
+}
+
+// renewalTerms: the coordinator's expiry an acknowledged renewal reports
+// is never before one reported for its lease by a grant or renewal that
+// returned before the renewal was sent. (Two sent at once are ordered only
+// by the database: the lease rows' versions judge them.)
+func (c *checker) renewalTerms() {
+	type lkey struct {
+		res, holder string
+		fence       int64
+	}
+	known := map[lkey][]*history.Op{} // acknowledged grants and renewals that report an expiry
+	for i := range c.in.Ops {
+		o := &c.in.Ops[i]
+		if o.Outcome != history.OK || o.Expires == 0 {
+			continue
+		}
+		switch o.Type {
+		case history.Acquire:
+			k := lkey{o.Resource, o.Holder, o.Granted}
+			known[k] = append(known[k], o)
+		case history.Renew:
+			k := lkey{o.Resource, o.Holder, o.Fence}
+			known[k] = append(known[k], o)
+		}
+	}
+	for _, ops := range known {
+		for _, q := range ops {
+			if q.Type != history.Renew {
+				continue
+			}
+			for _, p := range ops {
+				if p.Return < q.Call && p.Expires > q.Expires {
+					c.violate("renewal-shortened", "%s: %s's renewal %s of fence %d reported the coordinator's expiry %v before the one %s had reported",
+						q.Resource, q.Holder, q.Op, q.Fence, time.Duration(p.Expires-q.Expires), p.Op)
+					break
+				}
+			}
 		}
 	}
 }

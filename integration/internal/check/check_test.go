@@ -281,6 +281,13 @@ func TestEachCheckFires(t *testing.T) {
 		{"phantom-grant", func(b *builder) {
 			b.raise("nobody", "s", 8)
 		}},
+		{"spent-request-granted", func(b *builder) {
+			// c abandons its request, sends it anyway, and is granted.
+			b.op(history.Abandon, "c", "s", 0, 400, 401, history.OK).Request = "c/late"
+			o := b.op(history.Acquire, "c", "s", 0, 402, 403, history.OK)
+			o.Granted, o.Request, o.Attempts = 7, "c/late", 1
+			b.raise("c", "s", 7)
+		}},
 		{"grant-order", func(b *builder) {
 			b.grant("c", "r", 1, 700, 701) // fence 1 again, after 2
 		}},
@@ -317,6 +324,22 @@ func TestEachCheckFires(t *testing.T) {
 			b.grant("c", "s", 5, 400, 401)
 			o := &b.in.Ops[len(b.in.Ops)-1]
 			o.Expires, o.Until = ms(650), ms(653)
+		}},
+		{"renewal-shortened", func(b *builder) {
+			// c's renewal reports an expiry 100ms before its grant's.
+			b.grant("c", "s", 5, 400, 401)
+			b.in.Ops[len(b.in.Ops)-1].Expires = ms(651)
+			o := b.op(history.Renew, "c", "s", 5, 500, 501, history.OK)
+			o.TTL, o.Expires = int64(50*time.Millisecond), ms(551)
+		}},
+		{"renewal-shortened", func(b *builder) {
+			// The lease versions: b's lease (fence 2, until 551) renewed to
+			// expire at 541.
+			b.observe()
+			last := b.in.Commits[2].Marks[1]
+			last.ExpiresAt = last.ExpiresAt.Add(-10 * time.Millisecond)
+			b.commit(last)
+			b.op(history.Renew, "b", "r", 2, 304, 305, history.OK).TTL = int64(250 * time.Millisecond)
 		}},
 		{"renewed-after-expiry", func(b *builder) {
 			// c's lease (250ms from 401 at the latest) renewed at 700.
@@ -511,5 +534,20 @@ func TestFailoverLostGrantReads(t *testing.T) {
 	r := Run(b.in)
 	if r.Failed() || r.LostReads != 2 {
 		t.Fatalf("with the lost commits: %d reads left out (want 2), violations:\n%s", r.LostReads, r.Summary(3))
+	}
+}
+
+// A spent request's sending refused, and a sending that raced the abandon
+// (invoked before the abandon returned) granted: neither breaks the rule.
+func TestSpentRequestRefusedPasses(t *testing.T) {
+	b := clean()
+	b.op(history.Abandon, "c", "s", 0, 400, 401, history.OK).Request = "c/late"
+	b.op(history.Acquire, "c", "s", 0, 402, 403, history.Fail).Request = "c/late"
+	b.op(history.Abandon, "d", "t", 0, 500, 503, history.OK).Request = "d/raced"
+	o := b.op(history.Acquire, "d", "t", 0, 502, 504, history.OK)
+	o.Granted, o.Request, o.Attempts = 7, "d/raced", 1
+	b.raise("d", "t", 7)
+	if r := Run(b.in); r.Failed() {
+		t.Fatalf("violations:\n%s", r.Summary(5))
 	}
 }

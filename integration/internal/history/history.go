@@ -53,6 +53,11 @@ const (
 	Claim        = "claim"
 	ClaimWrite   = "claim-write"
 	ClaimRelease = "claim-release"
+	// Abandon is Executor.LeaseAbandon of the acquisition request Request
+	// on Resource, as the coordinator spends a request whose outcome its
+	// sender never learned: once it returned OK, no sending of the request
+	// may be granted.
+	Abandon = "abandon"
 )
 
 // Outcome is what the agent observed when an operation returned.
@@ -82,7 +87,7 @@ type Record struct {
 	Holder   string   `json:"holder,omitempty"`
 	Resource string   `json:"res,omitempty"`
 	Fence    int64    `json:"fence,omitempty"`   // the token's fence (renew, release, write)
-	Request  string   `json:"req,omitempty"`     // acquire: the request id (kept across retries)
+	Request  string   `json:"req,omitempty"`     // acquire, abandon: the request id (kept across retries)
 	Hold     bool     `json:"hold,omitempty"`    // acquire, write, release inside lease.Hold (renewals unseen)
 	Via      string   `json:"via,omitempty"`     // write: "commit" (gate.Commit), "do" (gate.Do), "batch" (pgxgate.CommitBatch), "begin" (pgxgate.BeginFenced) or "bypass"
 	Late     bool     `json:"late,omitempty"`    // renew: sent after the holder's own deadline had passed

@@ -85,6 +85,24 @@ type Config struct {
 	// live in database time.
 	LateRenewProb float64 `json:"lateRenewProb"`
 
+	// ShortRenewProb is the chance, per write under a lease held through
+	// the explicit protocol, that a renewal asking for a term shorter than
+	// the time the lease has left follows it; TwinRenewProb that two
+	// renewals of the lease sent at once do, the second shorter than the
+	// time left half the time. Neither may end the term earlier than it
+	// was.
+	ShortRenewProb float64 `json:"shortRenewProb"`
+	TwinRenewProb  float64 `json:"twinRenewProb"`
+
+	// AbandonProb is the chance, after the agent freed a lease (released
+	// it, or handed it over to nobody), that its next cycle acquires the
+	// same resource through the explicit protocol with a request that it
+	// abandons (Executor.LeaseAbandon, what the coordinator runs for a
+	// request whose outcome its sender never learned) before it is sent,
+	// and then sends anyway: the late first sending of a spent request, on
+	// a resource likely free, which must never be granted.
+	AbandonProb float64 `json:"abandonProb"`
+
 	// BatchProb is the chance that a gated write on pgx goes through
 	// pgxgate.CommitBatch (BEGIN, the fence, the write and COMMIT in one
 	// pipelined round trip), and, of the rest, the chance that it begins
@@ -301,6 +319,12 @@ type agent struct {
 	// or the same holder holds the resource again under a newer fence.
 	stale *gate.Token
 	coord *coordAgent // its electors and semaphore, once it used them
+	// freed is the resource whose lease it freed last, if its next cycle
+	// has yet to begin: a lease row exists there, likely free.
+	freed string
+	// abandon makes its next explicit acquisition abandon its request
+	// before sending it (Config.AbandonProb).
+	abandon bool
 }
 
 func (e *env[TTx]) agent(ctx context.Context, idx int) error {
@@ -318,6 +342,15 @@ func (e *env[TTx]) agent(ctx context.Context, idx int) error {
 	}
 	defer a.coordStop()
 	for ctx.Err() == nil && time.Now().Before(e.cfg.Until) {
+		if a.freed != "" && a.rng.Float64() < e.cfg.AbandonProb {
+			a.abandon = true
+			l, wait, err := e.acquire(ctx, a, a.freed)
+			if err := e.cycleEnd(ctx, a, l, wait, err); err != nil {
+				return err
+			}
+			continue
+		}
+		a.freed = ""
 		if e.coordCycle(ctx, a) || e.claimCycle(ctx, a) {
 			continue
 		}
@@ -338,17 +371,27 @@ func (e *env[TTx]) agent(ctx context.Context, idx int) error {
 			acquire = e.acquireWait
 		}
 		l, wait, err := acquire(ctx, a, res)
-		if err != nil {
+		if err := e.cycleEnd(ctx, a, l, wait, err); err != nil {
 			return err
 		}
-		if l != nil {
-			if err := e.hold(ctx, a, l); err != nil {
-				return err
-			}
-			wait = time.Duration(a.rng.IntN(20)) * time.Millisecond // think
-		}
-		sleep(ctx, wait)
 	}
+	return nil
+}
+
+// cycleEnd holds l, if an acquisition returned one, and waits before the
+// next cycle.
+func (e *env[TTx]) cycleEnd(ctx context.Context, a *agent, l *lease.Lease, wait time.Duration, err error) error {
+	a.freed = ""
+	if err != nil {
+		return err
+	}
+	if l != nil {
+		if err := e.hold(ctx, a, l); err != nil {
+			return err
+		}
+		wait = time.Duration(a.rng.IntN(20)) * time.Millisecond // think
+	}
+	sleep(ctx, wait)
 	return nil
 }
 
@@ -426,6 +469,8 @@ func (e *env[TTx]) acquire(ctx context.Context, a *agent, res string) (*lease.Le
 	if err != nil {
 		return nil, 0, err
 	}
+	abandoned := a.abandon && e.abandonRequest(ctx, a, req)
+	a.abandon = false
 	inv := e.invoke(a, history.Record{Type: history.Acquire, Resource: res, Request: req.RequestID})
 	var out lease.AcquireOutcome
 	attempts := 0
@@ -434,7 +479,7 @@ func (e *env[TTx]) acquire(ctx context.Context, a *agent, res string) (*lease.Le
 		octx, cancel := context.WithTimeout(ctx, e.cfg.OpTimeout)
 		out, err = e.coord.Acquire(octx, req)
 		cancel()
-		if err == nil || Classify(err) != history.Unknown || attempts == 3 || ctx.Err() != nil {
+		if err == nil || Classify(err) != history.Unknown || errors.Is(err, lease.ErrRequestExpired) || attempts == 3 || ctx.Err() != nil {
 			break
 		}
 		sleep(ctx, time.Duration(20+a.rng.IntN(60))*time.Millisecond)
@@ -444,6 +489,9 @@ func (e *env[TTx]) acquire(ctx context.Context, a *agent, res string) (*lease.Le
 	switch {
 	case err != nil:
 		r.Outcome = Classify(err)
+		if abandoned && attempts == 1 && errors.Is(err, lease.ErrRequestExpired) {
+			r.Outcome = history.Fail // spent before it was ever sent: it made nothing
+		}
 		e.ret(inv, r, err)
 		return nil, backoff, nil
 	case !out.OK:
@@ -463,6 +511,20 @@ func (e *env[TTx]) acquire(ctx context.Context, a *agent, res string) (*lease.Le
 		return nil, 0, fmt.Errorf("complete acquire of %s: %w", res, err)
 	}
 	return l, 0, nil
+}
+
+// abandonRequest spends req before it is sent, as the coordinator spends a
+// request whose outcome it never learned (Executor.LeaseAbandon), and
+// reports whether the database said it did.
+func (e *env[TTx]) abandonRequest(ctx context.Context, a *agent, req *lease.AcquireRequest) bool {
+	inv := e.invoke(a, history.Record{Type: history.Abandon, Resource: req.Resource, Request: req.RequestID})
+	octx, cancel := context.WithTimeout(ctx, e.cfg.OpTimeout)
+	_, err := e.driver.Executor().LeaseAbandon(octx, &sqlstore.LeaseAbandonParams{
+		Resource: req.Resource, Holder: req.Holder, RequestID: req.RequestID, LockTimeout: e.cfg.LockTimeout,
+	})
+	cancel()
+	e.ret(inv, history.Record{Outcome: Classify(err)}, err)
+	return err == nil
 }
 
 // acquireWait is acquire through Coordinator.AcquireWait: it waits its turn
@@ -509,10 +571,22 @@ func (e *env[TTx]) hold(ctx context.Context, a *agent, l *lease.Lease) error {
 		if out == history.Refused {
 			break
 		}
-		if l.Remaining() < e.cfg.TTL/2 && !l.Expired() {
-			if !e.renew(ctx, a, l, false) {
-				break
-			}
+		if l.Expired() {
+			continue
+		}
+		// Renewed when half the term is gone; now and then at once, twice
+		// at once, or for less than the time left.
+		var renew func(context.Context, *agent, *lease.Lease, bool) bool
+		switch x := a.rng.Float64(); {
+		case x < e.cfg.TwinRenewProb:
+			renew = e.renewTwice
+		case x < e.cfg.TwinRenewProb+e.cfg.ShortRenewProb:
+			renew = e.renewShort
+		case l.Remaining() < e.cfg.TTL/2:
+			renew = e.renew
+		}
+		if renew != nil && !renew(ctx, a, l, false) {
+			break
 		}
 	}
 	if a.rng.Float64() < e.cfg.LateRenewProb {
@@ -539,7 +613,11 @@ func (e *env[TTx]) hold(ctx context.Context, a *agent, l *lease.Lease) error {
 	}
 	// A release whose answer was lost is sent again; one in ten is sent
 	// twice anyway (the second must free nothing).
-	if out := e.release(ctx, a, token); out == history.Unknown || a.rng.IntN(10) == 0 {
+	out := e.release(ctx, a, token)
+	if out == history.OK {
+		a.freed = token.Resource
+	}
+	if out == history.Unknown || a.rng.IntN(10) == 0 {
 		e.release(ctx, a, token)
 	}
 	return nil
@@ -587,6 +665,9 @@ func (e *env[TTx]) handOver(ctx context.Context, a *agent, l *lease.Lease) bool 
 	switch {
 	case err == nil:
 		r.Freed, r.To, r.Granted = off.Released, off.To, off.Fence
+		if off.Released && off.To == "" {
+			a.freed = tok.Resource
+		}
 	case errors.Is(err, errAbort):
 		r.Outcome = history.Fail // rolled back: nothing was sent after it
 	case errors.As(err, &stale):
@@ -629,8 +710,57 @@ func (e *env[TTx]) renew(ctx context.Context, a *agent, l *lease.Lease, late boo
 	return false
 }
 
+// shortTerm is the term a renewal shorter than the time left asks for.
+func (e *env[TTx]) shortTerm() time.Duration { return max(lease.MinTTL, e.cfg.TTL/10) }
+
+// renewShort renews l once with a term shorter than the time it has left:
+// the coordinator must leave its expiry as it was.
+func (e *env[TTx]) renewShort(ctx context.Context, a *agent, l *lease.Lease, late bool) bool {
+	req, err := a.client.BeginRenewal(l)
+	if err != nil {
+		return false
+	}
+	req.TTL = e.shortTerm()
+	ok, _ := e.renewOnce(ctx, a, l, req, late)
+	return ok
+}
+
+// renewTwice sends two renewals of l at once (two requests, two
+// connections), the second shorter than the time left half the time:
+// whichever the database runs last must not end the term earlier than the
+// other left it.
+func (e *env[TTx]) renewTwice(ctx context.Context, a *agent, l *lease.Lease, late bool) bool {
+	var reqs [2]*lease.RenewRequest
+	var invs [2]history.Record
+	for i := range reqs {
+		req, err := a.client.BeginRenewal(l)
+		if err != nil {
+			return false
+		}
+		reqs[i] = req
+	}
+	if a.rng.IntN(2) == 0 {
+		reqs[1].TTL = e.shortTerm()
+	}
+	for i, req := range reqs { // invoked here: the op ids are the agent's, in order
+		invs[i] = e.invoke(a, history.Record{Type: history.Renew, Resource: req.Resource, Fence: req.Fence, Late: late})
+	}
+	var ok [2]bool
+	var wg sync.WaitGroup
+	for i := range reqs {
+		wg.Go(func() { ok[i], _ = e.sendRenewal(ctx, a, l, reqs[i], invs[i]) })
+	}
+	wg.Wait()
+	return ok[0] || ok[1]
+}
+
 func (e *env[TTx]) renewOnce(ctx context.Context, a *agent, l *lease.Lease, req *lease.RenewRequest, late bool) (bool, history.Outcome) {
 	inv := e.invoke(a, history.Record{Type: history.Renew, Resource: req.Resource, Fence: req.Fence, Late: late})
+	return e.sendRenewal(ctx, a, l, req, inv)
+}
+
+// sendRenewal sends req, invoked as inv, and records its return.
+func (e *env[TTx]) sendRenewal(ctx context.Context, a *agent, l *lease.Lease, req *lease.RenewRequest, inv history.Record) (bool, history.Outcome) {
 	octx, cancel := context.WithTimeout(ctx, e.cfg.OpTimeout)
 	out, err := e.coord.Renew(octx, req)
 	cancel()
