@@ -203,7 +203,7 @@ func runHistory(t *testing.T, sp spec) *outcome {
 		checkDSN = dbtest.CreateSchema(t, base, schema, cluster == nil) // a throwaway cluster goes away whole
 		setup(t, checkDSN, schema, sp.Worker)
 		if sp.Guarded {
-			guardEvents(t, checkDSN)
+			guardEvents(t, checkDSN, sp.Worker)
 		}
 		var err error
 		u, _ := url.Parse(checkDSN)
@@ -634,10 +634,20 @@ func setup(t *testing.T, dsn, schema, worker string) {
 
 // guardEvents guards fg_events by its resource column: the writes and the
 // floor raises (inserted by a trigger in the raising transaction) pass, a
-// write that skipped the gate does not.
-func guardEvents(t *testing.T, dsn string) {
+// write that skipped the gate does not. A mutant's worker (worker not
+// empty) installs the guard itself, so that a mutant of the guard's
+// trigger is what the database runs.
+func guardEvents(t *testing.T, dsn, worker string) {
 	t.Helper()
 	ctx := context.Background()
+	if worker != "" {
+		cmd := exec.CommandContext(ctx, worker, "-guard", "fg_events")
+		cmd.Env = append(os.Environ(), "FGWORKER_DSN="+dsn)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("the mutant's worker did not guard fg_events: %v\n%s", err, out)
+		}
+		return
+	}
 	d, err := sqlopen.Open(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)

@@ -47,6 +47,14 @@ var mutantWorkloads = map[string]func(sqlstore.Dialect, uint64) spec{
 	},
 	// Claims of several resources and of paths, judged by check.Claims.
 	"claims": claimsSpec,
+	// Writers that skip the gate, on a table guarded (package guard) by
+	// the mutant's own worker: every write that commits is a guard's
+	// failure, and the stale ones show. Ten seconds: the control's.
+	"guarded": func(d sqlstore.Dialect, seed uint64) spec {
+		sp := guardedSpec(d, seed)
+		sp.Duration = 10 * time.Second
+		return sp
+	},
 }
 
 // mutantSpec is the ordinary history at a mutant's size: the CI history,

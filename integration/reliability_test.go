@@ -333,18 +333,8 @@ func TestGuardedBypass(t *testing.T) {
 		name := map[bool]string{true: "bypass", false: "gated"}[bypass]
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			sp := spec{
-				Dialect:   pgsql.Dialect,
-				Procs:     2,
-				Agents:    4,
-				Resources: 3,
-				External:  1,
-				Duration:  5 * time.Second,
-				TTL:       250 * time.Millisecond,
-				Bypass:    bypass,
-				Guarded:   true,
-				Seed:      baseSeed(t),
-			}
+			sp := guardedSpec(pgsql.Dialect, baseSeed(t))
+			sp.Bypass = bypass
 			o := runHistory(t, sp)
 			record("guarded-"+name+"/postgres", o)
 			t.Log(describe(o))
@@ -361,6 +351,23 @@ func TestGuardedBypass(t *testing.T) {
 				t.Errorf("gated writes on a guarded table: %d committed, guard refusals %v:\n%s", o.Report.Committed, refusals, o.Report.TopErrors(5))
 			}
 		})
+	}
+}
+
+// guardedSpec is TestGuardedBypass's history: writers that skip the gate
+// (Bypass) on a guarded fg_events, which must refuse every one of them.
+func guardedSpec(dialect sqlstore.Dialect, seed uint64) spec {
+	return spec{
+		Dialect:   dialect,
+		Procs:     2,
+		Agents:    4,
+		Resources: 3,
+		External:  1,
+		Duration:  5 * time.Second,
+		TTL:       250 * time.Millisecond,
+		Bypass:    true,
+		Guarded:   true,
+		Seed:      seed,
 	}
 }
 

@@ -18,6 +18,11 @@
 // carry: a mutant of lease.Coordinator.AdvanceFences is built into it.
 //
 //	FGWORKER_DSN=... fgworker -advance 1000
+//
+// With -guard TABLE it guards TABLE there by its resource column (package
+// guard) and exits: a mutant of the guard's trigger is built into it.
+//
+//	FGWORKER_DSN=... fgworker -guard fg_events
 package main
 
 import (
@@ -27,6 +32,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/fencegate/fencegate/guard"
 	"github.com/fencegate/fencegate/integration/internal/workload"
 	"github.com/fencegate/fencegate/sqlstore/sqlopen"
 )
@@ -35,7 +41,14 @@ func main() {
 	path := flag.String("config", "", "workload.Config as JSON")
 	migrate := flag.Bool("migrate", false, "run the migrations on $FGWORKER_DSN and exit")
 	advance := flag.Int64("advance", -1, "advance the fences on $FGWORKER_DSN by this margin, print the next fence, and exit")
+	guardTable := flag.String("guard", "", "guard this table on $FGWORKER_DSN by its resource column and exit")
 	flag.Parse()
+	if *guardTable != "" {
+		if err := installGuard(context.Background(), os.Getenv("FGWORKER_DSN"), *guardTable); err != nil {
+			fail(err)
+		}
+		return
+	}
 	if *advance >= 0 {
 		next, err := workload.AdvanceFences(context.Background(), os.Getenv("FGWORKER_DSN"), *advance)
 		if err != nil {
@@ -75,6 +88,25 @@ func runMigrations(ctx context.Context, dsn string) error {
 	}
 	defer d.Close()
 	return d.Migrate(ctx)
+}
+
+// installGuard guards table at dsn by its resource column with the guard
+// this binary was built with.
+func installGuard(ctx context.Context, dsn, table string) error {
+	if dsn == "" {
+		return fmt.Errorf("-guard: $FGWORKER_DSN is empty")
+	}
+	d, err := sqlopen.Open(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	admin, err := guard.New(d.DB(), d.Dialect())
+	if err != nil {
+		return err
+	}
+	_, err = admin.Install(ctx, guard.Spec{Table: table, ResourceExpr: "resource"})
+	return err
 }
 
 func fail(err error) {
