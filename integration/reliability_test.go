@@ -131,8 +131,8 @@ func runHistories(t *testing.T, dialect sqlstore.Dialect) {
 			if r.Count(history.Write, history.Refused) == 0 {
 				t.Errorf("no write was refused: the stalls did not produce a single stale holder")
 			}
-			if dialect != mysql.Dialect && r.Count(history.Admit, history.OK) == 0 || r.Late[history.Expired] == 0 {
-				t.Errorf("the workload skipped a path: %d admissions, late renewals %v", r.Count(history.Admit, history.OK), r.Late)
+			if dialect != mysql.Dialect && r.Count(history.Admit, history.OK) == 0 || r.Late[history.Expired] == 0 || r.Count(history.Abandon, history.OK) == 0 {
+				t.Errorf("the workload skipped a path: %d admissions, late renewals %v, abandoned requests %v", r.Count(history.Admit, history.OK), r.Late, r.Outcomes[history.Abandon])
 			}
 			if r.Waited[history.OK] == 0 {
 				t.Errorf("no acquisition that waited its turn was granted: %v", r.Waited)

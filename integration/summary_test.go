@@ -105,14 +105,14 @@ func describe(o *outcome) string {
 	a := r.Outcomes[history.Acquire]
 	return fmt.Sprintf("%s%s: %d procs × %d agents, %v, seed %d, took %v\n"+
 		"  ops %d: acquire ok %d / denied %d / fail %d / unknown %d; write ok %d / refused %d / fail %d / unknown %d (%d of them committed)\n"+
-		"  paths: writes %v; admit ok %d / refused %d / unknown %d; late renewals %v; waited their turn %v; hand-overs %v (%d acknowledged, %d to a waiter, %d returned by its wait)\n"+
+		"  paths: writes %v; admit ok %d / refused %d / unknown %d; renewals %v (late %v); abandoned requests %v; waited their turn %v; hand-overs %v (%d acknowledged, %d to a waiter, %d returned by its wait)\n"+
 		"  table: %d writes, %d grants; rejection log %d (refusals not logged: %d); reads of grants a failover lost: %d; commit order: %s; lease versions in database time: %d\n"+
 		"  faults: %d kills (%d mid-operation), %d pauses, %d server crashes, %d OS crashes (%d right after an acknowledgement), %d cuts of all connections (%d conns), %d connections cut after COMMIT, %d delays, %d steps of the wall clock%s\n"+
 		"  linearizability (porcupine, %d ops): %s; violations: %d %v",
 		o.Dialect, map[bool]string{true: " (control: no gate)"}[o.Bypass], o.Procs, o.Agents, o.Duration, o.Seed, o.Elapsed.Round(time.Second),
 		r.Ops, a[history.OK], a[history.Denied], a[history.Fail], a[history.Unknown],
 		w[history.OK], w[history.Refused], w[history.Fail], w[history.Unknown], r.UnknownPresent,
-		r.Via, r.Count(history.Admit, history.OK), r.Count(history.Admit, history.Refused), r.Count(history.Admit, history.Unknown), r.Late, r.Waited,
+		r.Via, r.Count(history.Admit, history.OK), r.Count(history.Admit, history.Refused), r.Count(history.Admit, history.Unknown), r.Outcomes[history.Renew], r.Late, r.Outcomes[history.Abandon], r.Waited,
 		r.Outcomes[history.HandOver], r.HandOvers, r.HandedOver, r.HandedSeen,
 		r.Committed, r.Grants, r.Rejected, r.RefusedUnlogged, r.LostReads, order(r.Observed, o), r.Leases,
 		o.Kills, o.MidOpKills, o.Pauses, o.Restarts, o.OSCrashes, o.OSCrashesOnAck, o.Proxy.CutAll, o.Proxy.ConnsCut, o.Proxy.CommitCuts, o.Proxy.Delays, o.ClockSteps, failovers(o),
