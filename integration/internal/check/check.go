@@ -972,17 +972,16 @@ func (c *checker) renewalTerms() {
 			known[k] = append(known[k], o)
 		}
 	}
-	for _, ops := range known {
-		for _, q := range ops {
-			if q.Type != history.Renew {
-				continue
-			}
-			for _, p := range ops {
-				if p.Return < q.Call && p.Expires > q.Expires {
-					c.violate("renewal-shortened", "%s: %s's renewal %s of fence %d reported the coordinator's expiry %v before the one %s had reported",
-						q.Resource, q.Holder, q.Op, q.Fence, time.Duration(p.Expires-q.Expires), p.Op)
-					break
-				}
+	for i := range c.in.Ops {
+		q := &c.in.Ops[i]
+		if q.Type != history.Renew || q.Outcome != history.OK || q.Expires == 0 {
+			continue
+		}
+		for _, p := range known[lkey{q.Resource, q.Holder, q.Fence}] {
+			if p.Return < q.Call && p.Expires > q.Expires {
+				c.violate("renewal-shortened", "%s: %s's renewal %s of fence %d reported the coordinator's expiry %v before the one %s had reported",
+					q.Resource, q.Holder, q.Op, q.Fence, time.Duration(p.Expires-q.Expires), p.Op)
+				break
 			}
 		}
 	}
