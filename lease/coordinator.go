@@ -105,7 +105,8 @@ type Coordinator struct {
 	lockTimeout time.Duration
 	startFence  int64
 	waiterTTL   time.Duration
-	waits       waitRoom // AcquireWait's waiters in this process
+	waits       waitRoom    // AcquireWait's waiters in this process
+	bg          *background // work that outlives the calls that started it, until Close
 	obs         *obs
 
 	startMu   sync.Mutex
@@ -138,6 +139,7 @@ func NewCoordinator(store sqlstore.Store, opts *CoordinatorOptions) *Coordinator
 		startFence:  opts.StartFence,
 		waiterTTL:   max(cmp.Or(opts.WaiterTTL, 3*time.Second), 3*MinTTL),
 		obs:         newObs(opts),
+		bg:          newBackground(),
 	}
 	c.freeSlot = func() { <-c.slots }
 	return c

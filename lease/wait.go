@@ -21,8 +21,8 @@ const busyWait = 10 * time.Millisecond
 // cleanupTimeout bounds taking a waiter out of the queue after its context
 // ended; if the database does not answer in time the place is left to run
 // out (WaiterTTL). It bounds releasing what an acquisition whose outcome is
-// unknown may have been granted too (releaseUnknown): if that does not
-// finish in time the lease may stay held until its term ends.
+// unknown may have been granted too (releaseUnknown), and each of its
+// attempts in the background (retryAbandon).
 const cleanupTimeout = 5 * time.Second
 
 // listenRetry is the pause before listening again after the listening
@@ -97,8 +97,10 @@ const listenRetry = 100 * time.Millisecond
 // Lease: AcquireWait then releases whatever it was granted (it sends the
 // request again, which answers that grant, and releases it), within the
 // same bound as leaving the queue, even after ctx ended. If that fails, its
-// error says so: the lease may then stay held until its term ends. Hold,
-// with or without Wait, does the same.
+// error says so, and the Coordinator goes on trying in the background, with
+// pauses growing to 5s, until the release succeeds (the network healed),
+// the term asked for has passed, or Close: the lease stays held until then.
+// Hold, with or without Wait, does the same.
 func (c *Coordinator) AcquireWait(ctx context.Context, client *Client, resource string) (got *Lease, err error) {
 	if err := gate.ValidateResource(resource); err != nil {
 		return nil, err
@@ -325,13 +327,15 @@ func (c *Coordinator) tryAcquire(ctx context.Context, client *Client, members []
 // is refused as a late retry instead of granted to a waiter that left. A
 // second sending of the request, as this once was, would be answered
 // "held" while the first is still queued, which spends nothing. It returns
-// nil when nothing is left held, or a *grantLeftError saying what may be.
+// nil when nothing is left held, or a *grantLeftError saying what may be;
+// c then goes on trying in the background (retryAbandon).
 func (c *Coordinator) releaseUnknown(ctx context.Context, req *AcquireRequest) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	members, err := c.abandon(rctx, req)
 	if err != nil {
-		return &grantLeftError{resource: req.name(), holder: req.Holder, requestID: req.RequestID, err: err}
+		return &grantLeftError{resource: req.name(), holder: req.Holder, requestID: req.RequestID, err: err,
+			retrying: c.retryAbandon(req)}
 	}
 	for _, m := range members { // released: nil when nothing was
 		c.waits.announced(sqlstore.LeaseChange{Resource: m})
@@ -365,15 +369,20 @@ func (c *Coordinator) abandon(ctx context.Context, req *AcquireRequest) ([]strin
 
 // grantLeftError says that an acquisition whose outcome is unknown may have
 // been granted, and that releasing it failed: the lease may stay held until
-// its term ends.
+// its term ends, or until the release retried in the background succeeds.
 type grantLeftError struct {
 	resource, holder, requestID string
 	err                         error
+	retrying                    bool // retryAbandon goes on trying
 }
 
 func (e *grantLeftError) Error() string {
-	return fmt.Sprintf("fencegate: acquire %q: request %s may have been granted to %s, and releasing it failed: the lease may stay held until its term ends: %v",
-		e.resource, e.requestID, e.holder, e.err)
+	left := "the lease may stay held until its term ends"
+	if e.retrying {
+		left += " (the release is retried in the background meanwhile)"
+	}
+	return fmt.Sprintf("fencegate: acquire %q: request %s may have been granted to %s, and releasing it failed: %s: %v",
+		e.resource, e.requestID, e.holder, left, e.err)
 }
 
 func (e *grantLeftError) Unwrap() error { return e.err }
@@ -427,6 +436,7 @@ type waitRoom struct {
 	byRes      map[string][]*waiter // sorted by place
 	n          int
 	stopListen context.CancelFunc
+	closed     bool // Coordinator.Close: listen no more
 	// linger stops the listener a while after the last waiter left
 	// (leave), unless one joins first; lingerGen tells its firing from a
 	// later one's.
@@ -438,15 +448,15 @@ type waitRoom struct {
 
 // waitHooks let tests see and steer a waitRoom. Every field may be nil.
 type waitHooks struct {
-	after       func(d time.Duration) (<-chan time.Time, func() bool) // the fallback timer
-	queued      func(resource string, seq int64)                      // a waiter joined
-	listening   func()                                                // a listener started and woke every waiter
-	listenEnded func(err error)                                       // a listener stopped
-	notified    func(resource string)                                 // an announcement arrived (after its wake)
-	poked       func(resource string, seq int64)                      // a waiter was woken
-	woke        func()                                                // a waiter's sleep ended by a wake
-	noRetry     bool                                                  // never listen again after a failure
-	linger      time.Duration                                         // how long the listener outlives the last waiter, if not 0
+	after       afterFunc                        // the fallback timer
+	queued      func(resource string, seq int64) // a waiter joined
+	listening   func()                           // a listener started and woke every waiter
+	listenEnded func(err error)                  // a listener stopped
+	notified    func(resource string)            // an announcement arrived (after its wake)
+	poked       func(resource string, seq int64) // a waiter was woken
+	woke        func()                           // a waiter's sleep ended by a wake
+	noRetry     bool                             // never listen again after a failure
+	linger      time.Duration                    // how long the listener outlives the last waiter, if not 0
 }
 
 // waiter is one AcquireWait call.
@@ -500,7 +510,7 @@ func (r *waitRoom) join(c *Coordinator, resource string, seq int64) *waiter {
 		r.linger.Stop()
 		r.linger = nil
 	}
-	if n := c.store; n.SupportsListener() && r.stopListen == nil {
+	if n := c.store; n.SupportsListener() && r.stopListen == nil && !r.closed {
 		ctx, cancel := context.WithCancel(context.Background())
 		r.stopListen = cancel
 		go r.listen(ctx, n)
@@ -510,6 +520,21 @@ func (r *waitRoom) join(c *Coordinator, resource string, seq int64) *waiter {
 		r.hooks.queued(resource, seq)
 	}
 	return w
+}
+
+// close stops the listener, now, and for good.
+func (r *waitRoom) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	if r.linger != nil {
+		r.linger.Stop()
+		r.linger = nil
+	}
+	if r.stopListen != nil {
+		r.stopListen()
+		r.stopListen = nil
+	}
 }
 
 // has reports whether r has a waiter on resource.
@@ -657,14 +682,11 @@ func (r *waitRoom) poke(w *waiter) {
 
 // sleep waits for a wake-up of w or d, and reports false if ctx ended.
 func (r *waitRoom) sleep(ctx context.Context, w *waiter, d time.Duration) bool {
-	var fired <-chan time.Time
-	var stop func() bool
-	if r.hooks != nil && r.hooks.after != nil {
-		fired, stop = r.hooks.after(d)
-	} else {
-		t := time.NewTimer(d)
-		fired, stop = t.C, t.Stop
+	var after afterFunc
+	if r.hooks != nil {
+		after = r.hooks.after
 	}
+	fired, stop := timer(after, d)
 	defer stop()
 	select {
 	case <-ctx.Done():

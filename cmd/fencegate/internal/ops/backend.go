@@ -61,8 +61,12 @@ func Open(ctx context.Context, dsn string, migrate bool, mp metric.MeterProvider
 	}, nil
 }
 
-// Close closes the database.
-func (b *Backend) Close() error { return b.Driver.Close() }
+// Close stops the coordinator's background work (Coordinator.Close), then
+// closes the database.
+func (b *Backend) Close() error {
+	b.Coord.Close()
+	return b.Driver.Close()
+}
 
 // Dur formats a duration for people: to the millisecond below a minute, to
 // the second above.
