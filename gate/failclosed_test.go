@@ -763,3 +763,50 @@ func testRefusalRecordSurvivesAFailedFloorRead[TTx any](t *testing.T, f fixture[
 	}
 	writeAnyway(t, f, tx, 2)
 }
+
+// Issue 36, item 1: a refused Commit left a *sql.Tx that could still commit
+// until a background rollback got to it, so with a short CleanupTimeout the
+// caller's tx.Commit, called next, committed the stale write. Now tx is
+// finished before Commit returns, whatever the bound. pgx was never
+// affected: pgx.Tx.Rollback takes a context and runs in the caller's
+// goroutine, and marks the transaction closed before it returns, even when
+// ctx ended first (one exec mode is enough for that).
+func TestRefusedCommitCannotCommit(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, h dbtest.Harness[*sql.Tx]) {
+		testRefusedCommitCannotCommit(t, sqlFixture(t, h.Driver.(sqlDriver)), 100)
+	}, nil)
+	// Fewer: pgx drops the connection of a rollback cut by ctx, and each
+	// transaction then dials a new one.
+	t.Run("pgx", func(t *testing.T) { testRefusedCommitCannotCommit(t, pgxDefault(t), 20) })
+}
+
+func testRefusedCommitCannotCommit[TTx any](t *testing.T, f fixture[TTx], n int) {
+	ctx := context.Background()
+	if err := gate.New(f.driver, nil).Admit(ctx, gate.Token{Resource: "r", Holder: "b", Fence: 10}); err != nil {
+		t.Fatal(err)
+	}
+	for i, bound := range []time.Duration{time.Nanosecond, 0} { // 0: the default
+		g := gate.New(f.driver, &gate.Options{CleanupTimeout: bound})
+		first := i * n
+		committed, id := 0, first
+		for range n {
+			id++
+			tx := f.begin(t)
+			if err := f.insert(ctx, tx, id); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.Commit(ctx, tx, gate.Token{Resource: "r", Holder: "a", Fence: 3}); !errors.Is(err, gate.ErrStaleFence) {
+				t.Fatalf("Commit of a stale fence = %v", err)
+			}
+			if err := f.commit(tx); err == nil {
+				committed++
+			} else if !errors.Is(err, sql.ErrTxDone) && !errors.Is(err, pgx.ErrTxClosed) {
+				t.Errorf("tx.Commit after a refusal = %v, want sql.ErrTxDone or pgx.ErrTxClosed", err)
+			}
+		}
+		rows := f.count(t, `SELECT count(*) FROM items WHERE id > `+strconv.Itoa(first)+` AND id <= `+strconv.Itoa(id))
+		if committed != 0 || rows != 0 {
+			t.Errorf("CleanupTimeout %v: %d of %d refused transactions committed, %d stale rows landed", bound, committed, n, rows)
+		}
+	}
+}

@@ -48,8 +48,9 @@ type Options struct {
 	// which runs even when the caller's context is cancelled: rolling the
 	// transaction back, reading the floor for a refusal, writing the
 	// rejection log, and Do's fallback floor raise. When it runs out (the
-	// database does not answer), the call returns anyway, and its error says
-	// that the refusal may not have been logged. Defaults to 5s.
+	// database does not answer), the call returns anyway, with the
+	// transaction unable to commit, and its error says that the refusal may
+	// not have been logged. Defaults to 5s.
 	CleanupTimeout time.Duration
 
 	// MeterProvider makes the gate's instruments (the package doc's
@@ -122,7 +123,10 @@ func New[TTx any](driver sqlstore.Driver[TTx], opts *Options) *Gate[TTx] {
 // Every error, not only a refusal, leaves tx unable to commit: Commit rolls
 // it back itself, so none of the writes in tx can commit even if the error
 // is ignored (a later tx.Commit fails with sql.ErrTxDone or pgx.ErrTxClosed).
-// That includes invalid input, a cancelled ctx, and a broken connection.
+// That includes invalid input, a cancelled ctx, and a broken connection,
+// and holds whatever Options.CleanupTimeout is: when the database does not
+// answer the rollback in time, Commit returns with tx already marked
+// finished and leaves the rollback's round trip to end in the background.
 //
 // tx must be the outermost transaction. A pgx savepoint (pgx.Tx.Begin on a
 // transaction) is refused with ErrNestedTx before anything runs, also inside
@@ -228,10 +232,10 @@ func (g *Gate[TTx]) cleanup(ctx context.Context) (context.Context, context.Cance
 // cleanupKey marks a context made by cleanup.
 type cleanupKey struct{}
 
-// rollback ends tx so that it cannot commit. database/sql and pgx both mark
-// a transaction finished before asking the database, so even a failed
-// rollback leaves nothing to commit (the database rolls back when the
-// connection goes); the failure is only logged.
+// rollback ends tx so that it cannot commit. Every driver's Rollback marks
+// tx finished before it returns, even when ctx ends first or the database
+// fails (the database rolls back when the connection goes), so a failure
+// leaves nothing to commit and is only logged.
 func (g *Gate[TTx]) rollback(ctx context.Context, tx TTx) {
 	if err := g.driver.Rollback(ctx, tx); err != nil {
 		g.logger.WarnContext(ctx, "fencegate: rollback failed; the transaction cannot commit", "error", err)

@@ -26,7 +26,9 @@ type Driver[TTx any] interface {
 	// Commit commits tx.
 	Commit(ctx context.Context, tx TTx) error
 	// Rollback rolls tx back. Rolling back a finished transaction is not an
-	// error.
+	// error. It waits for the database at most until ctx ends, but when it
+	// returns, even with an error, tx can no longer commit: the gate's
+	// refusals rely on it.
 	Rollback(ctx context.Context, tx TTx) error
 	// UnwrapExecutor runs fencegate statements inside the caller's tx.
 	UnwrapExecutor(tx TTx) Executor

@@ -3,12 +3,12 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/internal/sqlexec"
 )
 
 // Dialect is the dialect this package speaks.
@@ -108,33 +108,18 @@ func (d *Driver) Commit(ctx context.Context, tx *sql.Tx) error {
 // Rollback rolls tx back, first putting back a lock wait timeout that
 // SetLockTimeout changed; a transaction that already ended is not an error.
 // database/sql's Rollback takes no context, so Rollback waits for it at most
-// until ctx ends, then returns ctx's error and leaves the rollback running;
-// either way tx can no longer commit.
+// until ctx ends (and for the timeout's restore, which bounds itself), then
+// returns ctx's error and leaves the rollback running. Either way tx can no
+// longer commit when Rollback returns: a later tx.Commit fails with
+// sql.ErrTxDone.
 func (d *Driver) Rollback(ctx context.Context, tx *sql.Tx) error {
-	done := make(chan error, 1)
-	go func() {
-		restoreErr := d.restoreLockWait(ctx, tx)
-		if err := tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
-			done <- mark(err)
-			return
-		}
-		if restoreErr != nil && !errors.Is(restoreErr, sql.ErrTxDone) {
-			// The connection went back to the pool with the timeout
-			// changed, or (far likelier) it broke and was dropped.
-			done <- restoreErr
-			return
-		}
-		done <- nil
-	}()
-	select {
-	case err := <-done:
-		if err != nil {
-			return fmt.Errorf("fencegate: rollback: %w", err)
-		}
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("fencegate: rollback: the database did not answer: %w", ctx.Err())
+	// A restore that fails leaves the connection's timeout changed (or, far
+	// likelier, the connection broke and was dropped): that is the error.
+	restore := func() error { return d.restoreLockWait(ctx, tx) }
+	if err := sqlexec.Rollback(ctx, tx, restore, mark); err != nil {
+		return fmt.Errorf("fencegate: %w", err)
 	}
+	return nil
 }
 
 // restoreTimeout bounds the statement that puts a session's lock wait

@@ -43,8 +43,9 @@ func (d *Driver) Commit(ctx context.Context, tx *sql.Tx) error { return d.impl.C
 
 // Rollback rolls tx back; a transaction that already ended is not an error.
 // database/sql's Rollback takes no context, so Rollback waits for it at most
-// until ctx ends, then returns ctx's error and leaves the rollback running;
-// either way tx can no longer commit.
+// until ctx ends, then returns ctx's error and leaves the rollback running.
+// Either way tx can no longer commit when Rollback returns: a later
+// tx.Commit fails with sql.ErrTxDone.
 func (d *Driver) Rollback(ctx context.Context, tx *sql.Tx) error { return d.impl.Rollback(ctx, tx) }
 
 // UnwrapExecutor runs fencegate's statements inside tx (gate.Commit does).

@@ -3,7 +3,6 @@ package sqlexec
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -76,20 +75,10 @@ func (d *Driver) Commit(_ context.Context, tx *sql.Tx) error { return d.Classify
 // Rollback rolls tx back; a transaction that already ended is not an error.
 // database/sql's Rollback takes no context, so Rollback waits for it at most
 // until ctx ends, then returns ctx's error and leaves the rollback running.
-// Either way tx can no longer commit: database/sql marks it finished before
-// it asks the database.
+// Either way tx can no longer commit when Rollback returns: a later
+// tx.Commit fails with sql.ErrTxDone.
 func (d *Driver) Rollback(ctx context.Context, tx *sql.Tx) error {
-	done := make(chan error, 1)
-	go func() { done <- tx.Rollback() }()
-	select {
-	case err := <-done:
-		if err != nil && !errors.Is(err, sql.ErrTxDone) {
-			return d.ClassifyError(err)
-		}
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("rollback: the database did not answer: %w", ctx.Err())
-	}
+	return Rollback(ctx, tx, nil, d.ClassifyError)
 }
 
 // UnwrapExecutor runs fencegate statements inside tx.
