@@ -13,9 +13,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -239,4 +241,25 @@ func migrate(t testing.TB, s sqlstore.Store) {
 func startingUp(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "57P03"
+}
+
+// KeywordValue writes a Postgres URL in libpq's keyword/value form, its
+// query parameters as settings: host=127.0.0.1 port=5432 user=postgres
+// dbname=test sslmode=disable.
+func KeywordValue(u *url.URL) string {
+	kv := []string{"host=" + u.Hostname()}
+	if p := u.Port(); p != "" {
+		kv = append(kv, "port="+p)
+	}
+	if name := u.User.Username(); name != "" {
+		kv = append(kv, "user="+name)
+	}
+	if pw, ok := u.User.Password(); ok {
+		kv = append(kv, "password="+pw)
+	}
+	kv = append(kv, "dbname="+strings.TrimPrefix(u.Path, "/"))
+	for _, k := range slices.Sorted(maps.Keys(u.Query())) {
+		kv = append(kv, k+"="+u.Query().Get(k))
+	}
+	return strings.Join(kv, " ")
 }

@@ -68,7 +68,10 @@ func ping(ctx context.Context, db *sql.DB) error {
 
 // DSN turns a path or a "file:" URI into a modernc.org/sqlite DSN with the
 // settings fencegate needs: WAL, a busy timeout, synchronous(FULL) and
-// _txlock=immediate. Settings already in a URI are kept. A "file:" URI's path
+// _txlock=immediate. A DSN shaped like another database's (a URL of another
+// scheme, key=value settings, go-sql-driver/mysql's form: the package doc of
+// sqlopen lists them) is refused, never taken for a file name. Settings
+// already in a URI are kept. A "file:" URI's path
 // and parameters are percent-decoded, as SQLite decodes them, before they are
 // checked. Anything but a durable file is refused, because fences must
 // outlive the process: an empty path, ":memory:", mode=memory, and any vfs
@@ -86,8 +89,10 @@ func DSN(dsn string) (string, error) {
 	if strings.ContainsRune(dsn, 0) {
 		return "", fmt.Errorf("%w: contains a NUL byte", sqlstore.ErrInvalidDSN)
 	}
-	if i := strings.Index(dsn, "://"); i > 0 && !strings.HasPrefix(dsn, "file:") {
-		return "", fmt.Errorf("%w: %q: unsupported scheme %q (want file: or a path)", sqlstore.ErrInvalidDSN, sqlexec.Redact(dsn), dsn[:i])
+	if form, err := sqlexec.FormOf(dsn); err != nil {
+		return "", err
+	} else if form != sqlexec.SQLite {
+		return "", fmt.Errorf("%w: a %s DSN, not a SQLite path or file: URI", sqlstore.ErrInvalidDSN, form)
 	}
 	path, rawQuery := dsn, ""
 	if rest, ok := strings.CutPrefix(dsn, "file:"); ok {

@@ -11,7 +11,8 @@ import (
 )
 
 // Open chooses the driver by the DSN's form: a path is a SQLite file, a
-// postgres:// URL is Postgres, a mysql:// URL MySQL or MariaDB.
+// postgres:// URL or libpq's key=value settings Postgres, a mysql:// URL
+// MySQL or MariaDB. Any other form is refused, not taken for a file name.
 func ExampleOpen() {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "fencegate-example")
@@ -34,5 +35,5 @@ func ExampleOpen() {
 	fmt.Println(err)
 	// Output:
 	// sqlite 1ms
-	// fencegate: invalid DSN: "redis://root:xxxxx@localhost/0": unsupported scheme "redis" (want postgres://, mysql://, file: or a path)
+	// fencegate: invalid DSN: "redis://root:xxxxx@localhost/0": unsupported scheme "redis" (want postgres://, mysql://, file:, Postgres key=value settings or a path; a SQLite file whose name has ":" is written ./NAME or file:NAME)
 }

@@ -1,17 +1,10 @@
-// Package sqlopen opens a fencegate driver from a DSN, choosing the dialect
-// by its form. It imports every database/sql driver fencegate has, so a
-// program that links it links SQLite, pgx and go-sql-driver/mysql; a
-// library user who knows the database calls that driver's Open
-// (sqlite.Open, pgsql.Open, mysql.Open) or New instead and links only it. The fencegate command uses this package.
 package sqlopen
 
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"net/url"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/fencegate/fencegate/sqlstore"
@@ -41,27 +34,30 @@ var (
 )
 
 // Open connects to the database dsn names and returns a driver that owns
-// the connection (Close releases it):
+// the connection (Close releases it). The DSN's form alone chooses the
+// database (the package doc's DSNs):
 //
-//   - "postgres://…" or "postgresql://…": Postgres (pgsql.Open), through a
-//     pgx pool and database/sql on top of it;
+//   - "postgres://…" or "postgresql://…" URLs, and libpq's keyword/value
+//     settings ("host=db user=app dbname=app"): Postgres (pgsql.Open),
+//     through a pgx pool and database/sql on top of it;
 //   - "mysql://…": MySQL or MariaDB (mysql.Open);
 //   - "file:…" URIs and plain paths: a SQLite file, created if missing
 //     (sqlite.Open).
 //
-// Open does not migrate; call Migrate. Malformed input, an unknown scheme
-// included, returns an error matching sqlstore.ErrInvalidDSN; settings under
-// which fencegate's guarantee does not hold (SQLite without locking or a
-// journal, a MySQL session with autocommit off, …), one matching
-// sqlstore.ErrUnsafeSettings.
+// Open does not migrate; call Migrate. Malformed input, an unknown scheme or
+// another database's DSN form included, returns an error matching
+// sqlstore.ErrInvalidDSN, without the DSN's password, and creates no file;
+// settings under which fencegate's guarantee does not hold (SQLite without
+// locking or a journal, a MySQL session with autocommit off, …), one
+// matching sqlstore.ErrUnsafeSettings.
 func Open(ctx context.Context, dsn string) (Driver, error) {
-	if err := checkScheme(dsn); err != nil {
-		return nil, err
-	}
+	form, err := sqlexec.FormOf(dsn)
 	switch {
-	case isPostgres(dsn):
+	case err != nil:
+		return nil, err
+	case form == sqlexec.Postgres:
 		return driver(pgsql.Open(ctx, dsn))
-	case isMySQL(dsn):
+	case form == sqlexec.MySQL:
 		return driver(mysql.Open(ctx, dsn))
 	}
 	return driver(sqlite.Open(ctx, dsn))
@@ -77,15 +73,15 @@ func driver[D Driver](d D, err error) (Driver, error) {
 
 // Resolve checks dsn the way Open will and returns it in a form that names
 // the same database from any working directory: a SQLite path made
-// absolute, a "file:" URI normalised (sqlite.DSN); a Postgres URL as it is.
+// absolute, a "file:" URI normalised (sqlite.DSN); a Postgres DSN as it is.
 func Resolve(dsn string) (string, error) {
-	if err := checkScheme(dsn); err != nil {
-		return "", err
-	}
+	form, err := sqlexec.FormOf(dsn)
 	switch {
-	case isPostgres(dsn):
+	case err != nil:
+		return "", err
+	case form == sqlexec.Postgres:
 		return dsn, nil
-	case isMySQL(dsn):
+	case form == sqlexec.MySQL:
 		if _, err := mysql.Config(dsn); err != nil {
 			return "", err
 		}
@@ -102,10 +98,9 @@ func Resolve(dsn string) (string, error) {
 }
 
 // SQLiteFile returns the file a SQLite DSN names (absolute when dsn came
-// from Resolve), or "" for a Postgres or MySQL DSN or a "file:" URI it
-// cannot parse.
+// from Resolve), or "" for any other DSN or a "file:" URI it cannot parse.
 func SQLiteFile(dsn string) string {
-	if isPostgres(dsn) || isMySQL(dsn) {
+	if form, err := sqlexec.FormOf(dsn); err != nil || form != sqlexec.SQLite {
 		return ""
 	}
 	if strings.HasPrefix(dsn, "file:") {
@@ -116,54 +111,4 @@ func SQLiteFile(dsn string) string {
 		return filepath.FromSlash(u.Path)
 	}
 	return dsn
-}
-
-// checkScheme refuses a URL of a scheme no driver here takes, and
-// go-sql-driver/mysql's own DSN form, which would otherwise open as a
-// SQLite path.
-func checkScheme(dsn string) error {
-	if err := checkNativeMySQL(dsn); err != nil {
-		return err
-	}
-	if i := strings.Index(dsn, "://"); i > 0 && !isPostgres(dsn) && !isMySQL(dsn) && !strings.HasPrefix(dsn, "file:") {
-		return fmt.Errorf("%w: %q: unsupported scheme %q (want postgres://, mysql://, file: or a path)",
-			sqlstore.ErrInvalidDSN, sqlexec.Redact(dsn), dsn[:i])
-	}
-	return nil
-}
-
-func isPostgres(dsn string) bool {
-	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
-}
-
-func isMySQL(dsn string) bool { return strings.HasPrefix(dsn, "mysql://") }
-
-// nativeMySQL matches go-sql-driver/mysql's DSN form,
-// [user[:password]@]tcp(host:port)/database[?params] (or unix(path)), and
-// captures the user and password, protocol, address, database and params.
-var nativeMySQL = regexp.MustCompile(`^(?:(.*)@)?(tcp6?|unix)\(([^)]*)\)/([^?]*)(?:\?(.*))?$`)
-
-// checkNativeMySQL refuses go-sql-driver/mysql's DSN form, naming the
-// mysql:// URL that says the same (a tcp address) with the password hidden.
-func checkNativeMySQL(dsn string) error {
-	m := nativeMySQL.FindStringSubmatch(dsn)
-	if m == nil {
-		return nil
-	}
-	userinfo, proto, addr, db, params := m[1], m[2], m[3], m[4], m[5]
-	var user *url.Userinfo
-	if userinfo != "" {
-		name, _, hasPassword := strings.Cut(userinfo, ":")
-		user = url.User(name)
-		if hasPassword {
-			user = url.UserPassword(name, "xxxxx")
-		}
-		dsn = user.String() + "@" + dsn[len(userinfo)+1:]
-	}
-	want := "mysql://user:password@host:port/database"
-	if proto != "unix" && addr != "" {
-		want = (&url.URL{Scheme: "mysql", User: user, Host: addr, Path: "/" + db, RawQuery: params}).String()
-	}
-	return fmt.Errorf("%w: %q is go-sql-driver/mysql's DSN form, not a URL (it would open as a SQLite file): did you mean %s?",
-		sqlstore.ErrInvalidDSN, dsn, want)
 }

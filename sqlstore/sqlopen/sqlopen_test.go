@@ -3,6 +3,7 @@ package sqlopen_test
 import (
 	"context"
 	"errors"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/internal/sqlexec"
+	"github.com/fencegate/fencegate/sqlstore/pgsql"
 	"github.com/fencegate/fencegate/sqlstore/sqlopen"
 )
 
@@ -150,5 +153,98 @@ func TestOpenRefusesUnsafeSettings(t *testing.T) {
 		} else if !errors.Is(err, sqlstore.ErrUnsafeSettings) {
 			t.Errorf("Open(%s) = %v, want ErrUnsafeSettings", dsn, err)
 		}
+	}
+}
+
+// Issue 36, item 2: a libpq keyword/value DSN opened as a SQLite file named
+// after it, password and all, and the claim on it succeeded. Every DSN goes
+// to the database its form names, or is refused without a file or its
+// password in the error.
+func TestDSNForms(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	const pw = "SeCrEt123"
+	refused := errors.New("refused")
+	for _, tc := range []struct {
+		dsn  string
+		want any // a form, or refused
+	}{
+		{"host=db.internal user=app password=" + pw + " dbname=app", sqlexec.Postgres},
+		{"host=db.internal user=app dbname=app", sqlexec.Postgres},
+		{" dbname = app  password = '" + pw + " x' ", sqlexec.Postgres},
+		{"host=10.0.0.1,10.0.0.2 port=5432,5432 dbname=app target_session_attrs=read-write", sqlexec.Postgres},
+		{"postgres://app:" + pw + "@db.internal/app", sqlexec.Postgres},
+		{"postgresql://db.internal/app", sqlexec.Postgres},
+		{"mysql://app:" + pw + "@db.internal:3306/app", sqlexec.MySQL},
+		{"file:x.db", sqlexec.SQLite},
+		{"./x.db", sqlexec.SQLite},
+		{"x.db", sqlexec.SQLite},
+		{"/abs/x.db", sqlexec.SQLite},
+		{"./x=1.db", sqlexec.SQLite},
+		{"/data/host=a/x.db", sqlexec.SQLite},
+		{"app:" + pw + "@tcp(db.internal:3306)/app", refused},
+		{"app:" + pw + "@tcp(db.internal:3306)", refused},
+		{"redis://:" + pw + "@cache/0", refused},
+		{"sqlite://x.db", refused},
+		{"sqlite:x.db", refused},
+		{"app:" + pw + "@db.internal/app", refused},
+		{"x=1.db", refused},
+		{"mode=rw cache=shared", refused},
+		{"x.db password=" + pw, sqlexec.Postgres}, // pgx refuses it, as below
+	} {
+		form, err := sqlexec.FormOf(tc.dsn)
+		switch {
+		case tc.want == refused && !errors.Is(err, sqlstore.ErrInvalidDSN):
+			t.Errorf("FormOf(%q) = %v, %v; want ErrInvalidDSN", tc.dsn, form, err)
+		case tc.want != refused && (err != nil || form != tc.want):
+			t.Errorf("FormOf(%q) = %v, %v; want %v", tc.dsn, form, err, tc.want)
+		}
+		if tc.want == sqlexec.SQLite {
+			continue
+		}
+		// Refused, or a server that is not there: either way no file, and
+		// no password in what Open and Resolve say.
+		cancelled, cancel := context.WithCancel(context.Background())
+		cancel()
+		d, err := sqlopen.Open(cancelled, tc.dsn)
+		if err == nil {
+			d.Close()
+			t.Errorf("Open(%q) opened", tc.dsn)
+		} else if strings.Contains(err.Error(), pw) {
+			t.Errorf("Open(%q)'s error shows the password: %v", tc.dsn, err)
+		}
+		if _, err := sqlopen.Resolve(tc.dsn); err != nil && strings.Contains(err.Error(), pw) {
+			t.Errorf("Resolve(%q)'s error shows the password: %v", tc.dsn, err)
+		}
+		if f := sqlopen.SQLiteFile(tc.dsn); f != "" {
+			t.Errorf("SQLiteFile(%q) = %q, want none", tc.dsn, f)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("DSNs of other databases became SQLite files: %v", entries)
+	}
+}
+
+// A keyword/value DSN reaches Postgres.
+func TestKeywordValueDSNOpensPostgres(t *testing.T) {
+	u, err := url.Parse(dbtest.PostgresSchemaURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsn := dbtest.KeywordValue(u)
+	ctx := context.Background()
+	d, err := sqlopen.Open(ctx, dsn)
+	if err != nil {
+		t.Fatalf("Open(%q): %v", dsn, err)
+	}
+	defer d.Close()
+	if d.Dialect() != pgsql.Dialect {
+		t.Fatalf("Open(%q) is %s", dsn, d.Dialect())
+	}
+	if err := d.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := sqlopen.Resolve(dsn); got != dsn || err != nil {
+		t.Errorf("Resolve(%q) = %q, %v", dsn, got, err)
 	}
 }

@@ -1,8 +1,10 @@
 package fencegatecli
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/fencegate/fencegate/cmd/fencegate/internal/ops"
 	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/internal/dbtest"
 )
 
 func TestUsage(t *testing.T) {
@@ -437,5 +440,47 @@ func TestDemo(t *testing.T) {
 	// Deterministic: the same story every time.
 	if again := fg(t, nil, "demo").want(t, exitOK); again.stdout != r.stdout {
 		t.Errorf("the demo's output changed between runs:\n%s\n---\n%s", r.stdout, again.stdout)
+	}
+}
+
+// Issue 36, item 2: a libpq keyword/value DSN became a SQLite file in the
+// working directory, named after it, password and all, and the claim on
+// it exited 0. Now it reaches Postgres, or the command fails; either way no
+// file, and no password in what it prints.
+func TestKeywordValueDSN(t *testing.T) {
+	u, err := url.Parse(dbtest.PostgresSchemaURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const pw = "SeCrEt123"
+	for _, tc := range []struct {
+		dsn  string
+		code int
+	}{
+		{dbtest.KeywordValue(u), exitOK},                                             // host=127.0.0.1 port=5432 user=postgres dbname=test search_path=… sslmode=disable
+		{"host=127.0.0.1 port=1 user=app password=" + pw + " dbname=app", exitError}, // nothing listens
+		{"mode=rw cache=shared", exitUsage},
+		{"app:" + pw + "@db.internal/app", exitUsage},
+		{"sqlite:x.db", exitUsage},
+	} {
+		dir := t.TempDir()
+		cmd := subCmd(t, map[string]string{envDSN: tc.dsn}, "claim", "--lock", "x", "--holder", "a")
+		cmd.Dir = dir
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		_ = cmd.Run()
+		r := result{cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()}
+		if r.code != tc.code {
+			t.Errorf("claim with %s=%q: want exit %d, got %v", envDSN, tc.dsn, tc.code, r)
+		}
+		if tc.code == exitOK {
+			parseToken(t, r.stdout)
+		}
+		if strings.Contains(r.stdout+r.stderr, pw) {
+			t.Errorf("claim with %q printed the password: %v", tc.dsn, r)
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+			t.Errorf("claim with %q created %v in the working directory", tc.dsn, entries)
+		}
 	}
 }

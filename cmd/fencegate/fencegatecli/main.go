@@ -216,7 +216,7 @@ func editDistance(a, b string) int {
 	return d[len(a)][len(b)]
 }
 
-const dsnHelp = "the database, a `DSN`: a postgres:// or mysql:// URL, a SQLite file path or file: URI (default $" + envDSN + ", else " + defaultDB + ")"
+const dsnHelp = "the database, a `DSN`: a postgres:// or mysql:// URL, Postgres key=value settings, a SQLite file path or file: URI (default $" + envDSN + ", else " + defaultDB + ")"
 
 func (c *cli) mainUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprint(w, `fencegate: leases whose fences the database itself checks, so a holder that

@@ -22,6 +22,7 @@ import (
 
 	"github.com/fencegate/fencegate/cmd/fencegate/internal/ops"
 	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/sqlstore"
 )
 
 // syncBuffer is a bytes.Buffer safe for the server's concurrent logging.
@@ -662,5 +663,26 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("timed out waiting")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Issue 36, item 2: the MCP server judges a DSN as the command does: one
+// shaped like another database's is refused, never opened as a SQLite file
+// in the working directory, and the error hides its password.
+func TestMCPRefusesForeignDSN(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	const pw = "SeCrEt123"
+	for _, dsn := range []string{"mode=rw cache=shared", "sqlite:x.db", "app:" + pw + "@tcp(db:3306)/app", "app:" + pw + "@db/app"} {
+		s, err := New(t.Context(), Config{DSN: dsn, Holder: "agent-a"})
+		if err == nil {
+			s.Close()
+			t.Errorf("New with DSN %q opened", dsn)
+		} else if !errors.Is(err, sqlstore.ErrInvalidDSN) || strings.Contains(err.Error(), pw) {
+			t.Errorf("New with DSN %q = %v; want ErrInvalidDSN without the password", dsn, err)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("DSNs became SQLite files: %v", entries)
 	}
 }
