@@ -12,8 +12,9 @@ import (
 // redacted replaces a password wherever the command prints it.
 const redacted = "xxxxx"
 
-// passwordParam finds password=VALUE in a query string or a key=value DSN.
-var passwordParam = regexp.MustCompile(`(?i)(?:^|[\s?&])(?:ssl)?password=([^\s&]+)`)
+// passwordParam finds password=VALUE in a query string or a key=value DSN,
+// where the value may be quoted and "=" spaced: password = 'a b'.
+var passwordParam = regexp.MustCompile(`(?i)(?:^|[\s?&])(?:ssl)?password\s*=\s*('(?:[^'\\]|\\.)*'|[^\s&]+)`)
 
 // secrets returns the passwords in every argument and in $FENCEGATE_DSN, raw
 // and URL-decoded, longest first: the userinfo password of anything shaped
@@ -32,6 +33,7 @@ func secrets(args []string, env func(string) string) []string {
 	for _, a := range append(slices.Clone(args), env(envDSN)) {
 		for _, m := range passwordParam.FindAllStringSubmatch(a, -1) {
 			add(m[1])
+			add(strings.Trim(m[1], "'"))
 		}
 		_, rest, ok := strings.Cut(a, "://")
 		if !ok {

@@ -28,6 +28,8 @@ func TestNoSecretPrinted(t *testing.T) {
 		"escaped":            "postgres://user:" + url.QueryEscape(secret+"@/") + "@127.0.0.1:1/db",
 		"password parameter": "postgres://127.0.0.1:1/db?user=u&password=" + secret,
 		"unknown scheme":     "mysql://user:" + secret + "@host/db",
+		"keyword/value":      dbtest.KeywordValue(real),
+		"quoted, spaced":     "host=127.0.0.1 port=1 user=u password = '" + secret + " x' dbname=db connect_timeout=5",
 	}
 	token := gate.Token{Resource: "l", Holder: "h", Fence: 1}.String()
 	invocations := [][]string{
