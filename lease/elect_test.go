@@ -89,9 +89,10 @@ func testElection[TTx any](t *testing.T, h harness[TTx]) {
 		store, closeStore := h.Reopen(t)
 		t.Cleanup(closeStore)
 		cuts[i] = &failingRenewals{Store: store}
-		coord := NewCoordinator(cuts[i], &CoordinatorOptions{TTL: time.Second, WaiterTTL: 600 * time.Millisecond})
-		// The skew keeps a deposed leader's belief well inside the
-		// coordinator's term on a loaded machine.
+		// A term with a wide margin for a loaded machine: a grant that took
+		// 700 ms was born expired with 1 s. The skew keeps a deposed
+		// leader's belief well inside the coordinator's term.
+		coord := NewCoordinator(cuts[i], &CoordinatorOptions{TTL: 4 * time.Second, WaiterTTL: 600 * time.Millisecond})
 		c := newClient(t, fmt.Sprintf("elector-%d", i), ClientOptions{ClockSkew: 300 * time.Millisecond})
 		e, err := NewElector(coord, c, &ElectorOptions{Name: "leader"})
 		if err != nil {
@@ -212,7 +213,9 @@ func testElection[TTx any](t *testing.T, h harness[TTx]) {
 func TestElectorRunCallbacks(t *testing.T) {
 	forEachStore(t, func(t *testing.T, store sqlstore.Store) {
 		ctx := context.Background()
-		coord := NewCoordinator(store, &CoordinatorOptions{TTL: time.Second})
+		// Nothing here waits for a term to run out; a renewal ran 581 ms
+		// overdue under load with a 1 s term, and Check said so.
+		coord := NewCoordinator(store, &CoordinatorOptions{TTL: time.Minute})
 		mk := func(holder string, cb ElectorOptions) *Elector {
 			cb.Name = "run"
 			e, err := NewElector(coord, newClient(t, holder, ClientOptions{}), &cb)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -97,6 +98,26 @@ func waitUntilFree(t *testing.T, coord *Coordinator, resource string) {
 		}
 		<-time.After(st.Remaining + time.Millisecond)
 	}
+}
+
+// renewed waits until l has been renewed n times (its deadline moved), or
+// ctx ends: the proof that a kept lease outlived its terms, where waiting
+// for so many terms of wall-clock time bets on renewals that a loaded
+// machine may have delayed. An error says l ran out first, or ctx ended.
+func renewed(ctx context.Context, l *Lease, n int) error {
+	for deadline, seen := l.Deadline(), 0; seen < n; {
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(10 * time.Millisecond): // watching l's deadline move
+		}
+		if d := l.Deadline(); d != deadline {
+			deadline, seen = d, seen+1
+		} else if l.Expired() {
+			return fmt.Errorf("%v ran out after %d renewals", l.Token(), seen)
+		}
+	}
+	return nil
 }
 
 // floorOf reads the gate's floor for resource (0 if it has none).

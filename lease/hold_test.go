@@ -21,27 +21,23 @@ import (
 func TestHoldRenewsAndReleases(t *testing.T) {
 	forEachStore(t, func(t *testing.T, store sqlstore.Store) {
 		ctx := context.Background()
-		// A term long enough that each renewal (its batch bounded by a
+		// A term with a wide margin: each renewal (its batch bounded by a
 		// third of it) gets through on a loaded machine, with retries.
-		const ttl = time.Second
-		coord := NewCoordinator(store, &CoordinatorOptions{TTL: ttl})
+		coord := NewCoordinator(store, &CoordinatorOptions{TTL: 4 * time.Second})
 		c := newClient(t, "agent-a", ClientOptions{})
 		var fence int64
 		err := Hold(ctx, c, coord, "job", func(ctx context.Context, l *Lease) error {
 			fence = l.Token().Fence
 			first := l.Grant().RequestID
-			// Renewals are needed only once time has passed: wait three
-			// terms, on the lease's own context.
-			select {
-			case <-ctx.Done():
-				return context.Cause(ctx)
-			case <-time.After(3 * ttl):
+			// Past its first term, on the lease's own context.
+			if err := renewed(ctx, l, 3); err != nil {
+				return err
 			}
 			if l.Grant().RequestID == first {
 				t.Error("the lease was never renewed")
 			}
 			if l.Expired() || l.Token().Fence != fence {
-				t.Errorf("after three terms: expired %v, fence %d (was %d)", l.Expired(), l.Token().Fence, fence)
+				t.Errorf("after three renewals: expired %v, fence %d (was %d)", l.Expired(), l.Token().Fence, fence)
 			}
 			st, err := coord.Status(ctx, "job")
 			if err != nil || !st.Held || st.Holder != "agent-a" || st.Fence != fence {

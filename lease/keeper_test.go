@@ -89,10 +89,9 @@ func TestRenewBatchAnswersEachLease(t *testing.T) {
 func TestHoldLosingOneLeaseCancelsOnlyItsHold(t *testing.T) {
 	forEachStore(t, func(t *testing.T, store sqlstore.Store) {
 		ctx := context.Background()
-		// Long enough that the kept lease's renewals (each batch bounded by
-		// a third of the term) get through on a loaded machine.
-		const ttl = time.Second
-		coord := NewCoordinator(store, &CoordinatorOptions{TTL: ttl})
+		// A wide margin, so that the kept lease's renewals (each batch
+		// bounded by a third of the term) get through on a loaded machine.
+		coord := NewCoordinator(store, &CoordinatorOptions{TTL: 4 * time.Second})
 		a := newClient(t, "agent-a", ClientOptions{})
 		b := newClient(t, "agent-b", ClientOptions{TTL: time.Minute})
 
@@ -117,10 +116,8 @@ func TestHoldLosingOneLeaseCancelsOnlyItsHold(t *testing.T) {
 			keptErr = Hold(ctx, a, coord, "kept", func(ctx context.Context, l *Lease) error {
 				ready.Done()
 				first := l.Grant().RequestID
-				select {
-				case <-ctx.Done():
-					return context.Cause(ctx)
-				case <-time.After(4 * ttl):
+				if err := renewed(ctx, l, 3); err != nil {
+					return err
 				}
 				if l.Grant().RequestID == first || l.Expired() {
 					t.Errorf("the kept lease: renewed %v, expired %v", l.Grant().RequestID != first, l.Expired())
@@ -200,25 +197,19 @@ func (e flakyExecutor) LeaseRenewBatch(ctx context.Context, p *sqlstore.LeaseRen
 func TestHoldRetriesAFailedBatch(t *testing.T) {
 	forEachStore(t, func(t *testing.T, inner sqlstore.Store) {
 		ctx := context.Background()
-		// 2 s: the two failed batches and their retries fit in a term even
+		// 4 s: the two failed batches and their retries fit in a term even
 		// when the whole suite loads the machine (CI lost all three leases
 		// of two pgx modes at once with 1 s).
-		const ttl = 2 * time.Second
 		store := &flakyRenewals{Store: inner}
 		store.failures.Store(2)
-		coord := NewCoordinator(store, &CoordinatorOptions{TTL: ttl})
+		coord := NewCoordinator(store, &CoordinatorOptions{TTL: 4 * time.Second})
 		c := newClient(t, "agent-a", ClientOptions{})
 		var wg sync.WaitGroup
 		errs := make([]error, 3)
 		for i := range errs {
 			wg.Go(func() {
 				errs[i] = Hold(ctx, c, coord, fmt.Sprintf("job-%d", i), func(ctx context.Context, l *Lease) error {
-					select {
-					case <-ctx.Done():
-						return context.Cause(ctx)
-					case <-time.After(3 * ttl):
-						return nil
-					}
+					return renewed(ctx, l, 2) // past the failed batches
 				})
 			})
 		}
@@ -260,12 +251,17 @@ func (c *errorCounter) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.Tra
 func TestHoldSurvivesACutConnection(t *testing.T) {
 	ctx := context.Background()
 	counter := &errorCounter{}
+	// A name of this run's own: another run on the server keeps its
+	// connections.
+	app := "fencegate-keeper-cut-" + newRequestID()
 	store := pgxStore(t, func(cfg *pgxpool.Config) {
 		cfg.ConnConfig.Tracer = counter
-		cfg.ConnConfig.RuntimeParams["application_name"] = "fencegate-keeper-cut"
+		cfg.ConnConfig.RuntimeParams["application_name"] = app
 		cfg.MaxConns = 1 // every batch runs on the connection that is cut
 	})
-	const ttl = time.Second
+	// A wide margin, so that the retry on a new connection gets through
+	// before the deadlines on a loaded machine.
+	const ttl = 3 * time.Second
 	const leases = 40
 	coord := NewCoordinator(store, &CoordinatorOptions{TTL: ttl})
 	c := newClient(t, "agent-a", ClientOptions{})
@@ -290,7 +286,7 @@ func TestHoldSurvivesACutConnection(t *testing.T) {
 	}
 	ready.Wait()
 	if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-		WHERE application_name = 'fencegate-keeper-cut'`); err != nil {
+		WHERE application_name = $1`, app); err != nil {
 		t.Fatal(err)
 	}
 	// The next batch meets the cut. One timer for the whole wait, far past

@@ -27,7 +27,7 @@ func TestReleaseQueuedBehindAnAcquisitionStillReleases(t *testing.T) {
 	coord := NewCoordinator(d, nil)
 	// A term long enough that the release surely reaches the row while the
 	// lease is live, on a loaded machine too.
-	a := newClient(t, "agent-a", ClientOptions{TTL: time.Second})
+	a := newClient(t, "agent-a", ClientOptions{TTL: 3 * time.Second})
 	l := acquire(t, a, coord, "r")
 
 	// A concurrent acquisition's transaction, between its locking read and

@@ -69,7 +69,7 @@ func TestRenewBatchAnswersADuplicateLeaseOnce(t *testing.T) {
 	forEachStore(t, func(t *testing.T, store sqlstore.Store) {
 		ctx := context.Background()
 		coord := NewCoordinator(store, nil)
-		a := newClient(t, "agent-a", ClientOptions{TTL: time.Second})
+		a := newClient(t, "agent-a", ClientOptions{TTL: 30 * time.Second}) // live until the batch, on a loaded machine too
 		l := acquire(t, a, coord, "r")
 		other := acquire(t, a, coord, "s")
 		renewal := func(l *Lease, ttl time.Duration) *RenewRequest {

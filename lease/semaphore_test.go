@@ -41,7 +41,9 @@ func testSemaphore[TTx any](t *testing.T, h harness[TTx]) {
 	for i := range workers {
 		store, closeStore := h.Reopen(t)
 		t.Cleanup(closeStore)
-		coord := NewCoordinator(store, &CoordinatorOptions{TTL: time.Second, WaiterTTL: 600 * time.Millisecond})
+		// A term with a wide margin: each worker writes before its permit
+		// runs out, on a loaded machine too.
+		coord := NewCoordinator(store, &CoordinatorOptions{TTL: 4 * time.Second, WaiterTTL: 600 * time.Millisecond})
 		c := newClient(t, fmt.Sprintf("worker-%d", i), ClientOptions{ClockSkew: 300 * time.Millisecond})
 		s, err := NewSemaphore(coord, c, "pool", permits)
 		if err != nil {

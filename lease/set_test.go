@@ -346,15 +346,18 @@ func serializationFailure(err error) bool {
 func TestHoldSetAndWait(t *testing.T) {
 	forEachStore(t, func(t *testing.T, store sqlstore.Store) {
 		ctx := context.Background()
-		coord := NewCoordinator(store, &CoordinatorOptions{TTL: 500 * time.Millisecond, WaiterTTL: 300 * time.Millisecond})
+		// A term with a wide margin: the keeper renews when two thirds
+		// remain, so only a stall of over 2.6 s could lose it (a 500 ms term
+		// was lost under load, and b granted m/q).
+		coord := NewCoordinator(store, &CoordinatorOptions{TTL: 4 * time.Second, WaiterTTL: 300 * time.Millisecond})
 		a, b := newClient(t, "a", ClientOptions{}), newClient(t, "b", ClientOptions{})
 		members := []string{"m1", path(t, "m/")}
-		held := make(chan struct{})
+		held := make(chan *Lease)
 		release := make(chan struct{})
 		done := make(chan error, 1)
 		go func() {
 			done <- HoldSet(ctx, a, coord, members, func(ctx context.Context, l *Lease) error {
-				close(held)
+				held <- l
 				<-release
 				if !l.Token().IsSet() {
 					return errors.New("Hold's lease is not the set's")
@@ -362,12 +365,13 @@ func TestHoldSetAndWait(t *testing.T) {
 				return nil
 			})
 		}()
+		var la *Lease
 		select {
-		case <-held:
+		case la = <-held:
 		case err := <-done:
 			t.Fatalf("HoldSet without running fn: %v", err)
 		}
-		// Kept across several terms while b waits.
+		// Kept across two renewals while b waits.
 		got := make(chan *Lease, 1)
 		go func() {
 			l, err := coord.AcquireWaitSet(ctx, b, []string{path(t, "m/q"), "m2"})
@@ -376,10 +380,12 @@ func TestHoldSetAndWait(t *testing.T) {
 			}
 			got <- l
 		}()
-		time.Sleep(1200 * time.Millisecond) // past two terms: only the keeper's renewals keep it
+		if err := renewed(ctx, la, 2); err != nil {
+			t.Fatalf("a's lease: %v", err)
+		}
 		select {
-		case <-got:
-			t.Fatal("b was granted m/q while a holds m/")
+		case l := <-got:
+			t.Fatalf("b was granted m/q while a holds m/: %v", l)
 		default:
 		}
 		close(release)
