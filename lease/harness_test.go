@@ -41,12 +41,13 @@ type harness[TTx any] = dbtest.Harness[TTx]
 
 // forEachDriver runs a test written once over TTx on every driver, in
 // parallel subtests, and on every profile (dbtest.Profiles):
-// forEachDriver(t, body[*sql.Tx], body[pgx.Tx]).
+// forEachDriver(t, body[*sql.Tx], body[pgx.Tx]). The test itself runs in
+// parallel with the others that use it (or forEachStore): each has
+// databases of its own, and none touches the package's state.
 func forEachDriver(t *testing.T, sqlBody func(*testing.T, harness[*sql.Tx]), pgxBody func(*testing.T, harness[pgx.Tx])) {
 	t.Helper()
-	dbtest.ForEachWithProfiles(t,
-		func(t *testing.T, h harness[*sql.Tx]) { t.Parallel(); sqlBody(t, h) },
-		func(t *testing.T, h harness[pgx.Tx]) { t.Parallel(); pgxBody(t, h) })
+	t.Parallel()
+	dbtest.ForEachWithProfilesParallel(t, sqlBody, pgxBody)
 }
 
 // newClient returns a client for holder on the system clock.

@@ -26,7 +26,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	"github.com/jackc/pgx/v5/stdlib" // also registers the "pgx" database/sql driver
 
 	"github.com/fencegate/fencegate/internal/leftover"
 	"github.com/fencegate/fencegate/sqlstore"
@@ -223,15 +223,31 @@ func SQLite(t testing.TB) *sqlite.Driver {
 	return d
 }
 
-// migrateMu keeps this process's tests from queueing on goose's Postgres
-// migration lock, which a waiter polls only once a second.
-var migrateMu sync.Mutex
-
+// migrate applies s's migrations to its database, which is this test's
+// own, so without the driver's migration lock: Postgres's is one advisory
+// lock per database and MySQL's one GET_LOCK per server, which every test
+// on the server (in every package's process of a go test run, and every
+// other run beside it) would otherwise queue on, polled once a second.
 func migrate(t testing.TB, s sqlstore.Store) {
 	t.Helper()
-	migrateMu.Lock()
-	defer migrateMu.Unlock()
-	if err := s.Migrate(context.Background()); err != nil {
+	ctx := context.Background()
+	ms, ok := s.(interface{ Migrations() sqlstore.Migrations })
+	if !ok {
+		t.Fatalf("dbtest: %T does not say its migrations", s)
+	}
+	m := ms.Migrations()
+	m.Locker = nil
+	var db *sql.DB
+	switch d := s.(type) {
+	case interface{ DB() *sql.DB }:
+		db = d.DB()
+	case interface{ Pool() *pgxpool.Pool }:
+		db = stdlib.OpenDBFromPool(d.Pool()) // closing it leaves the pool open
+		defer db.Close()
+	default:
+		t.Fatalf("dbtest: %T has no *sql.DB to migrate through", s)
+	}
+	if err := sqlstore.MigrateUp(ctx, db, m); err != nil {
 		t.Fatalf("dbtest: migrate: %v", err)
 	}
 }

@@ -103,22 +103,33 @@ type Row interface{ Scan(dest ...any) error }
 // drivers of its transaction type.
 func ForEach(t *testing.T, sqlBody func(*testing.T, Harness[*sql.Tx]), pgxBody func(*testing.T, Harness[pgx.Tx])) {
 	t.Helper()
-	forEach(t, Drivers(), sqlBody, pgxBody)
+	forEach(t, Drivers(), false, sqlBody, pgxBody)
 }
 
 // ForEachWithProfiles is ForEach over Drivers and Profiles.
 func ForEachWithProfiles(t *testing.T, sqlBody func(*testing.T, Harness[*sql.Tx]), pgxBody func(*testing.T, Harness[pgx.Tx])) {
 	t.Helper()
-	forEach(t, append(Drivers(), Profiles()...), sqlBody, pgxBody)
+	forEach(t, append(Drivers(), Profiles()...), false, sqlBody, pgxBody)
 }
 
-func forEach(t *testing.T, drivers []Driver, sqlBody func(*testing.T, Harness[*sql.Tx]), pgxBody func(*testing.T, Harness[pgx.Tx])) {
+// ForEachWithProfilesParallel is ForEachWithProfiles in parallel subtests:
+// each makes and migrates its database after t.Parallel, so that one
+// test's databases are set up together.
+func ForEachWithProfilesParallel(t *testing.T, sqlBody func(*testing.T, Harness[*sql.Tx]), pgxBody func(*testing.T, Harness[pgx.Tx])) {
+	t.Helper()
+	forEach(t, append(Drivers(), Profiles()...), true, sqlBody, pgxBody)
+}
+
+func forEach(t *testing.T, drivers []Driver, parallel bool, sqlBody func(*testing.T, Harness[*sql.Tx]), pgxBody func(*testing.T, Harness[pgx.Tx])) {
 	t.Helper()
 	for _, d := range drivers {
 		if (d.SQL == nil || sqlBody == nil) && (d.Pgx == nil || pgxBody == nil) {
 			continue
 		}
 		t.Run(d.Name, func(t *testing.T) {
+			if parallel {
+				t.Parallel()
+			}
 			if d.SQL != nil {
 				sqlBody(t, d.SQL(t, d.DSN(t)))
 			} else {
