@@ -27,18 +27,23 @@ var sqlitePragmas = []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchr
 // NewConnector checks it, and returns a driver that owns the connection
 // (Close releases it). Open does not migrate; call Migrate. Malformed input
 // returns an error matching sqlstore.ErrInvalidDSN; settings that break
-// fencegate's guarantee, one matching sqlstore.ErrUnsafeSettings.
+// fencegate's guarantee, one matching sqlstore.ErrUnsafeSettings. A file
+// that cannot be opened returns an error that says why: ErrNoDirectory,
+// ErrNotAFile or ErrReadOnly.
 func Open(ctx context.Context, dsn string) (*Driver, error) {
 	conn, err := NewConnector(dsn)
 	if err != nil {
 		return nil, err
 	}
-	db := sql.OpenDB(conn)
-	if err := ping(ctx, db); err != nil {
-		db.Close()
+	d, err := openWith(ctx, conn)
+	if err != nil {
+		sqliteDSN, _ := DSN(dsn) // NewConnector checked it
+		if why := whyUnopenable(filePath(sqliteDSN), writable); why != nil {
+			err = fmt.Errorf("%w (%w)", why, err)
+		}
 		return nil, fmt.Errorf("fencegate: open sqlite %s: %w", dsn, err)
 	}
-	return &Driver{sqlexec.NewDriver(db, dialect, db.Close)}, nil
+	return d, nil
 }
 
 // openBusyFor bounds ping's retries: the busy timeout of sqlitePragmas.

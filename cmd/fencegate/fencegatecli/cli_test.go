@@ -484,3 +484,31 @@ func TestKeywordValueDSN(t *testing.T) {
 		}
 	}
 }
+
+// TestSQLiteOpenErrors: a SQLite file the command cannot open gets an error
+// that says why, exit 1; status reads a database in a directory nobody can
+// write (a read-only mount, root included) read-only, and says so, where
+// claim fails.
+func TestSQLiteOpenErrors(t *testing.T) {
+	dir := t.TempDir()
+	for path, says := range map[string]string{
+		filepath.Join(dir, "nosuch", "fg.db"): "directory does not exist: " + filepath.Join(dir, "nosuch"),
+		dir:                                   dir + " is a directory",
+	} {
+		r := fg(t, map[string]string{envDSN: path}, "status").want(t, exitError)
+		contains(t, "status on "+path, r.stderr, says)
+	}
+
+	var env map[string]string
+	ro := dbtest.ReadOnlyDir(t, func(dir string) {
+		env = map[string]string{envDSN: filepath.Join(dir, "fg.db")}
+		fg(t, env, "claim", "--lock", "l", "--holder", "a", "--ttl", "1h").want(t, exitOK)
+	})
+	r := fg(t, env, "status").want(t, exitOK)
+	contains(t, "status in a read-only directory", r.stderr, "cannot be written", "opened it read-only")
+	contains(t, "status in a read-only directory", r.stdout, "l ", "held", "a ")
+	r = fg(t, env, "status", "--json").want(t, exitOK)
+	contains(t, "status --json in a read-only directory", r.stdout, `"lock": "l"`)
+	r = fg(t, env, "claim", "--lock", "m").want(t, exitError)
+	contains(t, "claim in a read-only directory", r.stderr, ro+"/fg.db: read-only file system")
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/fencegate/fencegate/cmd/fencegate/internal/ops"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/sqlstore"
+	"github.com/fencegate/fencegate/sqlstore/sqlite"
 	"github.com/fencegate/fencegate/sqlstore/sqlopen"
 )
 
@@ -471,6 +472,25 @@ func (c *cli) database(ctx context.Context, migrate bool) (*ops.Backend, error) 
 	if err != nil {
 		return nil, err
 	}
+	c.db = b
+	return b, nil
+}
+
+// readDatabase opens the database for a command that only reads, as
+// database does, but for a SQLite file that cannot be written
+// (sqlite.ErrReadOnly): that one it opens read-only, and says so.
+func (c *cli) readDatabase(ctx context.Context, cmd *command) (*ops.Backend, error) {
+	b, err := c.database(ctx, true)
+	if !errors.Is(err, sqlite.ErrReadOnly) {
+		return b, err
+	}
+	dsn, _ := c.resolveDSN() // database resolved it
+	mp, tp := c.tel.providers()
+	b, roErr := ops.OpenReadOnly(ctx, dsn, mp, tp)
+	if roErr != nil {
+		return nil, errors.Join(err, roErr)
+	}
+	c.logf(cmd, "%s; opened it read-only", err)
 	c.db = b
 	return b, nil
 }

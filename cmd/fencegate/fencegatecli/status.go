@@ -29,7 +29,9 @@ as "warnings".
 
 Lease states: held (live), expired, released, and none (a floor without a
 lease: fences from another coordinator). Like 'check', this is a snapshot:
-it can be stale by the time you read it.`,
+it can be stale by the time you read it. A SQLite database that cannot be
+written (a read-only directory or mount) is read read-only, and status says
+so; without its -wal file there, SQLite reads the file as it is (immutable).`,
 		db: true,
 	}
 	fs := cmd.flagSet()
@@ -45,7 +47,7 @@ it can be stale by the time you read it.`,
 		if *refusals < 0 {
 			return usagef("--refusals must not be negative, got %d", *refusals)
 		}
-		b, err := c.database(ctx, true)
+		b, err := c.readDatabase(ctx, cmd)
 		if err != nil {
 			return err
 		}

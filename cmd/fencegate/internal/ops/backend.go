@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/sqlstore/sqlite"
 	"github.com/fencegate/fencegate/sqlstore/sqlopen"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -53,12 +54,29 @@ func Open(ctx context.Context, dsn string, migrate bool, mp metric.MeterProvider
 			return nil, err
 		}
 	}
+	return newBackend(d, dsn, mp, tp), nil
+}
+
+// OpenReadOnly opens the SQLite file dsn names for reading only
+// (sqlite.OpenReadOnly), for a command that only reads when Open failed
+// with sqlite.ErrReadOnly. It does not migrate.
+func OpenReadOnly(ctx context.Context, dsn string, mp metric.MeterProvider, tp trace.TracerProvider) (*Backend, error) {
+	ctx, cancel := context.WithTimeout(ctx, OpenTimeout)
+	defer cancel()
+	d, err := sqlite.OpenReadOnly(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	return newBackend(d, dsn, mp, tp), nil
+}
+
+func newBackend(d sqlopen.Driver, dsn string, mp metric.MeterProvider, tp trace.TracerProvider) *Backend {
 	return &Backend{
 		Driver: d,
 		DSN:    dsn,
 		Coord:  lease.NewCoordinator(d, &lease.CoordinatorOptions{MeterProvider: mp, TracerProvider: tp}),
 		Gate:   gate.New(d, &gate.Options{VerifyIssued: true, MeterProvider: mp, TracerProvider: tp}),
-	}, nil
+	}
 }
 
 // Close stops the coordinator's background work (Coordinator.Close), then
