@@ -55,23 +55,34 @@ var (
 // it under FENCEGATE_REQUIRE_POSTGRES=true) when there is none.
 func PostgresURL(t testing.TB) string {
 	t.Helper()
+	base, err := serverURL()
+	if err != nil {
+		t.Fatalf("dbtest: starting Postgres: %v", err)
+	}
+	if base == "" {
+		if os.Getenv(EnvRequirePostgres) == "true" {
+			t.Fatal(noPostgres("TESTS") + "    and " + EnvRequirePostgres + "=true makes that a failure")
+		}
+		t.Skip(noPostgres("TESTS"))
+	}
+	return base
+}
+
+// serverURL returns the environment's Postgres server URL, from
+// FENCEGATE_TEST_DATABASE_URL or Fallback; "" when there is none.
+func serverURL() (string, error) {
 	baseOnce.Do(func() {
 		baseURL = os.Getenv(EnvDatabaseURL)
 		if baseURL == "" && Fallback != nil {
 			baseURL, baseErr = Fallback()
 		}
 	})
-	if baseErr != nil {
-		t.Fatalf("dbtest: starting Postgres: %v", baseErr)
-	}
-	if baseURL == "" {
-		msg := fmt.Sprintf("\n*** POSTGRES TESTS SKIPPED: set %s (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable) or run Docker ***\n", EnvDatabaseURL)
-		if os.Getenv(EnvRequirePostgres) == "true" {
-			t.Fatal(msg + "    and " + EnvRequirePostgres + "=true makes that a failure")
-		}
-		t.Skip(msg)
-	}
-	return baseURL
+	return baseURL, baseErr
+}
+
+// noPostgres is the loud message for what does not run without Postgres.
+func noPostgres(what string) string {
+	return fmt.Sprintf("\n*** POSTGRES %s SKIPPED: set %s (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable) or run Docker ***\n", what, EnvDatabaseURL)
 }
 
 // PostgresSchemaURL creates an empty schema for t, dropped when t ends, and
@@ -108,8 +119,9 @@ func CreateSchema(t testing.TB, base, schema string, drop bool) string {
 			}
 		})
 	}
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("dbtest: create schema: %v", err)
+	u, err := newSchema(ctx, conn, base, schema)
+	if err != nil {
+		t.Fatalf("dbtest: %v", err)
 	}
 	if drop {
 		t.Cleanup(func() {
@@ -125,14 +137,23 @@ func CreateSchema(t testing.TB, base, schema string, drop bool) string {
 			}
 		})
 	}
+	return u
+}
+
+// newSchema creates schema through conn, a connection to the server at
+// base, and returns a URL whose connections use it (search_path).
+func newSchema(ctx context.Context, conn *pgx.Conn, base, schema string) (string, error) {
 	u, err := url.Parse(base)
 	if err != nil {
-		t.Fatalf("dbtest: parse %s: %v", base, err)
+		return "", fmt.Errorf("parse %s: %w", base, err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		return "", fmt.Errorf("create schema: %w", err)
 	}
 	q := u.Query()
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
-	return u.String()
+	return u.String(), nil
 }
 
 // sweeps holds a *sync.Once per server and prefix swept by this process.

@@ -4,16 +4,18 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"log"
 	"os"
 
 	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore/pgsql"
 )
 
 // Postgres through database/sql: Open makes a pgx pool and a *sql.DB on
-// it, Close releases both, and the transactions are *sql.Tx. (Not run: it
-// needs a server.)
+// it, Close releases both, and the transactions are *sql.Tx. A token the
+// coordinator never issued commits nothing.
 func ExampleOpen() {
 	ctx := context.Background()
 	d, err := pgsql.Open(ctx, os.Getenv("DATABASE_URL")) // postgres://user@host:5432/app
@@ -25,15 +27,25 @@ func ExampleOpen() {
 		log.Fatal(err)
 	}
 	g := gate.New(d, &gate.Options{VerifyIssued: true})
-
-	token := gate.Token{Resource: "invoice-42", Holder: "worker-a", Fence: 7} // from the lease
-	err = g.Do(ctx, token, func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `UPDATE invoices SET state = 'sent' WHERE id = $1`, 42)
-		return err
-	})
-	if errors.Is(err, gate.ErrStaleFence) {
-		log.Printf("superseded: %v", err) // logged and recorded; nothing was written
-	} else if err != nil {
+	client, err := lease.NewClient(&lease.ClientOptions{Holder: "worker-a"})
+	if err != nil {
 		log.Fatal(err)
 	}
+	l, err := lease.NewCoordinator(d, nil).AcquireWait(ctx, client, "invoice-42")
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	send := func(token gate.Token) error {
+		return g.Do(ctx, token, func(ctx context.Context, tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `UPDATE invoices SET state = 'sent' WHERE id = $1`, 42)
+			return err
+		})
+	}
+	fmt.Println("with the lease's token:", send(l.Token()))
+	forged := gate.Token{Resource: "invoice-42", Holder: "mallory", Fence: 99}
+	fmt.Println("forged token refused:", errors.Is(send(forged), gate.ErrStaleFence)) // logged and recorded
+	// Output:
+	// with the lease's token: <nil>
+	// forged token refused: true
 }
