@@ -473,8 +473,8 @@ func TestAcquireWaitReleaseWakesOnlyTheFirst(t *testing.T) {
 // another coordinator: no announcement and no wake-up reach the waiter, and
 // its fallback timer (a fake one the test fires) still hands the lock over.
 func TestAcquireWaitLostNotification(t *testing.T) {
-	// An application name of each subtest's own: they run at once.
-	withApp := func(url string) string { return url + "&application_name=fgwait_" + newRequestID()[:12] }
+	app := "fgwait_" + newRequestID()[:12]
+	withApp := func(url string) string { return url + "&application_name=" + app }
 	// Announcements are Postgres's; elsewhere every hand-over between
 	// coordinators is the fallback's (TestAcquireWaitKeepsArrivalOrder).
 	forWaitStores(t, []string{"postgres-sql", "pgx-cache-statement"}, withApp, func(t *testing.T, store sqlstore.Store, query queryFunc) {
@@ -489,12 +489,8 @@ func TestAcquireWaitLostNotification(t *testing.T) {
 		done := startWait(t, ctx, coord, newClient(t, "waiter", ClientOptions{}), r)
 		sleepingOn := rec.settle(t, store)
 
-		// The listening connection is the one of this subtest's application
+		// The listening connection is the one of this test's application
 		// still at its LISTEN; pg_terminate_backend waits until it is gone.
-		var app string
-		if err := query(ctx, `SELECT current_setting('application_name')`).Scan(&app); err != nil {
-			t.Fatal(err)
-		}
 		var cut int
 		err := query(ctx, `
 SELECT count(*) FROM pg_stat_activity
