@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/sqlstore/pgsql"
 	"github.com/fencegate/fencegate/sqlstore/pgxv5"
@@ -35,8 +36,8 @@ const (
 )
 
 // Token returns the token guarding row key.
-func Token(key int) gate.Token {
-	return gate.Token{Resource: fmt.Sprintf("item/%d", key), Holder: Holder, Fence: Fence}
+func Token(key int) fence.Token {
+	return fence.Token{Resource: fmt.Sprintf("item/%d", key), Holder: Holder, Fence: Fence}
 }
 
 // PG is one migrated Postgres schema of its own, dropped by Close, with the
@@ -254,6 +255,6 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func gateToken(resource, holder string, fence int64) gate.Token {
-	return gate.Token{Resource: resource, Holder: holder, Fence: fence}
+func gateToken(resource, holder string, n int64) fence.Token {
+	return fence.Token{Resource: resource, Holder: holder, Fence: n}
 }

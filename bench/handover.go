@@ -16,6 +16,7 @@ import (
 
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/gate/pgxgate"
+	"github.com/fencegate/fencegate/handover"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore/pgxv5"
 )
@@ -59,7 +60,7 @@ func Handover(ctx context.Context, cfg Config, pg *PG, r *Report) error {
 	for _, n := range []int{1, 16, 64} {
 		for _, v := range lockVariants {
 			prog(cfg, fmt.Sprintf("7: %s, %d workers", v, n))
-			lat, after, others, err := handover(ctx, cfg, pg, v, n)
+			lat, after, others, err := handOverTurns(ctx, cfg, pg, v, n)
 			if err != nil {
 				return fmt.Errorf("%s, %d workers: %w", v, n, err)
 			}
@@ -88,10 +89,10 @@ func Handover(ctx context.Context, cfg Config, pg *PG, r *Report) error {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
 
-// handover runs one variant with n workers for cfg.Duration and returns the
+// handOverTurns runs one variant with n workers for cfg.Duration and returns the
 // hand-over latencies from the release's sending and from its return, and
 // how many of them went to another worker.
-func handover(ctx context.Context, cfg Config, pg *PG, variant string, n int) (lat, after []time.Duration, others int, err error) {
+func handOverTurns(ctx context.Context, cfg Config, pg *PG, variant string, n int) (lat, after []time.Duration, others int, err error) {
 	var (
 		mu          sync.Mutex
 		lastRelease time.Time
@@ -218,7 +219,7 @@ func runLockWorkers(ctx context.Context, pg *PG, variant string, n int, d time.D
 					b.Queue(updateItem, key)
 				}
 				h.releasing(w)
-				_, err := pgxgate.CommitBatchHandOver(ctx, g, pool, coord, l, b)
+				_, err := handover.CommitBatch(ctx, g, pool, coord, l, b)
 				if err != nil && ctx.Err() != nil {
 					// The run ended mid-commit: release what may be left.
 					rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)

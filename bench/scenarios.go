@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/fence"
 )
 
 // Config sizes a run.
@@ -531,7 +531,7 @@ SELECT 'bulk/' || (g % 1000), 1, 'old', 2, 'new' FROM generate_series(1, $1::int
 	return nil
 }
 
-func pickResource(n int) gate.Token {
+func pickResource(n int) fence.Token {
 	k := rand.IntN(n) + 1
 	if k <= Keys {
 		return Token(k)

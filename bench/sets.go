@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore"
 )
@@ -30,11 +30,11 @@ func setNames(prefix string, key, k int) []string {
 }
 
 // setToken is the token over row key's k floors, at the floor's fence.
-func setToken(key, k int) gate.Token {
+func setToken(key, k int) fence.Token {
 	if k == 1 {
 		return Token(key)
 	}
-	t, err := gate.NewSetToken(setNames("item", key, k), Holder, Fence)
+	t, err := fence.NewSetToken(setNames("item", key, k), Holder, Fence)
 	if err != nil {
 		panic(err)
 	}
@@ -61,7 +61,7 @@ func Sets(ctx context.Context, cfg Config, r *Report) error {
 		name  string
 		store sqlstore.Store
 		plain Op
-		admit func(context.Context, gate.Token) error
+		admit func(context.Context, fence.Token) error
 		write func(k int) Op
 	}{
 		{"postgres", pg.Pgx, pg.PgPlainTx, pg.GatePgx.Admit, func(k int) Op {

@@ -9,7 +9,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/fence"
 )
 
 // The bounds of a fence's parts: fence = epoch<<RevisionBits | revision.
@@ -48,7 +48,7 @@ func Fence(epoch, revision int64) (int64, error) {
 // Admitter is what a Locker needs from the gate: *gate.Gate[TTx] of any
 // transaction type is one.
 type Admitter interface {
-	Admit(ctx context.Context, token gate.Token) error
+	Admit(ctx context.Context, token fence.Token) error
 }
 
 // Options configure a Locker. A nil *Options means all defaults.
@@ -112,9 +112,9 @@ func New(session *concurrency.Session, g Admitter, opts *Options) (*Locker, erro
 // refuses the token or cannot be reached), the lock is released (bounded by
 // Options.CleanupTimeout) and the error returned: a *gate.StaleFenceError
 // when a later grant of the resource was admitted first. Errors of bad names
-// match gate.ErrInvalidInput, and nothing is locked.
+// match fence.ErrInvalidInput, and nothing is locked.
 func (l *Locker) Lock(ctx context.Context, resource, holder string) (*Lock, error) {
-	if _, err := gate.NewToken(resource, holder, 1); err != nil {
+	if _, err := fence.NewToken(resource, holder, 1); err != nil {
 		return nil, err
 	}
 	m := concurrency.NewMutex(l.session, l.opts.Prefix+resource)
@@ -136,27 +136,27 @@ func (l *Locker) Lock(ctx context.Context, resource, holder string) (*Lock, erro
 }
 
 // admit composes the granted lock's token and admits it.
-func (l *Locker) admit(ctx context.Context, m *concurrency.Mutex, resource, holder string) (gate.Token, error) {
+func (l *Locker) admit(ctx context.Context, m *concurrency.Mutex, resource, holder string) (fence.Token, error) {
 	if id := m.Header().GetClusterId(); l.opts.ClusterID != 0 && id != l.opts.ClusterID {
-		return gate.Token{}, fmt.Errorf("%w: got %x, want %x", ErrWrongCluster, id, l.opts.ClusterID)
+		return fence.Token{}, fmt.Errorf("%w: got %x, want %x", ErrWrongCluster, id, l.opts.ClusterID)
 	}
-	fence, err := Fence(l.opts.Epoch, createRevision(m))
+	n, err := Fence(l.opts.Epoch, createRevision(m))
 	if err != nil {
-		return gate.Token{}, err
+		return fence.Token{}, err
 	}
-	token, err := gate.NewToken(resource, holder, fence)
+	token, err := fence.NewToken(resource, holder, n)
 	if err != nil {
-		return gate.Token{}, err
+		return fence.Token{}, err
 	}
 	select {
 	case <-l.session.Done():
 		// The lease may be gone and a successor granted; admitting now
 		// would be harmless, but the holder would hold nothing.
-		return gate.Token{}, fmt.Errorf("etcdfence: lock %s: %w", resource, concurrency.ErrSessionExpired)
+		return fence.Token{}, fmt.Errorf("etcdfence: lock %s: %w", resource, concurrency.ErrSessionExpired)
 	default:
 	}
 	if err := l.gate.Admit(ctx, token); err != nil {
-		return gate.Token{}, err
+		return fence.Token{}, err
 	}
 	return token, nil
 }
@@ -176,12 +176,12 @@ func createRevision(m *concurrency.Mutex) int64 {
 type Lock struct {
 	mutex   *concurrency.Mutex
 	session *concurrency.Session
-	token   gate.Token
+	token   fence.Token
 }
 
 // Token is the lock's fencegate token, already admitted: pass it to
 // gate.Commit (or Do, or pgxgate.CommitBatch) with every write.
-func (l *Lock) Token() gate.Token { return l.token }
+func (l *Lock) Token() fence.Token { return l.token }
 
 // Key is the lock's etcd key.
 func (l *Lock) Key() string { return l.mutex.Key() }

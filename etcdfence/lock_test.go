@@ -12,6 +12,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/fencegate/fencegate/etcdfence"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/sqlstore/sqlite"
 )
@@ -86,7 +87,7 @@ func TestNewChecks(t *testing.T) {
 		t.Fatal("nil session accepted")
 	}
 	l := newLocker(t, s, g, nil)
-	if _, err := l.Lock(t.Context(), "", "a"); !errors.Is(err, gate.ErrInvalidInput) {
+	if _, err := l.Lock(t.Context(), "", "a"); !errors.Is(err, fence.ErrInvalidInput) {
 		t.Fatalf("empty resource: %v", err)
 	}
 	if resp, err := c.Get(t.Context(), "/fencegate/lock/", clientv3.WithPrefix()); err != nil || len(resp.Kvs) != 0 {

@@ -15,6 +15,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/fencegate/fencegate/etcdfence"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 )
 
@@ -130,7 +131,7 @@ func iterate(ctx context.Context, c *clientv3.Client, g *gate.Gate[*sql.Tx], db 
 		return 0, 0, 0, err
 	}
 	defer s.Close()
-	var token gate.Token
+	var token fence.Token
 	var key string
 	var createRev int64
 	if mode == "adapter" {
@@ -158,7 +159,7 @@ func iterate(ctx context.Context, c *clientv3.Client, g *gate.Gate[*sql.Tx], db 
 			return 0, 0, 0, fmt.Errorf("own key: %v %v", resp, err)
 		}
 		key, createRev = m.Key(), resp.Kvs[0].CreateRevision
-		token = gate.Token{Resource: resource, Holder: holder, Fence: createRev}
+		token = fence.Token{Resource: resource, Holder: holder, Fence: createRev}
 	}
 
 	var n int64

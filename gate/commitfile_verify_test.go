@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/sqlstore"
@@ -33,7 +34,7 @@ func testCommitFileVerifiesTheFileMember[TTx any](t *testing.T, dh dbtest.Harnes
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, forged := range []gate.Token{
+	for _, forged := range []fence.Token{
 		{Resource: f, Holder: "a", Fence: 1000},
 		mustSet(t, "a", 1000, f, mustPath(t, "other.txt")),
 	} {
@@ -44,7 +45,7 @@ func testCommitFileVerifiesTheFileMember[TTx any](t *testing.T, dh dbtest.Harnes
 	if n := h.count(t, `SELECT count(*) FROM items`); n != 0 {
 		t.Fatalf("%d forged writes committed", n)
 	}
-	if err := h.writeFile(ctx, 2, gate.Token{Resource: f, Holder: "a", Fence: 3}, f); err != nil {
+	if err := h.writeFile(ctx, 2, fence.Token{Resource: f, Holder: "a", Fence: 3}, f); err != nil {
 		t.Fatalf("the issued fence: %v", err)
 	}
 }

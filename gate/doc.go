@@ -62,7 +62,7 @@
 // A lock service outside the database plugs in when its fence is strictly
 // greater for every later grant of a resource (equal only for the same
 // grant, renewed), and durable: never handed out again after a restart or a
-// failover of the service. Build the token with NewToken, leave VerifyIssued
+// failover of the service. Build the token with fence.NewToken, leave VerifyIssued
 // off, and keep one rule:
 //
 // Admit the token at acquisition, before reading anything the write depends
@@ -102,18 +102,18 @@
 // # Sets of resources
 //
 // A claim may name several resources at once (lease.Client.BeginAcquireSet,
-// or NewSetToken for fences from outside), granted together under one
-// fence. Its token names them all (Token.Members; text form fg2:...), and
+// or fence.NewSetToken for fences from outside), granted together under one
+// fence. Its token names them all (fence.Token.Members; text form fg2:...), and
 // Commit, Do, Admit, CommitFile and the pgxgate calls judge every member in
 // the write's transaction, in sorted order, raising and holding each
 // member's floor: the write is refused if any member is stale, and each
 // stale member is logged with both holders. A set holds at most
-// MaxSetMembers names, no name twice, and no path together with a
+// fence.MaxSetMembers names, no name twice, and no path together with a
 // directory above it.
 //
 // # Paths
 //
-// A resource can name a path under a root the caller chose (PathResource):
+// A resource can name a path under a root the caller chose (fence.PathResource):
 // "path:src/a.go" a file, "path:src/" a directory and everything below it.
 // Two claims conflict when a path of one equals, contains or is contained
 // in a path of the other; siblings never conflict ("path:src/a.go" says

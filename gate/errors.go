@@ -8,12 +8,6 @@ import (
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
-// ErrInvalidInput is matched (errors.Is) by every error fencegate returns for
-// input it refuses before touching the database: a bad name, a non-positive
-// fence, malformed token text. Nothing is written when it is returned. The
-// concrete type is *InvalidInputError.
-var ErrInvalidInput = errors.New("fencegate: invalid input")
-
 // ErrStaleFence is matched (errors.Is) by *StaleFenceError, returned by
 // Gate.Commit, Gate.Do and Gate.Admit when a token's fence is below the
 // resource's floor.
@@ -32,20 +26,6 @@ var ErrFenceNotIssued = errors.New("fencegate: fence was never issued for this r
 // writes. Nothing runs; pass the outermost transaction. It is
 // sqlstore.ErrNestedTx, which the pgx driver's pipeline returns.
 var ErrNestedTx = sqlstore.ErrNestedTx
-
-// InvalidInputError describes refused input. It matches ErrInvalidInput.
-type InvalidInputError struct {
-	Field  string // which input: "resource", "holder", "fence", "token", ...
-	Reason string // what is wrong with it, in words
-}
-
-// Error says which input was refused and why.
-func (e *InvalidInputError) Error() string {
-	return fmt.Sprintf("fencegate: invalid %s: %s", e.Field, e.Reason)
-}
-
-// Is makes errors.Is(err, ErrInvalidInput) true.
-func (e *InvalidInputError) Is(target error) bool { return target == ErrInvalidInput }
 
 // StaleFenceError is the refusal of a token by the gate. The transaction the
 // token was presented in has been rolled back, so none of its writes commit,

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/sqlstore/sqlite"
 )
@@ -34,7 +35,7 @@ func ExampleGate_Commit() {
 	}
 	g := gate.New(store, nil)
 
-	write := func(token gate.Token, version string) error {
+	write := func(token fence.Token, version string) error {
 		tx, err := store.Begin(ctx)
 		if err != nil {
 			return err
@@ -49,8 +50,8 @@ func ExampleGate_Commit() {
 		return tx.Commit()
 	}
 
-	a := gate.Token{Resource: "deploy-slot", Holder: "agent-a", Fence: 1}
-	b := gate.Token{Resource: "deploy-slot", Holder: "agent-b", Fence: 2}
+	a := fence.Token{Resource: "deploy-slot", Holder: "agent-a", Fence: 1}
+	b := fence.Token{Resource: "deploy-slot", Holder: "agent-b", Fence: 2}
 	fmt.Println("B writes:", write(b, "v2"))
 
 	err = write(a, "v1") // A wakes up from its stall
@@ -89,7 +90,7 @@ func ExampleFenceCheck() {
 	}
 	g := gate.New(store, &gate.Options{VerifyIssued: true, Logger: slog.New(slog.DiscardHandler)})
 
-	token := gate.Token{Resource: "deploy-slot", Holder: "agent-a", Fence: 7} // never granted
+	token := fence.Token{Resource: "deploy-slot", Holder: "agent-a", Fence: 7} // never granted
 	ctx, check := g.StartCheck(ctx, "my_pipeline", token)
 	tx, err := store.DB().BeginTx(ctx, nil)
 	if err != nil {
@@ -101,28 +102,4 @@ func ExampleFenceCheck() {
 	stale, ok := errors.AsType[*gate.StaleFenceError](err)
 	fmt.Println("refused:", ok, "never issued:", ok && stale.NotIssued, "logged:", ok && stale.Seq > 0)
 	// Output: refused: true never issued: true logged: true
-}
-
-// A token of several resources at once, as an outside lock service would
-// grant them under one fence: its text form lists every member, Parse reads
-// it back, and Covers tells which files a directory member covers.
-func ExampleNewSetToken() {
-	src, _ := gate.PathResource("src/")
-	tok, err := gate.NewSetToken([]string{src, "deploy-slot"}, "agent-a", 7)
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println(tok)
-	back, _ := gate.Parse(tok.String())
-	fmt.Println(back == tok, back.Members())
-	fmt.Println(tok.Covers("path:src/a/b.go"), tok.Covers("path:srcs/x"))
-
-	_, err = gate.NewSetToken([]string{src, "path:src/a.go"}, "agent-a", 7)
-	fmt.Println(errors.Is(err, gate.ErrInvalidInput))
-
-	// Output:
-	// fg2:7:agent-a:deploy-slot:path%3Asrc%2F
-	// true [deploy-slot path:src/]
-	// true false
-	// true
 }

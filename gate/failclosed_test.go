@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/gate/pgxgate"
 	"github.com/fencegate/fencegate/internal/dbtest"
@@ -216,7 +217,7 @@ func TestCommitErrorRollsBack(t *testing.T) {
 
 func testCommitErrorRollsBack[TTx any](t *testing.T, f fixture[TTx]) {
 	g := gate.New(f.driver, nil)
-	tok := gate.Token{Resource: "r", Holder: "a", Fence: 5}
+	tok := fence.Token{Resource: "r", Holder: "a", Fence: 5}
 
 	// Cancelled before the floor statement runs.
 	cancelled, cancel := context.WithCancel(context.Background())
@@ -229,7 +230,7 @@ func testCommitErrorRollsBack[TTx any](t *testing.T, f fixture[TTx]) {
 
 	// Invalid input, too.
 	tx = f.begin(t)
-	if err := g.Commit(context.Background(), tx, gate.Token{Resource: "r", Holder: "a"}); !errors.Is(err, gate.ErrInvalidInput) {
+	if err := g.Commit(context.Background(), tx, fence.Token{Resource: "r", Holder: "a"}); !errors.Is(err, fence.ErrInvalidInput) {
 		t.Fatalf("Commit of a zero fence = %v", err)
 	}
 	writeAnyway(t, f, tx, 2)
@@ -264,7 +265,7 @@ func TestCommitBatchErrorRollsBackTx(t *testing.T) {
 	tx := f.begin(t)
 	b := &pgx.Batch{}
 	b.Queue(`INSERT INTO items (id) VALUES (1)`)
-	if err := pgxgate.CommitBatch(cancelled, g, tx, gate.Token{Resource: "r", Holder: "a", Fence: 5}, b); !errors.Is(err, context.Canceled) {
+	if err := pgxgate.CommitBatch(cancelled, g, tx, fence.Token{Resource: "r", Holder: "a", Fence: 5}, b); !errors.Is(err, context.Canceled) {
 		t.Fatalf("CommitBatch with a cancelled context = %v", err)
 	}
 	writeAnyway(t, f, tx, 2)
@@ -302,11 +303,11 @@ func TestRefusalSurvivesCancellation(t *testing.T) {
 func testRefusalSurvivesCancellation[TTx any](t *testing.T, f fixture[TTx]) {
 	issue(t, f, "a", 3)
 	for _, tc := range []struct {
-		tok       gate.Token
+		tok       fence.Token
 		notIssued bool
 	}{
-		{gate.Token{Resource: "r", Holder: "a", Fence: 1000}, true}, // forged
-		{gate.Token{Resource: "r", Holder: "mallory", Fence: 3}, true},
+		{fence.Token{Resource: "r", Holder: "a", Fence: 1000}, true}, // forged
+		{fence.Token{Resource: "r", Holder: "mallory", Fence: 3}, true},
 	} {
 		ctx, cancel := context.WithCancel(context.Background())
 		g := gate.New(cancelAfterRaise[TTx]{f.driver, cancel}, &gate.Options{VerifyIssued: true})
@@ -333,7 +334,7 @@ func testAdmitVerifiesIssued[TTx any](t *testing.T, f fixture[TTx]) {
 	ctx := context.Background()
 	g := gate.New(f.driver, &gate.Options{VerifyIssued: true})
 	issue(t, f, "a", 3)
-	err := g.Admit(ctx, gate.Token{Resource: "r", Holder: "mallory", Fence: 1_000_000_000_000_000})
+	err := g.Admit(ctx, fence.Token{Resource: "r", Holder: "mallory", Fence: 1_000_000_000_000_000})
 	var stale *gate.StaleFenceError
 	if !errors.Is(err, gate.ErrFenceNotIssued) || !errors.As(err, &stale) || stale.Seq <= 0 {
 		t.Fatalf("Admit of a forged fence = %v; want a logged ErrFenceNotIssued", err)
@@ -341,7 +342,7 @@ func testAdmitVerifiesIssued[TTx any](t *testing.T, f fixture[TTx]) {
 	if _, err := g.Floor(ctx, "r"); !errors.Is(err, sqlstore.ErrNotFound) {
 		t.Fatalf("a forged fence raised the floor: %v", err)
 	}
-	if err := g.Admit(ctx, gate.Token{Resource: "r", Holder: "a", Fence: 3}); err != nil {
+	if err := g.Admit(ctx, fence.Token{Resource: "r", Holder: "a", Fence: 3}); err != nil {
 		t.Fatalf("Admit of the issued fence: %v", err)
 	}
 	if fl, err := g.Floor(ctx, "r"); err != nil || fl.Floor != 3 {
@@ -359,7 +360,7 @@ func TestRefusalLogIsBounded(t *testing.T) {
 
 func testRefusalLogIsBounded[TTx any](t *testing.T, f fixture[TTx]) {
 	ctx := context.Background()
-	if err := gate.New(f.driver, nil).Admit(ctx, gate.Token{Resource: "r", Holder: "b", Fence: 9}); err != nil {
+	if err := gate.New(f.driver, nil).Admit(ctx, fence.Token{Resource: "r", Holder: "b", Fence: 9}); err != nil {
 		t.Fatal(err)
 	}
 	var unlock func()
@@ -371,7 +372,7 @@ func testRefusalLogIsBounded[TTx any](t *testing.T, f fixture[TTx]) {
 	}}
 	g := gate.New(d, &gate.Options{CleanupTimeout: 100 * time.Millisecond})
 	tx := f.begin(t)
-	err := g.Commit(ctx, tx, gate.Token{Resource: "r", Holder: "a", Fence: 1})
+	err := g.Commit(ctx, tx, fence.Token{Resource: "r", Holder: "a", Fence: 1})
 	var stale *gate.StaleFenceError
 	if !errors.As(err, &stale) || !strings.Contains(err.Error(), "may not have been logged") {
 		t.Fatalf("Commit = %v; want a *StaleFenceError saying the log may not have been written", err)
@@ -404,7 +405,7 @@ func TestCommitRefusesNestedTx(t *testing.T) {
 	f := pgxDefault(t)
 	ctx := context.Background()
 	g := gate.New(f.driver, nil)
-	if err := g.Admit(ctx, gate.Token{Resource: "r", Holder: "b", Fence: 9}); err != nil {
+	if err := g.Admit(ctx, fence.Token{Resource: "r", Holder: "b", Fence: 9}); err != nil {
 		t.Fatal(err)
 	}
 	outer := f.begin(t)
@@ -412,7 +413,7 @@ func TestCommitRefusesNestedTx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stale := gate.Token{Resource: "r", Holder: "a", Fence: 1}
+	stale := fence.Token{Resource: "r", Holder: "a", Fence: 1}
 	if err := g.Commit(ctx, nested, stale); !errors.Is(err, gate.ErrNestedTx) {
 		t.Fatalf("Commit of a savepoint = %v, want ErrNestedTx", err)
 	}
@@ -430,7 +431,7 @@ func TestCommitRefusesNestedTx(t *testing.T) {
 		t.Fatalf("a refused savepoint ran the fence statement (%d rejections)", n)
 	}
 	// The outermost transaction is accepted.
-	if err := g.Commit(ctx, outer, gate.Token{Resource: "r", Holder: "b", Fence: 9}); err != nil {
+	if err := g.Commit(ctx, outer, fence.Token{Resource: "r", Holder: "b", Fence: 9}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -464,7 +465,7 @@ func TestCommitRefusesEmbeddedNestedTx(t *testing.T) {
 		if !gate.IsNestedTx(tx) {
 			t.Errorf("IsNestedTx(%T) = false", tx)
 		}
-		if err := g.Commit(ctx, tx, gate.Token{Resource: "r", Holder: "a", Fence: 1}); !errors.Is(err, gate.ErrNestedTx) {
+		if err := g.Commit(ctx, tx, fence.Token{Resource: "r", Holder: "a", Fence: 1}); !errors.Is(err, gate.ErrNestedTx) {
 			t.Fatalf("Commit of %T = %v, want ErrNestedTx", tx, err)
 		}
 		if gate.IsNestedTx(wrap(outer)) {
@@ -494,7 +495,7 @@ func testDoFallbackRaiseIsBounded[TTx any](t *testing.T, f fixture[TTx]) {
 	}}
 	g := gate.New(d, &gate.Options{CleanupTimeout: 100 * time.Millisecond})
 	boom := errors.New("boom")
-	err := g.Do(context.Background(), gate.Token{Resource: "r", Holder: "a", Fence: 1}, func(context.Context, TTx) error { return boom })
+	err := g.Do(context.Background(), fence.Token{Resource: "r", Holder: "a", Fence: 1}, func(context.Context, TTx) error { return boom })
 	if !errors.Is(err, boom) {
 		t.Fatalf("Do = %v, want fn's error", err)
 	}
@@ -532,7 +533,7 @@ func TestCommitBatchRefusalSurvivesCancellation(t *testing.T) {
 	g := gate.New(f.driver, &gate.Options{VerifyIssued: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	pool := f.driver.(*pgxv5.Driver).Pool()
-	err := pgxgate.CommitBatch(ctx, g, cancelOnClose{pool, cancel}, gate.Token{Resource: "r", Holder: "a", Fence: 1000}, &pgx.Batch{})
+	err := pgxgate.CommitBatch(ctx, g, cancelOnClose{pool, cancel}, fence.Token{Resource: "r", Holder: "a", Fence: 1000}, &pgx.Batch{})
 	var stale *gate.StaleFenceError
 	if !errors.As(err, &stale) || !stale.NotIssued || stale.Seq <= 0 {
 		t.Fatalf("CommitBatch = %v; want a logged *StaleFenceError", err)
@@ -685,12 +686,12 @@ func migrated[S sqlstore.Store](t *testing.T, s S) S {
 
 func testStopsAnswering[TTx any](t *testing.T, f fixture[TTx], stop func()) {
 	ctx := context.Background()
-	if err := gate.New(f.driver, nil).Admit(ctx, gate.Token{Resource: "r", Holder: "b", Fence: 9}); err != nil {
+	if err := gate.New(f.driver, nil).Admit(ctx, fence.Token{Resource: "r", Holder: "b", Fence: 9}); err != nil {
 		t.Fatal(err)
 	}
 	g := gate.New(stopAfterRaise[TTx]{f.driver, stop}, &gate.Options{CleanupTimeout: 200 * time.Millisecond})
 	tx := f.begin(t)
-	err := g.Commit(ctx, tx, gate.Token{Resource: "r", Holder: "a", Fence: 1})
+	err := g.Commit(ctx, tx, fence.Token{Resource: "r", Holder: "a", Fence: 1})
 	var stale *gate.StaleFenceError
 	if !errors.As(err, &stale) || !strings.Contains(err.Error(), "may not have been logged") {
 		t.Fatalf("Commit = %v; want a *StaleFenceError saying the log may not have been written", err)
@@ -734,10 +735,10 @@ func TestRefusalRecordSurvivesAFailedFloorRead(t *testing.T) {
 
 func testRefusalRecordSurvivesAFailedFloorRead[TTx any](t *testing.T, f fixture[TTx]) {
 	ctx := context.Background()
-	if err := gate.New(f.driver, nil).Admit(ctx, gate.Token{Resource: "r", Holder: "b", Fence: 7}); err != nil {
+	if err := gate.New(f.driver, nil).Admit(ctx, fence.Token{Resource: "r", Holder: "b", Fence: 7}); err != nil {
 		t.Fatal(err)
 	}
-	old := gate.Token{Resource: "r", Holder: "a", Fence: 3} // no live lease: VerifyIssued reads the floor
+	old := fence.Token{Resource: "r", Holder: "a", Fence: 3} // no live lease: VerifyIssued reads the floor
 
 	var n atomic.Int32
 	n.Store(2)

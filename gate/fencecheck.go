@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
@@ -22,7 +23,7 @@ import (
 type FenceCheck[TTx any] struct {
 	g        *Gate[TTx]
 	ctx      context.Context // StartCheck's, with the span
-	token    Token
+	token    fence.Token
 	resource string // the resource of the last Params, which Done refuses
 	obs      check
 	done     bool
@@ -33,7 +34,7 @@ type FenceCheck[TTx any] struct {
 // check. op names the check in the span's name and the operation
 // attribute: pgxgate.CommitBatch passes "commit_batch", pgxgate.BeginFenced
 // "begin_fenced"; another name counts as "other".
-func (g *Gate[TTx]) StartCheck(ctx context.Context, op string, token Token) (context.Context, *FenceCheck[TTx]) {
+func (g *Gate[TTx]) StartCheck(ctx context.Context, op string, token fence.Token) (context.Context, *FenceCheck[TTx]) {
 	ctx, o := g.obs.start(ctx, op, token)
 	return ctx, &FenceCheck[TTx]{g: g, ctx: ctx, token: token, resource: token.Resource, obs: o}
 }
@@ -87,7 +88,7 @@ func (c *FenceCheck[TTx]) Done(ctx context.Context, res sqlstore.FloorRaiseResul
 	case errors.Is(err, sqlstore.ErrTransactionControl):
 		c.g.logger.WarnContext(ctx, "fencegate: refused a fenced batch that would end its transaction; nothing of it committed", "token", c.token.String(), "error", err)
 	case err == nil:
-		err = c.g.refuse(cctx, Token{Resource: c.resource, Holder: c.token.Holder, Fence: c.token.Fence}, res)
+		err = c.g.refuse(cctx, fence.Token{Resource: c.resource, Holder: c.token.Holder, Fence: c.token.Fence}, res)
 	}
 	c.obs.end(c.ctx, &err)
 	return err

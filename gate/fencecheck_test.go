@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/sqlite"
@@ -31,7 +32,7 @@ func TestFenceCheckDone(t *testing.T) {
 	}
 	var logs bytes.Buffer
 	g := gate.New(store, &gate.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	token := gate.Token{Resource: "r", Holder: "a", Fence: 5}
+	token := fence.Token{Resource: "r", Holder: "a", Fence: 5}
 
 	rolledBack := 0
 	rollback := func(ctx context.Context) error {

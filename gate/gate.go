@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
@@ -105,7 +106,7 @@ func New[TTx any](driver sqlstore.Driver[TTx], opts *Options) *Gate[TTx] {
 // lock from BEGIN, reads first and upserts only when the floor must change.
 // (The statements are the driver's: Executor.FloorRaise.)
 //
-// A set token (Token.Members) is judged member by member in sorted order,
+// A set token (fence.Token.Members) is judged member by member in sorted order,
 // every member's floor raised and held, and refused if any member is stale,
 // each stale member logged with both holders; the first *StaleFenceError is
 // the one errors.As finds. A path member is also refused when a directory
@@ -135,7 +136,7 @@ func New[TTx any](driver sqlstore.Driver[TTx], opts *Options) *Gate[TTx] {
 // writes unfenced. The savepoint is rolled back; the outer transaction is
 // the caller's to roll back. A savepoint kept in a named field behind a
 // wrapper's own methods is not recognised (IsNestedTx): never pass one.
-func (g *Gate[TTx]) Commit(ctx context.Context, tx TTx, token Token) (err error) {
+func (g *Gate[TTx]) Commit(ctx context.Context, tx TTx, token fence.Token) (err error) {
 	ctx, check := g.obs.start(ctx, "commit", token)
 	defer check.end(ctx, &err)
 	if !simple(token, "") {
@@ -164,7 +165,7 @@ func (g *Gate[TTx]) Commit(ctx context.Context, tx TTx, token Token) (err error)
 }
 
 // floorRaise checks Commit's input and raises the floor inside tx.
-func (g *Gate[TTx]) floorRaise(ctx context.Context, tx TTx, token Token) (sqlstore.FloorRaiseResult, error) {
+func (g *Gate[TTx]) floorRaise(ctx context.Context, tx TTx, token fence.Token) (sqlstore.FloorRaiseResult, error) {
 	if err := token.Validate(); err != nil {
 		return sqlstore.FloorRaiseResult{}, err
 	}
@@ -249,7 +250,7 @@ func (g *Gate[TTx]) rollback(ctx context.Context, tx TTx) {
 // floor still cannot be read nothing is logged (the record would be wrong).
 // When the floor cannot be read or the log cannot be written the error says
 // so too, and still matches ErrStaleFence.
-func (g *Gate[TTx]) refuse(ctx context.Context, token Token, res sqlstore.FloorRaiseResult) error {
+func (g *Gate[TTx]) refuse(ctx context.Context, token fence.Token, res sqlstore.FloorRaiseResult) error {
 	if !res.Issued {
 		f, err := g.readFloor(ctx, token.Resource)
 		if err != nil {
@@ -313,7 +314,7 @@ func (g *Gate[TTx]) readFloor(ctx context.Context, resource string) (Floor, erro
 // returned as they are; the token's floor is then raised anyway, in a
 // transaction of its own, so a failure half-way still fences out older
 // holders (the raise costs a transaction only on that failure path).
-func (g *Gate[TTx]) Do(ctx context.Context, token Token, fn func(ctx context.Context, tx TTx) error) error {
+func (g *Gate[TTx]) Do(ctx context.Context, token fence.Token, fn func(ctx context.Context, tx TTx) error) error {
 	if err := token.Validate(); err != nil {
 		return err
 	}
@@ -334,7 +335,7 @@ func (g *Gate[TTx]) Do(ctx context.Context, token Token, fn func(ctx context.Con
 	}
 }
 
-func (g *Gate[TTx]) doOnce(ctx context.Context, token Token, fn func(ctx context.Context, tx TTx) error) error {
+func (g *Gate[TTx]) doOnce(ctx context.Context, token fence.Token, fn func(ctx context.Context, tx TTx) error) error {
 	tx, err := g.driver.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("fencegate: begin: %w", err)
@@ -379,7 +380,7 @@ func (g *Gate[TTx]) retryable(err error) bool {
 // transaction.) A fence below the floor is refused and logged like Commit's,
 // and so is, under Options.VerifyIssued, a fence the co-located coordinator
 // never issued (ErrFenceNotIssued): the floor is then left as it was.
-func (g *Gate[TTx]) Admit(ctx context.Context, token Token) (err error) {
+func (g *Gate[TTx]) Admit(ctx context.Context, token fence.Token) (err error) {
 	ctx, check := g.obs.start(ctx, "admit", token)
 	defer check.end(ctx, &err)
 	if err := token.Validate(); err != nil {
@@ -423,7 +424,7 @@ var errRefused = errors.New("fencegate: refused")
 // (under VerifyIssued, only for a fence the coordinator issued). For a set
 // or path token it raises every member's, as Admit does, and reports only
 // whether all were admitted.
-func (g *Gate[TTx]) raise(ctx context.Context, token Token) (res sqlstore.FloorRaiseResult, err error) {
+func (g *Gate[TTx]) raise(ctx context.Context, token fence.Token) (res sqlstore.FloorRaiseResult, err error) {
 	if !simple(token, "") {
 		err = g.driver.InTx(ctx, func(ex sqlstore.Executor) error {
 			refused, err := g.admitSet(ctx, ex, token)
@@ -449,7 +450,7 @@ func (g *Gate[TTx]) raise(ctx context.Context, token Token) (res sqlstore.FloorR
 // Advisory only: the floor can rise the moment after it is read. Never
 // branch a write on it; put the write behind Commit.
 func (g *Gate[TTx]) Floor(ctx context.Context, resource string) (Floor, error) {
-	if err := ValidateResource(resource); err != nil {
+	if err := fence.ValidateResource(resource); err != nil {
 		return Floor{}, err
 	}
 	return g.driver.Executor().FloorGet(ctx, resource)
@@ -466,7 +467,7 @@ func (g *Gate[TTx]) Floors(ctx context.Context) ([]Floor, error) {
 // the time the write lands, which is the very race fencing exists to close.
 // It is for dashboards and early exits; the write must still go through
 // Commit.
-func (g *Gate[TTx]) WouldAdmit(ctx context.Context, token Token) (bool, error) {
+func (g *Gate[TTx]) WouldAdmit(ctx context.Context, token fence.Token) (bool, error) {
 	if err := token.Validate(); err != nil {
 		return false, err
 	}
@@ -505,7 +506,7 @@ type RejectionQuery struct {
 // both fences, and its sequence number.
 func (g *Gate[TTx]) Rejections(ctx context.Context, q RejectionQuery) ([]Rejection, error) {
 	if q.Resource != "" {
-		if err := ValidateResource(q.Resource); err != nil {
+		if err := fence.ValidateResource(q.Resource); err != nil {
 			return nil, err
 		}
 	}
@@ -516,5 +517,5 @@ func (g *Gate[TTx]) Rejections(ctx context.Context, q RejectionQuery) ([]Rejecti
 
 // Driver returns the driver g was made with, for a caller that runs
 // fencegate statements of its own in the transactions g admits
-// (lease.DoHandOver).
+// (handover.Do).
 func (g *Gate[TTx]) Driver() sqlstore.Driver[TTx] { return g.driver }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/sqlstore"
@@ -49,7 +50,7 @@ func (h *harness[TTx]) count(t *testing.T, query string, args ...any) int {
 }
 
 // write commits one item under token, through Commit in the caller's tx.
-func (h *harness[TTx]) write(ctx context.Context, id int, tok gate.Token) error {
+func (h *harness[TTx]) write(ctx context.Context, id int, tok fence.Token) error {
 	tx, err := h.Driver.Begin(ctx)
 	if err != nil {
 		return err
@@ -96,8 +97,8 @@ func TestCommitAdmitsEqualRaisesHigherRefusesLower(t *testing.T) {
 func testCommitAdmitsEqualRaisesHigherRefusesLower[TTx any](t *testing.T, dh dbtest.Harness[TTx]) {
 	ctx := context.Background()
 	h := newHarness(t, dh, nil)
-	a5 := gate.Token{Resource: "slot", Holder: "a", Fence: 5}
-	b7 := gate.Token{Resource: "slot", Holder: "b", Fence: 7}
+	a5 := fence.Token{Resource: "slot", Holder: "a", Fence: 5}
+	b7 := fence.Token{Resource: "slot", Holder: "b", Fence: 7}
 
 	if err := h.write(ctx, 1, a5); err != nil {
 		t.Fatalf("first fence: %v", err)
@@ -143,7 +144,7 @@ func TestRefusedCommitRollsBackCallerTransaction(t *testing.T) {
 func testRefusedCommitRollsBack[TTx any](t *testing.T, dh dbtest.Harness[TTx]) {
 	ctx := context.Background()
 	h := newHarness(t, dh, nil)
-	if err := h.g.Admit(ctx, gate.Token{Resource: "r", Holder: "new", Fence: 10}); err != nil {
+	if err := h.g.Admit(ctx, fence.Token{Resource: "r", Holder: "new", Fence: 10}); err != nil {
 		t.Fatal(err)
 	}
 	tx, err := h.Driver.Begin(ctx)
@@ -154,7 +155,7 @@ func testRefusedCommitRollsBack[TTx any](t *testing.T, dh dbtest.Harness[TTx]) {
 	if err := h.Exec(ctx, tx, `INSERT INTO items (id, resource, fence, holder) VALUES (1, 'r', 3, 'old')`); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.g.Commit(ctx, tx, gate.Token{Resource: "r", Holder: "old", Fence: 3}); !errors.Is(err, gate.ErrStaleFence) {
+	if err := h.g.Commit(ctx, tx, fence.Token{Resource: "r", Holder: "old", Fence: 3}); !errors.Is(err, gate.ErrStaleFence) {
 		t.Fatalf("got %v, want stale", err)
 	}
 	// The caller ignores the error and carries on: the tx is gone.
@@ -183,8 +184,8 @@ func TestReentrantOlderFenceRefused(t *testing.T) {
 func testReentrantOlderFenceRefused[TTx any](t *testing.T, dh dbtest.Harness[TTx]) {
 	ctx := context.Background()
 	h := newHarness(t, dh, nil)
-	a := gate.Token{Resource: "r", Holder: "a", Fence: 1}
-	b := gate.Token{Resource: "r", Holder: "b", Fence: 2}
+	a := fence.Token{Resource: "r", Holder: "a", Fence: 1}
+	b := fence.Token{Resource: "r", Holder: "b", Fence: 2}
 	if err := h.write(ctx, 1, a); err != nil {
 		t.Fatal(err)
 	}
@@ -206,11 +207,11 @@ func TestDoFailingCallbackLeavesFloorRaised(t *testing.T) {
 func testDoFailingCallbackLeavesFloorRaised[TTx any](t *testing.T, dh dbtest.Harness[TTx]) {
 	ctx := context.Background()
 	h := newHarness(t, dh, nil)
-	if err := h.g.Admit(ctx, gate.Token{Resource: "r", Holder: "a", Fence: 4}); err != nil {
+	if err := h.g.Admit(ctx, fence.Token{Resource: "r", Holder: "a", Fence: 4}); err != nil {
 		t.Fatal(err)
 	}
 	boom := errors.New("boom")
-	err := h.g.Do(ctx, gate.Token{Resource: "r", Holder: "b", Fence: 9}, func(ctx context.Context, tx TTx) error {
+	err := h.g.Do(ctx, fence.Token{Resource: "r", Holder: "b", Fence: 9}, func(ctx context.Context, tx TTx) error {
 		if err := h.Exec(ctx, tx, `INSERT INTO items (id, resource, fence, holder) VALUES (1, 'r', 9, 'b')`); err != nil {
 			return err
 		}
@@ -225,7 +226,7 @@ func testDoFailingCallbackLeavesFloorRaised[TTx any](t *testing.T, dh dbtest.Har
 	if f := h.floor(t, "r"); f.Floor != 9 || f.Holder != "b" {
 		t.Fatalf("floor = %d by %s, want 9 by b", f.Floor, f.Holder)
 	}
-	if err := h.write(ctx, 2, gate.Token{Resource: "r", Holder: "a", Fence: 4}); !errors.Is(err, gate.ErrStaleFence) {
+	if err := h.write(ctx, 2, fence.Token{Resource: "r", Holder: "a", Fence: 4}); !errors.Is(err, gate.ErrStaleFence) {
 		t.Fatalf("older holder after the failed attempt: got %v, want stale", err)
 	}
 }
@@ -237,18 +238,18 @@ func TestDoCommitsAndRefuses(t *testing.T) {
 func testDoCommitsAndRefuses[TTx any](t *testing.T, dh dbtest.Harness[TTx]) {
 	ctx := context.Background()
 	h := newHarness(t, dh, nil)
-	insert := func(id int, tok gate.Token) error {
+	insert := func(id int, tok fence.Token) error {
 		return h.g.Do(ctx, tok, func(ctx context.Context, tx TTx) error {
 			err := h.Exec(ctx, tx, `INSERT INTO items (id, resource, fence, holder) VALUES ($1, $2, $3, $4)`,
 				id, tok.Resource, tok.Fence, tok.Holder)
 			return err
 		})
 	}
-	if err := insert(1, gate.Token{Resource: "r", Holder: "b", Fence: 2}); err != nil {
+	if err := insert(1, fence.Token{Resource: "r", Holder: "b", Fence: 2}); err != nil {
 		t.Fatal(err)
 	}
 	called := false
-	err := h.g.Do(ctx, gate.Token{Resource: "r", Holder: "a", Fence: 1}, func(context.Context, TTx) error {
+	err := h.g.Do(ctx, fence.Token{Resource: "r", Holder: "a", Fence: 1}, func(context.Context, TTx) error {
 		called = true
 		return nil
 	})
@@ -281,7 +282,7 @@ func testVerifyIssued[TTx any](t *testing.T, dh dbtest.Harness[TTx]) {
 	}
 	grant("a", 3, false)
 
-	forged := gate.Token{Resource: "r", Holder: "a", Fence: 1000}
+	forged := fence.Token{Resource: "r", Holder: "a", Fence: 1000}
 	err := h.write(ctx, 1, forged)
 	var stale *gate.StaleFenceError
 	if !errors.Is(err, gate.ErrFenceNotIssued) || !errors.As(err, &stale) || !stale.NotIssued {
@@ -290,17 +291,17 @@ func testVerifyIssued[TTx any](t *testing.T, dh dbtest.Harness[TTx]) {
 	if _, err := h.g.Floor(ctx, "r"); !errors.Is(err, sqlstore.ErrNotFound) {
 		t.Fatalf("a forged fence created a floor: %v", err)
 	}
-	if err := h.write(ctx, 2, gate.Token{Resource: "r", Holder: "mallory", Fence: 3}); !errors.Is(err, gate.ErrFenceNotIssued) {
+	if err := h.write(ctx, 2, fence.Token{Resource: "r", Holder: "mallory", Fence: 3}); !errors.Is(err, gate.ErrFenceNotIssued) {
 		t.Fatalf("issued fence, wrong holder: got %v", err)
 	}
-	if err := h.write(ctx, 3, gate.Token{Resource: "r", Holder: "a", Fence: 3}); err != nil {
+	if err := h.write(ctx, 3, fence.Token{Resource: "r", Holder: "a", Fence: 3}); err != nil {
 		t.Fatalf("issued fence: %v", err)
 	}
 	grant("b", 4, true)
-	if err := h.write(ctx, 4, gate.Token{Resource: "r", Holder: "b", Fence: 4}); err != nil {
+	if err := h.write(ctx, 4, fence.Token{Resource: "r", Holder: "b", Fence: 4}); err != nil {
 		t.Fatalf("next generation: %v", err)
 	}
-	err = h.write(ctx, 5, gate.Token{Resource: "r", Holder: "a", Fence: 3})
+	err = h.write(ctx, 5, fence.Token{Resource: "r", Holder: "a", Fence: 3})
 	if !errors.Is(err, gate.ErrStaleFence) || errors.Is(err, gate.ErrFenceNotIssued) {
 		t.Fatalf("superseded fence: got %v, want stale (not 'never issued')", err)
 	}
@@ -319,9 +320,9 @@ func TestBadInputChangesNothing(t *testing.T) {
 func testBadInputChangesNothing[TTx any](t *testing.T, dh dbtest.Harness[TTx]) {
 	ctx := context.Background()
 	h := newHarness(t, dh, nil)
-	bad := []gate.Token{
+	bad := []fence.Token{
 		{Resource: "", Holder: "a", Fence: 1},
-		{Resource: strings.Repeat("x", gate.MaxNameLen+1), Holder: "a", Fence: 1},
+		{Resource: strings.Repeat("x", fence.MaxNameLen+1), Holder: "a", Fence: 1},
 		{Resource: "bad\xffutf8", Holder: "a", Fence: 1},
 		{Resource: "nul\x00", Holder: "a", Fence: 1},
 		{Resource: "r", Holder: "", Fence: 1},
@@ -334,15 +335,15 @@ func testBadInputChangesNothing[TTx any](t *testing.T, dh dbtest.Harness[TTx]) {
 			t.Fatal(err)
 		}
 		err = h.g.Commit(ctx, tx, tok)
-		var inv *gate.InvalidInputError
-		if !errors.Is(err, gate.ErrInvalidInput) || !errors.As(err, &inv) || inv.Reason == "" {
+		var inv *fence.InvalidInputError
+		if !errors.Is(err, fence.ErrInvalidInput) || !errors.As(err, &inv) || inv.Reason == "" {
 			t.Errorf("Commit(%q) = %v, want ErrInvalidInput", tok, err)
 		}
 		_ = h.Driver.Rollback(ctx, tx)
-		if err := h.g.Admit(ctx, tok); !errors.Is(err, gate.ErrInvalidInput) {
+		if err := h.g.Admit(ctx, tok); !errors.Is(err, fence.ErrInvalidInput) {
 			t.Errorf("Admit(%q) = %v, want ErrInvalidInput", tok, err)
 		}
-		if err := h.g.Do(ctx, tok, func(context.Context, TTx) error { t.Error("callback ran"); return nil }); !errors.Is(err, gate.ErrInvalidInput) {
+		if err := h.g.Do(ctx, tok, func(context.Context, TTx) error { t.Error("callback ran"); return nil }); !errors.Is(err, fence.ErrInvalidInput) {
 			t.Errorf("Do(%q) = %v, want ErrInvalidInput", tok, err)
 		}
 	}
@@ -376,11 +377,11 @@ func TestHammerOneResourcePostgres(t *testing.T) {
 	for w := range workers {
 		wg.Go(func() {
 			for i := range perWorker {
-				fence := base.Load() - int64((w+i)%3) // some current, some one or two behind
+				n := base.Load() - int64((w+i)%3) // some current, some one or two behind
 				if (w*perWorker+i)%7 == 0 {
-					fence = base.Add(1) // a new generation starts
+					n = base.Add(1) // a new generation starts
 				}
-				tok := gate.Token{Resource: "hot", Holder: fmt.Sprintf("w%d", w), Fence: fence}
+				tok := fence.Token{Resource: "hot", Holder: fmt.Sprintf("w%d", w), Fence: n}
 				err := h.g.Do(ctx, tok, func(ctx context.Context, tx *sql.Tx) error {
 					_, err := tx.ExecContext(ctx, `INSERT INTO items (resource, fence, holder) VALUES ($1, $2, $3)`, tok.Resource, tok.Fence, tok.Holder)
 					return err
@@ -431,7 +432,7 @@ func TestHammerOneResourcePostgres(t *testing.T) {
 		t.Fatalf("rejection log has %d records, %d writes were refused", len(rejs), refused.Load())
 	}
 	for _, r := range rejs {
-		key := gate.Token{Resource: r.Resource, Holder: r.Holder, Fence: r.Fence}.String()
+		key := fence.Token{Resource: r.Resource, Holder: r.Holder, Fence: r.Fence}.String()
 		if refusedSet[key] == 0 {
 			t.Fatalf("logged refusal %+v that no writer saw", r)
 		}
@@ -452,10 +453,10 @@ func TestOneConnectionPool(t *testing.T) {
 		defer cancel()
 		db(h).SetMaxOpenConns(1)
 		for i := range 20 { // enough for statement caches to warm up mid-way
-			if err := h.write(ctx, 2*i, gate.Token{Resource: "r", Holder: "b", Fence: 2}); err != nil {
+			if err := h.write(ctx, 2*i, fence.Token{Resource: "r", Holder: "b", Fence: 2}); err != nil {
 				t.Fatalf("write %d: %v", i, err)
 			}
-			if err := h.write(ctx, 2*i+1, gate.Token{Resource: "r", Holder: "a", Fence: 1}); !errors.Is(err, gate.ErrStaleFence) {
+			if err := h.write(ctx, 2*i+1, fence.Token{Resource: "r", Holder: "a", Fence: 1}); !errors.Is(err, gate.ErrStaleFence) {
 				t.Fatalf("stale write %d: %v", i, err)
 			}
 		}

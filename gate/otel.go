@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/internal/telemetry"
 )
 
@@ -93,12 +94,12 @@ type check struct {
 	o     *obs
 	kind  *checkKind
 	span  trace.Span
-	token Token
+	token fence.Token
 	start time.Time
 }
 
 // start opens op's span, a child of ctx's, and starts its clock.
-func (o *obs) start(ctx context.Context, op string, token Token) (context.Context, check) {
+func (o *obs) start(ctx context.Context, op string, token fence.Token) (context.Context, check) {
 	if o == nil {
 		return ctx, check{}
 	}
@@ -144,7 +145,7 @@ func (c check) end(ctx context.Context, errp *error) {
 }
 
 // refusal counts a refusal, logged or not.
-func (o *obs) refusal(ctx context.Context, token Token, logged bool) {
+func (o *obs) refusal(ctx context.Context, token fence.Token, logged bool) {
 	if o == nil {
 		return
 	}

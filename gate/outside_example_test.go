@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/sqlstore/sqlite"
 )
@@ -17,7 +18,7 @@ import (
 // its write depends on. Worker A was granted the lock at revision 10 and
 // stalled past its lease; B was granted it at revision 15 and admitted 15,
 // so A's late increment is refused and B's is not lost.
-func ExampleNewToken() {
+func ExampleGate_Admit() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "fencegate-example")
 	defer os.RemoveAll(dir)
@@ -36,8 +37,8 @@ func ExampleNewToken() {
 
 	// granted is what a holder does when its lock service grants the lock:
 	// build the token and admit it, before reading anything.
-	granted := func(holder string, revision int64) gate.Token {
-		token, err := gate.NewToken("counter", holder, revision)
+	granted := func(holder string, revision int64) fence.Token {
+		token, err := fence.NewToken("counter", holder, revision)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -50,7 +51,7 @@ func ExampleNewToken() {
 		_ = store.DB().QueryRow(`SELECT n FROM counter`).Scan(&n)
 		return n
 	}
-	write := func(token gate.Token, n int) error {
+	write := func(token fence.Token, n int) error {
 		tx, err := store.Begin(ctx)
 		if err != nil {
 			return err

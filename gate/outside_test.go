@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 )
 
 func TestNewTokenValidates(t *testing.T) {
-	tok, err := gate.NewToken("orders/42", "worker-1", 7)
-	if err != nil || tok != (gate.Token{Resource: "orders/42", Holder: "worker-1", Fence: 7}) {
+	tok, err := fence.NewToken("orders/42", "worker-1", 7)
+	if err != nil || tok != (fence.Token{Resource: "orders/42", Holder: "worker-1", Fence: 7}) {
 		t.Fatalf("NewToken = %+v, %v", tok, err)
 	}
 	for _, c := range []struct {
@@ -21,8 +22,8 @@ func TestNewTokenValidates(t *testing.T) {
 	}{
 		{"", "h", 1}, {"r", "", 1}, {"r", "h", 0}, {"r", "h", -1}, {"r\x00", "h", 1},
 	} {
-		tok, err := gate.NewToken(c.resource, c.holder, c.fence)
-		if !errors.Is(err, gate.ErrInvalidInput) || tok != (gate.Token{}) {
+		tok, err := fence.NewToken(c.resource, c.holder, c.fence)
+		if !errors.Is(err, fence.ErrInvalidInput) || tok != (fence.Token{}) {
 			t.Errorf("NewToken(%q, %q, %d) = %+v, %v; want the zero Token and ErrInvalidInput", c.resource, c.holder, c.fence, tok, err)
 		}
 	}
@@ -39,8 +40,8 @@ func TestOutsideFenceReadThenWrite(t *testing.T) {
 	forEachSQLDriver(t, func(t *testing.T, h *harness[*sql.Tx]) {
 		ctx := context.Background()
 		h.exec(t, `CREATE TABLE counter (id INTEGER PRIMARY KEY, n BIGINT NOT NULL)`)
-		a := gate.Token{Resource: "counter", Holder: "a", Fence: 1}
-		b := gate.Token{Resource: "counter", Holder: "b", Fence: 2}
+		a := fence.Token{Resource: "counter", Holder: "a", Fence: 1}
+		b := fence.Token{Resource: "counter", Holder: "b", Fence: 2}
 
 		read := func() int64 {
 			var n int64
@@ -52,7 +53,7 @@ func TestOutsideFenceReadThenWrite(t *testing.T) {
 		// write sets the counter to n under tok through Commit; with n < 0
 		// it reads the counter inside the transaction, after Commit, and
 		// adds one.
-		write := func(tok gate.Token, n int64) error {
+		write := func(tok fence.Token, n int64) error {
 			tx, err := h.Driver.Begin(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -142,16 +143,16 @@ func TestAllRejectionsPagesEveryRecordOnce(t *testing.T) {
 	forEachSQLDriver(t, func(t *testing.T, h *harness[*sql.Tx]) {
 		ctx := context.Background()
 		for _, res := range []string{"r1", "r2"} {
-			if err := h.g.Admit(ctx, gate.Token{Resource: res, Holder: "new", Fence: 100}); err != nil {
+			if err := h.g.Admit(ctx, fence.Token{Resource: res, Holder: "new", Fence: 100}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		for i := range 7 { // 7 refusals of r1, interleaved with 3 of r2
-			if err := h.g.Admit(ctx, gate.Token{Resource: "r1", Holder: "old", Fence: int64(i + 1)}); !errors.Is(err, gate.ErrStaleFence) {
+			if err := h.g.Admit(ctx, fence.Token{Resource: "r1", Holder: "old", Fence: int64(i + 1)}); !errors.Is(err, gate.ErrStaleFence) {
 				t.Fatal(err)
 			}
 			if i%2 == 0 && i < 6 {
-				if err := h.g.Admit(ctx, gate.Token{Resource: "r2", Holder: "old", Fence: 1}); !errors.Is(err, gate.ErrStaleFence) {
+				if err := h.g.Admit(ctx, fence.Token{Resource: "r2", Holder: "old", Fence: 1}); !errors.Is(err, gate.ErrStaleFence) {
 					t.Fatal(err)
 				}
 			}
@@ -194,7 +195,7 @@ func TestAllRejectionsPagesEveryRecordOnce(t *testing.T) {
 			t.Fatalf("break after 2 ranged %d", n)
 		}
 		for _, err := range h.g.AllRejections(ctx, gate.RejectionQuery{Resource: "bad\x00"}) {
-			if !errors.Is(err, gate.ErrInvalidInput) {
+			if !errors.Is(err, fence.ErrInvalidInput) {
 				t.Fatalf("bad resource: %v", err)
 			}
 		}

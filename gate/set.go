@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
 // simple reports whether token takes Commit's one-statement path: one plain
 // resource, no file. Sets and paths take checkSet's.
-func simple(token Token, file string) bool {
-	return !token.IsSet() && !IsPath(token.Resource) && file == ""
+func simple(token fence.Token, file string) bool {
+	return !token.IsSet() && !fence.IsPath(token.Resource) && file == ""
 }
 
 // refusal is one resource of a set check that refused the token.
@@ -36,7 +37,7 @@ type refusal struct {
 // Every resource is judged, so that each stale one is logged; the refusals
 // come back in sorted order. ex's transaction must not commit when there
 // is one.
-func (g *Gate[TTx]) checkSet(ctx context.Context, ex sqlstore.Executor, token Token, file string) ([]refusal, error) {
+func (g *Gate[TTx]) checkSet(ctx context.Context, ex sqlstore.Executor, token fence.Token, file string) ([]refusal, error) {
 	members := token.Members()
 	raise := members
 	if file != "" && !slices.Contains(members, file) {
@@ -45,7 +46,7 @@ func (g *Gate[TTx]) checkSet(ctx context.Context, ex sqlstore.Executor, token To
 	}
 	var dirs []string
 	for _, r := range raise {
-		dirs = append(dirs, Ancestors(r)...)
+		dirs = append(dirs, fence.Ancestors(r)...)
 	}
 	slices.Sort(dirs)
 	dirs = slices.Compact(dirs)
@@ -99,10 +100,10 @@ func cmpString(a, b string) int {
 // runs in: each path member's lock taken exclusively (a writer below it
 // reads its floor under the shared lock), then every member's floor
 // raised, both in sorted order.
-func (g *Gate[TTx]) admitSet(ctx context.Context, ex sqlstore.Executor, token Token) ([]refusal, error) {
+func (g *Gate[TTx]) admitSet(ctx context.Context, ex sqlstore.Executor, token fence.Token) ([]refusal, error) {
 	members := token.Members()
 	for _, m := range members {
-		if IsPath(m) {
+		if fence.IsPath(m) {
 			if err := ex.PathLock(ctx, m, true); err != nil {
 				return nil, fmt.Errorf("lock %s: %w", m, err)
 			}
@@ -127,10 +128,10 @@ func (g *Gate[TTx]) admitSet(ctx context.Context, ex sqlstore.Executor, token To
 // rejection record each, with both holders) and returns them joined: the
 // first *StaleFenceError is the one errors.As finds. ctx is a cleanup
 // context.
-func (g *Gate[TTx]) refuseSet(ctx context.Context, token Token, refused []refusal) error {
+func (g *Gate[TTx]) refuseSet(ctx context.Context, token fence.Token, refused []refusal) error {
 	errs := make([]error, 0, len(refused))
 	for _, r := range refused {
-		errs = append(errs, g.refuse(ctx, Token{Resource: r.resource, Holder: token.Holder, Fence: token.Fence}, r.res))
+		errs = append(errs, g.refuse(ctx, fence.Token{Resource: r.resource, Holder: token.Holder, Fence: token.Fence}, r.res))
 	}
 	if len(errs) == 1 {
 		return errs[0]
@@ -139,7 +140,7 @@ func (g *Gate[TTx]) refuseSet(ctx context.Context, token Token, refused []refusa
 }
 
 // CommitFile is Commit for a write to one file: file is the path resource
-// of the file (PathResource, no trailing "/"), which token must cover (a
+// of the file (fence.PathResource, no trailing "/"), which token must cover (a
 // member is the file, or a directory above it; else an error matching
 // ErrNotCovered, naming what the token claims). Inside tx, before the
 // caller's writes, it does what Commit does for the token and also, under
@@ -150,7 +151,7 @@ func (g *Gate[TTx]) refuseSet(ctx context.Context, token Token, refused []refusa
 // writes the file after this write commits.
 //
 // Errors are Commit's, and like Commit's each one leaves tx rolled back.
-func (g *Gate[TTx]) CommitFile(ctx context.Context, tx TTx, token Token, file string) (err error) {
+func (g *Gate[TTx]) CommitFile(ctx context.Context, tx TTx, token fence.Token, file string) (err error) {
 	ctx, check := g.obs.start(ctx, "commit", token)
 	defer check.end(ctx, &err)
 	fail := func(err error) error {
@@ -162,11 +163,11 @@ func (g *Gate[TTx]) CommitFile(ctx context.Context, tx TTx, token Token, file st
 	if err := token.Validate(); err != nil {
 		return fail(err)
 	}
-	if err := ValidateResource(file); err != nil {
+	if err := fence.ValidateResource(file); err != nil {
 		return fail(err)
 	}
-	if !IsPath(file) || IsDir(file) {
-		return fail(invalidf("file", "%q is not the path resource of a file (PathResource, no trailing /)", file))
+	if !fence.IsPath(file) || fence.IsDir(file) {
+		return fail(&fence.InvalidInputError{Field: "file", Reason: fmt.Sprintf("%q is not the path resource of a file (PathResource, no trailing /)", file)})
 	}
 	if !token.Covers(file) {
 		return fail(fmt.Errorf("%w: %s is not %s nor below it", ErrNotCovered, file, token.Name()))
@@ -176,7 +177,7 @@ func (g *Gate[TTx]) CommitFile(ctx context.Context, tx TTx, token Token, file st
 
 // commit is Commit and CommitFile after their input was checked: tx is
 // rolled back on any error and every refusal is logged.
-func (g *Gate[TTx]) commit(ctx context.Context, tx TTx, token Token, file string) error {
+func (g *Gate[TTx]) commit(ctx context.Context, tx TTx, token fence.Token, file string) error {
 	if IsNestedTx(tx) {
 		cctx, cancel := g.cleanup(ctx)
 		defer cancel()

@@ -9,13 +9,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/internal/dbtest"
 )
 
-func mustSet(t *testing.T, holder string, fence int64, resources ...string) gate.Token {
+func mustSet(t *testing.T, holder string, n int64, resources ...string) fence.Token {
 	t.Helper()
-	tok, err := gate.NewSetToken(resources, holder, fence)
+	tok, err := fence.NewSetToken(resources, holder, n)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +25,7 @@ func mustSet(t *testing.T, holder string, fence int64, resources ...string) gate
 
 func mustPath(t *testing.T, rel string) string {
 	t.Helper()
-	r, err := gate.PathResource(rel)
+	r, err := fence.PathResource(rel)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +33,7 @@ func mustPath(t *testing.T, rel string) string {
 }
 
 // writeFile commits one item under token through CommitFile.
-func (h *harness[TTx]) writeFile(ctx context.Context, id int, tok gate.Token, file string) error {
+func (h *harness[TTx]) writeFile(ctx context.Context, id int, tok fence.Token, file string) error {
 	tx, err := h.Driver.Begin(ctx)
 	if err != nil {
 		return err
@@ -128,16 +129,16 @@ func testPathRule[TTx any](t *testing.T, dh dbtest.Harness[TTx]) {
 	h := newHarness(t, dh, nil)
 	ax, by, dir := mustPath(t, "src/a.go"), mustPath(t, "src/b.go"), mustPath(t, "src/")
 
-	a3 := gate.Token{Resource: ax, Holder: "a", Fence: 3}
+	a3 := fence.Token{Resource: ax, Holder: "a", Fence: 3}
 	if err := h.writeFile(ctx, 1, a3, ax); err != nil {
 		t.Fatal(err)
 	}
 	// A sibling under a lower fence, from another holder: not refused.
-	if err := h.writeFile(ctx, 2, gate.Token{Resource: by, Holder: "b", Fence: 2}, by); err != nil {
+	if err := h.writeFile(ctx, 2, fence.Token{Resource: by, Holder: "b", Fence: 2}, by); err != nil {
 		t.Fatalf("sibling refused: %v", err)
 	}
 	// Grant side: d claims src/ with fence 5.
-	if err := h.g.Admit(ctx, gate.Token{Resource: dir, Holder: "d", Fence: 5}); err != nil {
+	if err := h.g.Admit(ctx, fence.Token{Resource: dir, Holder: "d", Fence: 5}); err != nil {
 		t.Fatal(err)
 	}
 	err := h.writeFile(ctx, 3, a3, ax)
@@ -147,7 +148,7 @@ func testPathRule[TTx any](t *testing.T, dh dbtest.Harness[TTx]) {
 	}
 	// Write side: e writes src/c.go under the directory's fence 5 ...
 	cz := mustPath(t, "src/c.go")
-	if err := h.writeFile(ctx, 4, gate.Token{Resource: dir, Holder: "d", Fence: 5}, cz); err != nil {
+	if err := h.writeFile(ctx, 4, fence.Token{Resource: dir, Holder: "d", Fence: 5}, cz); err != nil {
 		t.Fatal(err)
 	}
 	if f := h.floor(t, cz); f.Floor != 5 {
@@ -156,19 +157,19 @@ func testPathRule[TTx any](t *testing.T, dh dbtest.Harness[TTx]) {
 	// A file's last write, under a directory's claim, refuses a lower
 	// fence on that file; the claim covers nothing outside it.
 	lc := mustPath(t, "lib/c.go")
-	if err := h.writeFile(ctx, 5, gate.Token{Resource: lc, Holder: "x", Fence: 4}, lc); err != nil {
+	if err := h.writeFile(ctx, 5, fence.Token{Resource: lc, Holder: "x", Fence: 4}, lc); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.writeFile(ctx, 6, gate.Token{Resource: dir, Holder: "d", Fence: 6}, lc); !errors.Is(err, gate.ErrNotCovered) {
+	if err := h.writeFile(ctx, 6, fence.Token{Resource: dir, Holder: "d", Fence: 6}, lc); !errors.Is(err, gate.ErrNotCovered) {
 		t.Fatalf("a file outside the claim: %v", err)
 	}
-	if err := h.writeFile(ctx, 7, gate.Token{Resource: mustPath(t, "lib/"), Holder: "y", Fence: 6}, lc); err != nil {
+	if err := h.writeFile(ctx, 7, fence.Token{Resource: mustPath(t, "lib/"), Holder: "y", Fence: 6}, lc); err != nil {
 		t.Fatal(err)
 	}
 	if f := h.floor(t, lc); f.Floor != 6 || f.Holder != "y" {
 		t.Fatalf("%s's floor after the write under lib/: %+v", lc, f)
 	}
-	err = h.writeFile(ctx, 8, gate.Token{Resource: lc, Holder: "x", Fence: 4}, lc)
+	err = h.writeFile(ctx, 8, fence.Token{Resource: lc, Holder: "x", Fence: 4}, lc)
 	if !errors.As(err, &stale) || stale.Floor != 6 || stale.FloorHolder != "y" {
 		t.Fatalf("a write under a fence below the file's last write: %v", err)
 	}
@@ -193,17 +194,17 @@ func TestCommitFileBadInput(t *testing.T) {
 func testCommitFileBadInput[TTx any](t *testing.T, dh dbtest.Harness[TTx]) {
 	ctx := context.Background()
 	h := newHarness(t, dh, nil)
-	tok := gate.Token{Resource: mustPath(t, "d/"), Holder: "a", Fence: 3}
+	tok := fence.Token{Resource: mustPath(t, "d/"), Holder: "a", Fence: 3}
 	for _, c := range []struct {
 		file string
 		want error
 	}{
-		{"plain", gate.ErrInvalidInput},
-		{"path:d/", gate.ErrInvalidInput},
-		{"path:/etc/passwd", gate.ErrInvalidInput},
-		{"path:d/../e", gate.ErrInvalidInput},
-		{"path:d/\x00", gate.ErrInvalidInput},
-		{"path:d/\xff", gate.ErrInvalidInput},
+		{"plain", fence.ErrInvalidInput},
+		{"path:d/", fence.ErrInvalidInput},
+		{"path:/etc/passwd", fence.ErrInvalidInput},
+		{"path:d/../e", fence.ErrInvalidInput},
+		{"path:d/\x00", fence.ErrInvalidInput},
+		{"path:d/\xff", fence.ErrInvalidInput},
 		{"path:e/x", gate.ErrNotCovered},
 		{"path:dx", gate.ErrNotCovered},
 	} {
@@ -234,7 +235,7 @@ func testCommitFileVerifiesIssued[TTx any](t *testing.T, dh dbtest.Harness[TTx])
 	ctx := context.Background()
 	h := newHarness(t, dh, &gate.Options{VerifyIssued: true})
 	file := mustPath(t, "src/a.go")
-	for _, tok := range []gate.Token{
+	for _, tok := range []fence.Token{
 		{Resource: file, Holder: "forger", Fence: 99},
 		{Resource: mustPath(t, "src/"), Holder: "forger", Fence: 99},
 		mustSet(t, "forger", 99, "x", file),

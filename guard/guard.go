@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
@@ -66,7 +66,7 @@ func (s Spec) validate() error {
 	case (s.Resource == "") == (strings.TrimSpace(s.ResourceExpr) == ""):
 		return fmt.Errorf("%w: %s: give either a resource or a resource expression", ErrInvalidSpec, s.Table)
 	case s.Resource != "":
-		if err := gate.ValidateResource(s.Resource); err != nil {
+		if err := fence.ValidateResource(s.Resource); err != nil {
 			return fmt.Errorf("%w: %s: %w", ErrInvalidSpec, s.Table, err)
 		}
 	case strings.ContainsAny(s.ResourceExpr, ";\x00") || strings.Contains(s.ResourceExpr, "$fencegate$"):

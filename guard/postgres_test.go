@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/gate/pgxgate"
 	"github.com/fencegate/fencegate/guard"
@@ -66,7 +67,7 @@ CREATE TABLE plain (id int PRIMARY KEY);`); err != nil {
 
 // fenced runs stmts in one transaction that passed the fence for each
 // token, and commits.
-func (h *pgHarness) fenced(ctx context.Context, tokens []gate.Token, stmts ...string) error {
+func (h *pgHarness) fenced(ctx context.Context, tokens []fence.Token, stmts ...string) error {
 	tx, err := h.pool.Begin(ctx)
 	if err != nil {
 		return err
@@ -107,15 +108,15 @@ func wantRefused(t *testing.T, err error, table, resource, reason string) {
 }
 
 var (
-	tenantA = gate.Token{Resource: "tenant:a", Holder: "h1", Fence: 3}
-	tenantB = gate.Token{Resource: "tenant:b", Holder: "h2", Fence: 4}
-	cfg     = gate.Token{Resource: "cfg", Holder: "h3", Fence: 1}
+	tenantA = fence.Token{Resource: "tenant:a", Holder: "h1", Fence: 3}
+	tenantB = fence.Token{Resource: "tenant:b", Holder: "h2", Fence: 4}
+	cfg     = fence.Token{Resource: "cfg", Holder: "h3", Fence: 1}
 )
 
 func TestPostgresGuardRefusesUnfencedWrites(t *testing.T) {
 	ctx := context.Background()
 	h := newPG(t)
-	if err := h.fenced(ctx, []gate.Token{tenantA}, `INSERT INTO orders VALUES (1, 'a')`); err != nil {
+	if err := h.fenced(ctx, []fence.Token{tenantA}, `INSERT INTO orders VALUES (1, 'a')`); err != nil {
 		t.Fatalf("fenced insert: %v", err)
 	}
 	for _, c := range []struct{ name, stmt, table, resource string }{
@@ -130,7 +131,7 @@ func TestPostgresGuardRefusesUnfencedWrites(t *testing.T) {
 			_, err := h.pool.Exec(ctx, c.stmt)
 			wantRefused(t, err, c.table, c.resource, "no fence in this transaction")
 			// Another resource's fence is no pass either.
-			err = h.fenced(ctx, []gate.Token{tenantB}, c.stmt)
+			err = h.fenced(ctx, []fence.Token{tenantB}, c.stmt)
 			wantRefused(t, err, "", c.resource, "no fence in this transaction")
 		})
 	}
@@ -146,7 +147,7 @@ func TestPostgresGuardAdmitsFencedWrites(t *testing.T) {
 	h := newPG(t)
 	// Commit, then every kind of write; one transaction for several
 	// resources passes for rows of each (multi-resource tokens).
-	if err := h.fenced(ctx, []gate.Token{tenantA, tenantB, cfg},
+	if err := h.fenced(ctx, []fence.Token{tenantA, tenantB, cfg},
 		`INSERT INTO orders VALUES (1, 'a'), (2, 'b')`,
 		`INSERT INTO orders VALUES (1, 'a') ON CONFLICT (id) DO UPDATE SET v = 1`,
 		`INSERT INTO plain VALUES (1)`,
@@ -189,7 +190,7 @@ func TestPostgresGuardAdmitsFencedWrites(t *testing.T) {
 	}
 	// A write in a savepoint after the fence passes: the proof is the
 	// top-level transaction's.
-	if err := h.fenced(ctx, []gate.Token{tenantA}, `SAVEPOINT s`, `UPDATE orders SET v = 4 WHERE id = 1`, `RELEASE s`); err != nil {
+	if err := h.fenced(ctx, []fence.Token{tenantA}, `SAVEPOINT s`, `UPDATE orders SET v = 4 WHERE id = 1`, `RELEASE s`); err != nil {
 		t.Fatalf("write in a savepoint: %v", err)
 	}
 }
@@ -206,7 +207,7 @@ func TestPostgresGuardPassEndsWithTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	for i, tok := range []gate.Token{tenantA, tenantA, {Resource: "tenant:a", Holder: "h9", Fence: 9}} {
+	for i, tok := range []fence.Token{tenantA, tenantA, {Resource: "tenant:a", Holder: "h9", Fence: 9}} {
 		tx, err := conn.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -228,13 +229,13 @@ func TestPostgresGuardPassEndsWithTransaction(t *testing.T) {
 func TestPostgresGuardMovedRowNeedsBothFences(t *testing.T) {
 	ctx := context.Background()
 	h := newPG(t)
-	if err := h.fenced(ctx, []gate.Token{tenantA}, `INSERT INTO orders VALUES (1, 'a')`); err != nil {
+	if err := h.fenced(ctx, []fence.Token{tenantA}, `INSERT INTO orders VALUES (1, 'a')`); err != nil {
 		t.Fatal(err)
 	}
 	move := `UPDATE orders SET tenant = 'b' WHERE id = 1`
-	wantRefused(t, h.fenced(ctx, []gate.Token{tenantA}, move), "orders", "tenant:b", "no fence")
-	wantRefused(t, h.fenced(ctx, []gate.Token{tenantB}, move), "orders", "tenant:a", "no fence")
-	if err := h.fenced(ctx, []gate.Token{tenantA, tenantB}, move); err != nil {
+	wantRefused(t, h.fenced(ctx, []fence.Token{tenantA}, move), "orders", "tenant:b", "no fence")
+	wantRefused(t, h.fenced(ctx, []fence.Token{tenantB}, move), "orders", "tenant:a", "no fence")
+	if err := h.fenced(ctx, []fence.Token{tenantA, tenantB}, move); err != nil {
 		t.Fatalf("move with both fences: %v", err)
 	}
 }
@@ -242,7 +243,7 @@ func TestPostgresGuardMovedRowNeedsBothFences(t *testing.T) {
 func TestPostgresGuardRefusesStaleFence(t *testing.T) {
 	ctx := context.Background()
 	h := newPG(t)
-	if err := h.g.Admit(ctx, gate.Token{Resource: "tenant:a", Holder: "new", Fence: 10}); err != nil {
+	if err := h.g.Admit(ctx, fence.Token{Resource: "tenant:a", Holder: "new", Fence: 10}); err != nil {
 		t.Fatal(err)
 	}
 	// gate.Commit rolls a refused transaction back itself; a caller that

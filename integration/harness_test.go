@@ -23,7 +23,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/guard"
 	"github.com/fencegate/fencegate/integration/internal/check"
 	"github.com/fencegate/fencegate/integration/internal/faults"
@@ -1139,7 +1139,7 @@ func readFileWrites(t *testing.T, dsn string) []workload.FileWrite {
 // and the single-resource checks, which know nothing of sets and paths,
 // must not.
 func withoutClaims(in *check.Input, c workload.Claims) {
-	claimed := func(res string) bool { return gate.IsPath(res) || slices.Contains(c.SetResources, res) }
+	claimed := func(res string) bool { return fence.IsPath(res) || slices.Contains(c.SetResources, res) }
 	in.Events = slices.DeleteFunc(in.Events, func(e workload.Event) bool { return claimed(e.Resource) })
 	in.Rejections = slices.DeleteFunc(in.Rejections, func(r sqlstore.Rejection) bool { return claimed(r.Resource) })
 	in.LeaseLog = slices.DeleteFunc(in.LeaseLog, func(m observe.Mark) bool { return claimed(m.Resource) })

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/gate/pgxgate"
 	"github.com/fencegate/fencegate/integration/internal/faults"
@@ -242,7 +243,7 @@ func checkStaleRefused(t *testing.T, g *gate.Gate[pgx.Tx], pool *pgxpool.Pool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stale := gate.Token{Resource: "r0", Holder: "w0", Fence: 1}
+	stale := fence.Token{Resource: "r0", Holder: "w0", Fence: 1}
 	err = g.Commit(ctx, tx, stale)
 	var sfe *gate.StaleFenceError
 	if !errors.As(err, &sfe) || sfe.Seq == 0 {

@@ -138,7 +138,7 @@ func runHistories(t *testing.T, dialect sqlstore.Dialect) {
 				t.Errorf("no acquisition that waited its turn was granted: %v", r.Waited)
 			}
 			if r.HandOvers == 0 {
-				t.Errorf("no hand-over (lease.DoHandOver) was acknowledged: %v", r.Outcomes[history.HandOver])
+				t.Errorf("no hand-over (handover.Do) was acknowledged: %v", r.Outcomes[history.HandOver])
 			}
 			if r.HandedOver == 0 {
 				// Waiters queue only under contention; a history without a

@@ -4,7 +4,7 @@ import (
 	"context"
 	"math"
 
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
@@ -28,7 +28,7 @@ import (
 // an InvalidInputError.
 func (c *Coordinator) AdvanceFences(ctx context.Context, margin int64) (int64, error) {
 	if margin < 0 {
-		return 0, &gate.InvalidInputError{Field: "margin", Reason: "must not be negative"}
+		return 0, &fence.InvalidInputError{Field: "margin", Reason: "must not be negative"}
 	}
 	var next int64
 	err := c.store.InTx(ctx, func(ex sqlstore.Executor) error {
@@ -57,7 +57,7 @@ func (c *Coordinator) AdvanceFences(ctx context.Context, margin int64) (int64, e
 			}
 		}
 		if high > math.MaxInt64-1-margin {
-			return &gate.InvalidInputError{Field: "margin", Reason: "moves the fence sequence past the largest fence"}
+			return &fence.InvalidInputError{Field: "margin", Reason: "moves the fence sequence past the largest fence"}
 		}
 		next = high + margin + 1
 		return ex.FenceAtLeast(ctx, next)

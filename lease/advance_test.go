@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
@@ -53,7 +53,7 @@ func TestAdvanceFences(t *testing.T) {
 		if err != nil || again <= l3.Token().Fence {
 			t.Errorf("AdvanceFences(0) after fence %d = %d, %v", l3.Token().Fence, again, err)
 		}
-		if _, err := coord.AdvanceFences(ctx, -1); !errors.Is(err, gate.ErrInvalidInput) {
+		if _, err := coord.AdvanceFences(ctx, -1); !errors.Is(err, fence.ErrInvalidInput) {
 			t.Errorf("negative margin: %v, want ErrInvalidInput", err)
 		}
 	})

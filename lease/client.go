@@ -9,14 +9,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/fence"
 )
 
 // ClientOptions configure a Client (NewClient takes a pointer, as every
 // constructor of fencegate's takes its options). Holder is required.
 type ClientOptions struct {
 	// Holder names this holder: a process, pod or agent. Required; the same
-	// rules as gate.ValidateHolder. Two holders must not share a name, or
+	// rules as fence.ValidateHolder. Two holders must not share a name, or
 	// neither can tell the coordinator which of them holds a lease.
 	Holder string
 
@@ -64,14 +64,14 @@ type Client struct {
 }
 
 // NewClient returns a Client for one holder. Invalid options (a nil opts
-// has no Holder) return an error matching gate.ErrInvalidInput. The Client
+// has no Holder) return an error matching fence.ErrInvalidInput. The Client
 // keeps a copy of *opts.
 func NewClient(o *ClientOptions) (*Client, error) {
 	var opts ClientOptions
 	if o != nil {
 		opts = *o
 	}
-	if err := gate.ValidateHolder(opts.Holder); err != nil {
+	if err := fence.ValidateHolder(opts.Holder); err != nil {
 		return nil, err
 	}
 	switch {
@@ -231,7 +231,7 @@ type Grant struct {
 // with a fresh random id. Send it to Coordinator.Acquire right away: time
 // spent between BeginAcquire and sending only shortens the lease.
 func (c *Client) BeginAcquire(resource string) (*AcquireRequest, error) {
-	if err := gate.ValidateResource(resource); err != nil {
+	if err := fence.ValidateResource(resource); err != nil {
 		return nil, err
 	}
 	return &AcquireRequest{
@@ -248,7 +248,7 @@ func (c *Client) BeginAcquire(resource string) (*AcquireRequest, error) {
 // is req.SentAt() + grant.TTL - ClockSkew. It is the only way to make a
 // Lease. Errors: ErrRequestUsed if req was completed before,
 // ErrGrantMismatch if grant answers another request, and an error matching
-// gate.ErrInvalidInput for a request this Client did not begin or a
+// fence.ErrInvalidInput for a request this Client did not begin or a
 // malformed grant.
 func (c *Client) CompleteAcquire(req *AcquireRequest, grant Grant) (*Lease, error) {
 	if req == nil || req.client != c {
@@ -260,10 +260,10 @@ func (c *Client) CompleteAcquire(req *AcquireRequest, grant Grant) (*Lease, erro
 	if err := checkGrant(grant, req.Resource, req.Holder, req.RequestID, 0); err != nil {
 		return nil, err
 	}
-	token := gate.Token{Resource: grant.Resource, Holder: grant.Holder, Fence: grant.Fence}
+	token := fence.Token{Resource: grant.Resource, Holder: grant.Holder, Fence: grant.Fence}
 	if len(req.Resources) > 0 {
 		var err error
-		if token, err = gate.NewSetToken(req.Resources, grant.Holder, grant.Fence); err != nil {
+		if token, err = fence.NewSetToken(req.Resources, grant.Holder, grant.Fence); err != nil {
 			return nil, err
 		}
 	}
@@ -279,7 +279,7 @@ func (c *Client) CompleteAcquire(req *AcquireRequest, grant Grant) (*Lease, erro
 // BeginRenewal starts a renewal of l, reading the holder's clock for the new
 // deadline's anchor. Renew one lease at a time: the deadline follows the
 // renewal completed last. Errors: ErrReleased for a lease this Client
-// released, and an error matching gate.ErrInvalidInput for a lease of
+// released, and an error matching fence.ErrInvalidInput for a lease of
 // another Client.
 func (c *Client) BeginRenewal(l *Lease) (*RenewRequest, error) {
 	if l == nil || l.client != c {
@@ -336,9 +336,9 @@ func (c *Client) CompleteRenewal(req *RenewRequest, grant Grant) (*Lease, error)
 // and cannot be renewed, and returns the token to pass to
 // Coordinator.Release. Marking first means the holder stops trusting the
 // lease before the coordinator frees it. Releasing twice is harmless.
-func (c *Client) Release(l *Lease) (gate.Token, error) {
+func (c *Client) Release(l *Lease) (fence.Token, error) {
 	if l == nil || l.client != c {
-		return gate.Token{}, invalid("lease", "was not acquired by this Client")
+		return fence.Token{}, invalid("lease", "was not acquired by this Client")
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -378,8 +378,8 @@ func checkGrant(grant Grant, resource, holder, requestID string, fence int64) er
 // A Lease is safe for concurrent use. Renewals update it in place.
 type Lease struct {
 	client *Client
-	token  gate.Token // never changes: renewals keep the fence
-	otel   leaseOtel  // set once, before the Lease is shared
+	token  fence.Token // never changes: renewals keep the fence
+	otel   leaseOtel   // set once, before the Lease is shared
 
 	mu       sync.Mutex
 	deadline Instant
@@ -400,7 +400,7 @@ func (l *Lease) setLocked(sentAt Instant, grant Grant) {
 
 // Token returns the proof of ownership to pass to gate.Commit. It stays the
 // same across renewals.
-func (l *Lease) Token() gate.Token { return l.token }
+func (l *Lease) Token() fence.Token { return l.token }
 
 // Deadline returns the instant, on the holder's clock, at which the holder
 // stops believing it holds the lease. As long as ClockSkew bounds how far
@@ -454,5 +454,5 @@ func newRequestID() string {
 }
 
 func invalid(field, format string, args ...any) error {
-	return &gate.InvalidInputError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	return &fence.InvalidInputError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/fence"
 )
 
 // newTestClient returns a client on a manual clock that steps 1ms per read.
@@ -40,18 +40,18 @@ func TestNewClientRejectsBadOptions(t *testing.T) {
 		"1ns ttl":          {Holder: "a", TTL: time.Nanosecond},
 		"skew above ttl":   {Holder: "a", TTL: time.Second, ClockSkew: time.Second},
 		"invalid utf8":     {Holder: "\xff"},
-		"huge holder name": {Holder: string(make([]byte, gate.MaxNameLen+1))},
+		"huge holder name": {Holder: string(make([]byte, fence.MaxNameLen+1))},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c, err := NewClient(&opts)
-			if !errors.Is(err, gate.ErrInvalidInput) {
-				t.Fatalf("NewClient(%+v) = %v, %v; want gate.ErrInvalidInput", opts, c, err)
+			if !errors.Is(err, fence.ErrInvalidInput) {
+				t.Fatalf("NewClient(%+v) = %v, %v; want fence.ErrInvalidInput", opts, c, err)
 			}
 			t.Log(err)
 		})
 	}
-	if c, err := NewClient(nil); !errors.Is(err, gate.ErrInvalidInput) {
-		t.Fatalf("NewClient(nil) = %v, %v; want gate.ErrInvalidInput (no holder)", c, err)
+	if c, err := NewClient(nil); !errors.Is(err, fence.ErrInvalidInput) {
+		t.Fatalf("NewClient(nil) = %v, %v; want fence.ErrInvalidInput (no holder)", c, err)
 	}
 }
 
@@ -77,8 +77,8 @@ func TestBeginAcquire(t *testing.T) {
 		ids[r.RequestID] = true
 	}
 	for _, bad := range []string{"", "a\x00b", "\xfe"} {
-		if _, err := c.BeginAcquire(bad); !errors.Is(err, gate.ErrInvalidInput) {
-			t.Errorf("BeginAcquire(%q) error %v, want gate.ErrInvalidInput", bad, err)
+		if _, err := c.BeginAcquire(bad); !errors.Is(err, fence.ErrInvalidInput) {
+			t.Errorf("BeginAcquire(%q) error %v, want fence.ErrInvalidInput", bad, err)
 		}
 	}
 }
@@ -96,7 +96,7 @@ func TestCompleteAcquireAnchorsAtSendTime(t *testing.T) {
 	if want := req.SentAt().Add(time.Second - 50*time.Millisecond); l.Deadline() != want {
 		t.Errorf("deadline %v, want send instant + ttl - skew = %v", l.Deadline(), want)
 	}
-	if got := l.Token(); got != (gate.Token{Resource: "r", Holder: "agent-a", Fence: 7}) {
+	if got := l.Token(); got != (fence.Token{Resource: "r", Holder: "agent-a", Fence: 7}) {
 		t.Errorf("token %v", got)
 	}
 	// Each read steps the clock 1ms: the first Remaining read happens at
@@ -162,8 +162,8 @@ func TestCompleteAcquireRejectsAnotherRequestsGrant(t *testing.T) {
 		"other resource":   {func(g *Grant) { g.Resource = "s" }, ErrGrantMismatch},
 		"other holder":     {func(g *Grant) { g.Holder = "agent-b" }, ErrGrantMismatch},
 		"other request":    {func(g *Grant) { g.RequestID = otherReq.RequestID }, ErrGrantMismatch},
-		"zero fence":       {func(g *Grant) { g.Fence = 0 }, gate.ErrInvalidInput},
-		"negative ttl":     {func(g *Grant) { g.TTL = -time.Second }, gate.ErrInvalidInput},
+		"zero fence":       {func(g *Grant) { g.Fence = 0 }, fence.ErrInvalidInput},
+		"negative ttl":     {func(g *Grant) { g.TTL = -time.Second }, fence.ErrInvalidInput},
 		"empty request id": {func(g *Grant) { g.RequestID = "" }, ErrGrantMismatch},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -183,14 +183,14 @@ func TestCompleteAcquireRejectsAnotherRequestsGrant(t *testing.T) {
 
 	// A request begun by another client, or by nobody, is bad input.
 	foreign, _ := other.BeginAcquire("r")
-	if _, err := c.CompleteAcquire(foreign, grantFor(foreign, 1, time.Second)); !errors.Is(err, gate.ErrInvalidInput) {
+	if _, err := c.CompleteAcquire(foreign, grantFor(foreign, 1, time.Second)); !errors.Is(err, fence.ErrInvalidInput) {
 		t.Errorf("completing another client's request: %v", err)
 	}
 	handMade := &AcquireRequest{Resource: "r", Holder: "agent-a", RequestID: "x"}
-	if _, err := c.CompleteAcquire(handMade, grantFor(handMade, 1, time.Second)); !errors.Is(err, gate.ErrInvalidInput) {
+	if _, err := c.CompleteAcquire(handMade, grantFor(handMade, 1, time.Second)); !errors.Is(err, fence.ErrInvalidInput) {
 		t.Errorf("completing a hand-made request: %v", err)
 	}
-	if _, err := c.CompleteAcquire(nil, good); !errors.Is(err, gate.ErrInvalidInput) {
+	if _, err := c.CompleteAcquire(nil, good); !errors.Is(err, fence.ErrInvalidInput) {
 		t.Errorf("completing a nil request: %v", err)
 	}
 }
@@ -239,8 +239,8 @@ func TestRenewalKeepsFenceAndAnchorsAtItsSendTime(t *testing.T) {
 	if _, err := c.CompleteRenewal(rreq, wrongRequest); !errors.Is(err, ErrGrantMismatch) {
 		t.Errorf("renewal completed with the acquisition's grant: %v, want ErrGrantMismatch", err)
 	}
-	if _, err := c.CompleteRenewal(&RenewRequest{}, wrongRequest); !errors.Is(err, gate.ErrInvalidInput) {
-		t.Errorf("hand-made renew request: %v, want gate.ErrInvalidInput", err)
+	if _, err := c.CompleteRenewal(&RenewRequest{}, wrongRequest); !errors.Is(err, fence.ErrInvalidInput) {
+		t.Errorf("hand-made renew request: %v, want fence.ErrInvalidInput", err)
 	}
 }
 
@@ -268,10 +268,10 @@ func TestReleaseOnTheHolderSide(t *testing.T) {
 		t.Errorf("second Release: %v", err)
 	}
 	other, _ := NewClient(&ClientOptions{Holder: "agent-b"})
-	if _, err := other.Release(l); !errors.Is(err, gate.ErrInvalidInput) {
+	if _, err := other.Release(l); !errors.Is(err, fence.ErrInvalidInput) {
 		t.Errorf("releasing another client's lease: %v", err)
 	}
-	if _, err := other.BeginRenewal(l); !errors.Is(err, gate.ErrInvalidInput) {
+	if _, err := other.BeginRenewal(l); !errors.Is(err, fence.ErrInvalidInput) {
 		t.Errorf("renewing another client's lease: %v", err)
 	}
 }

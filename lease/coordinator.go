@@ -12,7 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
@@ -224,7 +224,7 @@ type Status struct {
 // careful one answers); on SQLite and MySQL a transaction of one statement
 // per step, under the same rules.
 //
-// Errors: gate.ErrInvalidInput for a bad request (including a ttl below
+// Errors: fence.ErrInvalidInput for a bad request (including a ttl below
 // MinTTL or above MaxTTL), ErrRequestExpired, ErrFloorAhead, ErrBusy, or the
 // database's error.
 func (c *Coordinator) Acquire(ctx context.Context, req *AcquireRequest) (AcquireOutcome, error) {
@@ -363,7 +363,7 @@ func (c *Coordinator) grantOf(row sqlstore.LeaseRow, requestID string) Grant {
 // than the time left is answered OK with the lease as it is, and its
 // Grant's TTL is the time left. Release a lease to end it early.
 //
-// Errors: gate.ErrInvalidInput for a bad request, ErrUnknownResource for a
+// Errors: fence.ErrInvalidInput for a bad request, ErrUnknownResource for a
 // resource that was never leased, ErrBusy, or the database's error.
 func (c *Coordinator) Renew(ctx context.Context, req *RenewRequest) (out RenewOutcome, err error) {
 	ctx, op := c.obs.startRenew(ctx, req)
@@ -558,9 +558,9 @@ func noSlot() {}
 // lease's expiry, as if the holder had not released it. Grants and renewals
 // commit synchronously.
 //
-// Errors: gate.ErrInvalidInput for an invalid token, ErrBusy, or the
+// Errors: fence.ErrInvalidInput for an invalid token, ErrBusy, or the
 // database's error.
-func (c *Coordinator) Release(ctx context.Context, token gate.Token) (released bool, err error) {
+func (c *Coordinator) Release(ctx context.Context, token fence.Token) (released bool, err error) {
 	ctx, op := c.obs.startRelease(ctx, token)
 	defer op.endRelease(&released, &err)
 	if err := token.Validate(); err != nil {
@@ -613,7 +613,7 @@ func (c *Coordinator) Release(ctx context.Context, token gate.Token) (released b
 // to someone else meanwhile, and is then reported superseded.
 //
 // Other errors are Release's.
-func (c *Coordinator) ReleaseStrict(ctx context.Context, token gate.Token) error {
+func (c *Coordinator) ReleaseStrict(ctx context.Context, token fence.Token) error {
 	ok, err := c.Release(ctx, token)
 	if err != nil || ok {
 		return err
@@ -647,7 +647,7 @@ func (c *Coordinator) ReleaseStrict(ctx context.Context, token gate.Token) error
 // Status reads the lease of one resource. A resource that was never leased
 // has a zero Status apart from Resource. Advisory: see Status.
 func (c *Coordinator) Status(ctx context.Context, resource string) (Status, error) {
-	if err := gate.ValidateResource(resource); err != nil {
+	if err := fence.ValidateResource(resource); err != nil {
 		return Status{}, err
 	}
 	row, err := c.store.Executor().LeaseGet(ctx, resource)
@@ -694,10 +694,10 @@ func statusOf(row sqlstore.LeaseRow) Status {
 // checkRequest validates the wire fields shared by acquisitions and
 // renewals and returns the term to grant.
 func (c *Coordinator) checkRequest(resource, holder, requestID string, ttl time.Duration) (time.Duration, error) {
-	if err := gate.ValidateResource(resource); err != nil {
+	if err := fence.ValidateResource(resource); err != nil {
 		return 0, err
 	}
-	if err := gate.ValidateHolder(holder); err != nil {
+	if err := fence.ValidateHolder(holder); err != nil {
 		return 0, err
 	}
 	if err := validateRequestID(requestID); err != nil {
@@ -752,7 +752,7 @@ func (c *Coordinator) applyStartFence(ctx context.Context) error {
 
 // wrap labels a database error, marking retryable ones with ErrBusy.
 func (c *Coordinator) wrap(op, resource string, err error) error {
-	var target *gate.InvalidInputError
+	var target *fence.InvalidInputError
 	if errors.As(err, &target) || errors.Is(err, ErrFloorAhead) || errors.Is(err, ErrRequestExpired) {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/sqlite"
@@ -270,7 +271,7 @@ func TestStaleReleaseIsANoOp(t *testing.T) {
 		if err != nil || ok {
 			t.Fatalf("stale Release = %v, %v; want false, nil", ok, err)
 		}
-		forged := gate.Token{Resource: "r", Holder: "agent-a", Fence: lb.Token().Fence}
+		forged := fence.Token{Resource: "r", Holder: "agent-a", Fence: lb.Token().Fence}
 		if ok, err := coord.Release(ctx, forged); err != nil || ok {
 			t.Fatalf("Release with the successor's fence but another holder = %v, %v", ok, err)
 		}
@@ -439,18 +440,18 @@ func TestBadInput(t *testing.T) {
 			"spaced id":        acq(func(r *AcquireRequest) { r.RequestID = "a b" }),
 		} {
 			out, err := coord.Acquire(ctx, req)
-			if !errors.Is(err, gate.ErrInvalidInput) || out.OK {
-				t.Errorf("Acquire with %s = %+v, %v; want gate.ErrInvalidInput", name, out, err)
+			if !errors.Is(err, fence.ErrInvalidInput) || out.OK {
+				t.Errorf("Acquire with %s = %+v, %v; want fence.ErrInvalidInput", name, out, err)
 			} else {
 				t.Logf("%s: %v", name, err)
 			}
 		}
 		// A coordinator whose default is below the minimum refuses too.
-		if _, err := NewCoordinator(store, &CoordinatorOptions{TTL: time.Nanosecond}).Acquire(ctx, good); !errors.Is(err, gate.ErrInvalidInput) {
+		if _, err := NewCoordinator(store, &CoordinatorOptions{TTL: time.Nanosecond}).Acquire(ctx, good); !errors.Is(err, fence.ErrInvalidInput) {
 			t.Errorf("Acquire with a 1ns default ttl: %v", err)
 		}
 		// A coordinator configured with a negative default ttl refuses too.
-		if _, err := NewCoordinator(store, &CoordinatorOptions{TTL: -time.Second}).Acquire(ctx, good); !errors.Is(err, gate.ErrInvalidInput) {
+		if _, err := NewCoordinator(store, &CoordinatorOptions{TTL: -time.Second}).Acquire(ctx, good); !errors.Is(err, fence.ErrInvalidInput) {
 			t.Errorf("Acquire with a negative default ttl: %v", err)
 		}
 
@@ -468,14 +469,14 @@ func TestBadInput(t *testing.T) {
 			"1ns ttl":      {Resource: "r", Holder: "agent-a", Fence: 1, RequestID: "x", TTL: 1},
 			"empty holder": {Resource: "r", Fence: 1, RequestID: "x"},
 		} {
-			if _, err := coord.Renew(ctx, req); !errors.Is(err, gate.ErrInvalidInput) {
-				t.Errorf("Renew with %s: %v, want gate.ErrInvalidInput", name, err)
+			if _, err := coord.Renew(ctx, req); !errors.Is(err, fence.ErrInvalidInput) {
+				t.Errorf("Renew with %s: %v, want fence.ErrInvalidInput", name, err)
 			}
 		}
-		if _, err := coord.Release(ctx, gate.Token{}); !errors.Is(err, gate.ErrInvalidInput) {
+		if _, err := coord.Release(ctx, fence.Token{}); !errors.Is(err, fence.ErrInvalidInput) {
 			t.Errorf("Release of the zero token: %v", err)
 		}
-		if _, err := coord.Status(ctx, ""); !errors.Is(err, gate.ErrInvalidInput) {
+		if _, err := coord.Status(ctx, ""); !errors.Is(err, fence.ErrInvalidInput) {
 			t.Errorf("Status of the empty resource: %v", err)
 		}
 
@@ -528,7 +529,7 @@ func testCoLocatedGate[TTx any](t *testing.T, h harness[TTx]) {
 		t.Errorf("refusal %+v", stale)
 	}
 
-	for name, forged := range map[string]gate.Token{
+	for name, forged := range map[string]fence.Token{
 		"a fence above any issued":     {Resource: "r", Holder: "agent-b", Fence: lb.Token().Fence + 1000},
 		"the live fence, wrong holder": {Resource: "r", Holder: "mallory", Fence: lb.Token().Fence},
 		"a resource never leased":      {Resource: "other", Holder: "agent-b", Fence: lb.Token().Fence},

@@ -79,7 +79,7 @@
 //
 // # Hand-over
 //
-// DoHandOver (and pgxgate.CommitBatchHandOver, its pipelined form on pgx)
+// handover.Do (and handover.CommitBatch, its pipelined form on pgx)
 // commits a holder's last fenced write, its release and the grant of the
 // resource to the first live waiter in one transaction
 // (sqlstore.Executor.LeaseHandOver), so that a turn of a contended lock
@@ -88,7 +88,7 @@
 // acquisition that grants it: its place in the queue carries a request of
 // its own (its id and the term asked), which the hand-over records, and it
 // learns of the grant from the commit's announcement naming it (Postgres),
-// from DoHandOver directly in the same Coordinator, or from its next touch
+// from handover.Do directly in the same Coordinator, or from its next touch
 // finding its place gone; it then reads its lease (one statement, no
 // commit).
 //
@@ -217,7 +217,7 @@
 // (HoldSet) and AcquireWait (AcquireWaitSet) work on the set's lease as on
 // one. A grant locks in one global order, path locks first, then lease rows
 // and floors, each in sorted order, so overlapping sets queue and never
-// deadlock. Members may be paths (gate.PathResource), whose rule gate's
+// deadlock. Members may be paths (fence.PathResource), whose rule gate's
 // package doc states under Paths: a claim of a path is refused while a
 // directory above it or, for a directory, anything below it is held.
 //
@@ -275,8 +275,8 @@
 //
 // Bad input (an invalid resource or holder name, a ttl below MinTTL or
 // above CoordinatorOptions.MaxTTL, a malformed request id, a request or
-// lease of another Client) is reported with *gate.InvalidInputError, which
-// matches gate.ErrInvalidInput, before anything is written. The other
+// lease of another Client) is reported with *fence.InvalidInputError, which
+// matches fence.ErrInvalidInput, before anything is written. The other
 // failures are sentinels (ErrRequestUsed, ErrGrantMismatch, ErrBusy, ...)
 // matched with errors.Is, each documented with the functions that return
 // it; HeldError and LostError carry details for errors.As.

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
@@ -31,7 +31,7 @@ var ErrUnhealthy = errors.New("fencegate: leader unable to renew")
 // value of every other field is its default.
 type ElectorOptions struct {
 	// Name is the election: the lease resource its leaders hold, under the
-	// rules of gate.ValidateResource. Every participant of one election
+	// rules of fence.ValidateResource. Every participant of one election
 	// uses the same Name, and the leader's writes are fenced on it.
 	Name string
 
@@ -112,7 +112,7 @@ type Term struct {
 // holder over coord. Give each participant a Client of its own: two
 // Electors of one holder on one election are one participant to the
 // database (the second's Campaign is refused with ErrHeld while the first
-// leads). Errors: gate.ErrInvalidInput for a nil coord or client,
+// leads). Errors: fence.ErrInvalidInput for a nil coord or client,
 // or an invalid Name (a nil opts has none); nothing is written. The
 // Elector keeps a copy of *opts.
 func NewElector(coord *Coordinator, client *Client, o *ElectorOptions) (*Elector, error) {
@@ -129,7 +129,7 @@ func NewElector(coord *Coordinator, client *Client, o *ElectorOptions) (*Elector
 	if opts.Name == "" {
 		return nil, invalid("election name", "must not be empty")
 	}
-	if err := gate.ValidateResource(opts.Name); err != nil {
+	if err := fence.ValidateResource(opts.Name); err != nil {
 		return nil, err
 	}
 	if opts.ObserveInterval < 0 || opts.HealthTimeout < 0 {
@@ -453,7 +453,7 @@ func (t *Term) Context() context.Context { return t.kept.Context() }
 
 // Token returns the term's proof for gate.Commit: the leader's writes
 // checked with it are refused once a later term was granted.
-func (t *Term) Token() gate.Token { return t.kept.Lease().Token() }
+func (t *Term) Token() fence.Token { return t.kept.Lease().Token() }
 
 // Fence returns the term's fence.
 func (t *Term) Fence() int64 { return t.Token().Fence }

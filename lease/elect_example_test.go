@@ -8,6 +8,7 @@ import (
 	"log"
 	"time"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/lease"
 )
@@ -38,7 +39,7 @@ func ExampleElector() {
 	}
 	leader, _ := b.Leader(ctx) // any participant can ask
 	fmt.Printf("%s leads with fence %d\n", leader.Identity, leader.Fence)
-	write := func(tok gate.Token) error {
+	write := func(tok fence.Token) error {
 		return g.Do(ctx, tok, func(context.Context, *sql.Tx) error { return nil })
 	}
 	fmt.Println("a's write:", write(term.Token()))
@@ -91,7 +92,7 @@ func ExampleSemaphore() {
 	pc, _ := c.Acquire(ctx)
 	fmt.Println(pc, "writes as", pc.Token().Resource)
 
-	_, err := c.Release(ctx, gate.Token{Resource: "other#0", Holder: "c", Fence: 1})
+	_, err := c.Release(ctx, fence.Token{Resource: "other#0", Holder: "c", Fence: 1})
 	fmt.Println(err)
 	// Output:
 	// runners permit 0 (fence 2) / runners permit 1 (fence 4)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/sqlstore"
@@ -108,7 +109,7 @@ func testElection[TTx any](t *testing.T, h harness[TTx]) {
 		}()
 	}
 
-	deposed := make(chan gate.Token, 1)
+	deposed := make(chan fence.Token, 1)
 	errs := make(chan error, electors*rounds*2)
 	for i, e := range els {
 		campaigners.Add(1)
@@ -324,14 +325,14 @@ func TestElectorBadInput(t *testing.T) {
 		"control in name":  {Name: "a\x00b"},
 		"negative observe": {Name: "x", ObserveInterval: -1},
 	} {
-		if _, err := NewElector(coord, c, &opts); !errors.Is(err, gate.ErrInvalidInput) {
+		if _, err := NewElector(coord, c, &opts); !errors.Is(err, fence.ErrInvalidInput) {
 			t.Errorf("%s: NewElector = %v, want ErrInvalidInput", name, err)
 		}
 	}
-	if _, err := NewElector(coord, c, nil); !errors.Is(err, gate.ErrInvalidInput) {
+	if _, err := NewElector(coord, c, nil); !errors.Is(err, fence.ErrInvalidInput) {
 		t.Errorf("nil options (no name): %v", err)
 	}
-	if _, err := NewElector(nil, c, &ElectorOptions{Name: "x"}); !errors.Is(err, gate.ErrInvalidInput) {
+	if _, err := NewElector(nil, c, &ElectorOptions{Name: "x"}); !errors.Is(err, fence.ErrInvalidInput) {
 		t.Errorf("nil coordinator: %v", err)
 	}
 	e, err := NewElector(coord, c, &ElectorOptions{Name: "x"})

@@ -12,6 +12,7 @@ import (
 
 	"go.opentelemetry.io/otel"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore/sqlite"
@@ -329,67 +330,9 @@ func ExampleCoordinator_Prune() {
 	res, err := coord.Prune(ctx, lease.PruneOptions{KeepRejections: 10_000})
 	fmt.Println(res.Requests, res.Waiters, res.Rejections, err)
 	_, err = coord.Prune(ctx, lease.PruneOptions{RequestAge: time.Hour}) // below MaxTTL (24h)
-	fmt.Println(errors.Is(err, gate.ErrInvalidInput))
+	fmt.Println(errors.Is(err, fence.ErrInvalidInput))
 
 	// Output:
 	// 0 0 0 <nil>
 	// true
-}
-
-// A turn of a contended lock in one commit: alice's last write, her
-// release and bob's grant commit together, and bob, waiting his turn,
-// returns with the next fence without sending an acquisition.
-func ExampleDoHandOver() {
-	ctx := context.Background()
-	store, cleanup := openExample(ctx)
-	defer cleanup()
-
-	coord := lease.NewCoordinator(store, &lease.CoordinatorOptions{TTL: time.Minute})
-	g := gate.New(store, nil)
-	alice, _ := lease.NewClient(&lease.ClientOptions{Holder: "alice"})
-	bob, _ := lease.NewClient(&lease.ClientOptions{Holder: "bob"})
-
-	held, err := coord.AcquireWait(ctx, alice, "deploy-slot")
-	if err != nil {
-		log.Fatal(err)
-	}
-	granted := make(chan *lease.Lease)
-	go func() {
-		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		l, err := coord.AcquireWait(ctx, bob, "deploy-slot")
-		if err != nil {
-			log.Fatal(err)
-		}
-		granted <- l
-	}()
-	for ws, _ := coord.Waiters(ctx, "deploy-slot"); len(ws) == 0; ws, _ = coord.Waiters(ctx, "deploy-slot") {
-		time.Sleep(time.Millisecond) // bob is not in the queue yet
-	}
-
-	off, err := lease.DoHandOver(ctx, g, coord, held, func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS deploys (version TEXT)`)
-		if err == nil {
-			_, err = tx.ExecContext(ctx, `INSERT INTO deploys VALUES ('v2')`)
-		}
-		return err
-	})
-	if err != nil {
-		log.Fatal(err)
-	}
-	next := <-granted
-	fmt.Println("handed to", off.To, "with fence", off.Fence)
-	fmt.Println(next.Token().Holder, "holds fence", next.Token().Fence)
-	// Its first term lasts no longer than its place in the queue would
-	// have (WaiterTTL, 3 s): a renewal (Renew, Keep, Hold) extends it.
-	fmt.Println("first term within the WaiterTTL:", next.Remaining() <= 3*time.Second)
-	token, _ := bob.Release(next)
-	if _, err := coord.Release(ctx, token); err != nil {
-		log.Fatal(err)
-	}
-
-	// Output:
-	// handed to bob with fence 2
-	// bob holds fence 2
-	// first term within the WaiterTTL: true
 }

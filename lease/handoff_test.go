@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/sqlstore"
 )
@@ -104,7 +105,7 @@ func testHandOverCommitsWithTheWrite[TTx any](t *testing.T, h harness[TTx]) {
 	if w.err != nil {
 		t.Fatal(w.err)
 	}
-	if w.l.Token() != (gate.Token{Resource: r, Holder: "b", Fence: res.Lease.Fence}) {
+	if w.l.Token() != (fence.Token{Resource: r, Holder: "b", Fence: res.Lease.Fence}) {
 		t.Fatalf("b got %v; want the handed-over fence %d", w.l.Token(), res.Lease.Fence)
 	}
 	// The coordinator's term ends (ExpiresAt-Now) after its clock read Now,
@@ -118,44 +119,6 @@ func testHandOverCommitsWithTheWrite[TTx any](t *testing.T, h harness[TTx]) {
 	}
 	if err := g.Do(ctx, tok, func(context.Context, TTx) error { return nil }); !errors.Is(err, gate.ErrStaleFence) {
 		t.Errorf("a's fence after the hand-over: %v; want ErrStaleFence", err)
-	}
-}
-
-// DoHandOver's write and hand-over are one transaction: when the write
-// fails, nothing is released or granted.
-func TestDoHandOverRollsBackWithTheWrite(t *testing.T) {
-	forEachDriver(t, testDoHandOverRollsBack[*sql.Tx], testDoHandOverRollsBack[pgx.Tx])
-}
-
-func testDoHandOverRollsBack[TTx any](t *testing.T, h harness[TTx]) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	coord := NewCoordinator(h.Driver, nil)
-	g := gate.New(h.Driver, nil)
-	a, b := newClient(t, "a", ClientOptions{}), newClient(t, "b", ClientOptions{})
-	r := resourceName(t)
-	la := acquire(t, a, coord, r)
-	seq, got := waitFor(t, ctx, coord, b, r)
-	boom := errors.New("the write failed")
-	off, err := DoHandOver(ctx, g, coord, la, func(context.Context, TTx) error { return boom })
-	if !errors.Is(err, boom) || off != (HandOff{}) {
-		t.Fatalf("DoHandOver = %+v, %v; want the write's error", off, err)
-	}
-	if st, err := coord.Status(ctx, r); err != nil || st.Holder != "a" || st.Fence != la.Token().Fence {
-		t.Fatalf("after the failed write the lease is %+v, %v; want still a's", st, err)
-	}
-	if la.Expired() {
-		t.Error("a's lease was marked released though nothing committed")
-	}
-	if !queued(t, coord, r, seq) {
-		t.Error("b's place left the queue though nothing committed")
-	}
-	off, err = DoHandOver(ctx, g, coord, la, nil)
-	if err != nil || off.To != "b" {
-		t.Fatalf("DoHandOver = %+v, %v; want handed to b", off, err)
-	}
-	if w := <-got; w.err != nil || w.l.Token().Fence != off.Fence {
-		t.Fatalf("b got %v, %v; want fence %d", w.l, w.err, off.Fence)
 	}
 }
 

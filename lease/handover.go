@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
-// HandOff is what DoHandOver did with the lease, its write committed.
+// HandOff is what handover.Do did with the lease, its write committed.
 type HandOff struct {
 	// Released is true when the lease was live and is now released or
 	// handed over. False when it had expired or been released before: the
@@ -23,62 +23,8 @@ type HandOff struct {
 	Fence int64
 }
 
-// DoHandOver is the last write of a lease's holder and its release in one
-// transaction, which also grants the resource to its first live waiter:
-// it runs fn in a transaction fenced by l's token (g.Do: g.Commit first,
-// then fn, retried as g.Do retries, so fn must be safe to run again), then,
-// in the same transaction, releases l and, when the resource's first live
-// waiter is an AcquireWait of one plain resource, grants it a new
-// generation (sqlstore.Executor.LeaseHandOver), and commits. The write,
-// the release and the grant commit together or not at all: a turn of a
-// contended lock costs one durable commit instead of two (the release's
-// and the next grant's). On success l is marked released (Client.Release)
-// and the waiter is woken: on Postgres by the commit's announcement,
-// wherever it waits; elsewhere at once when it waits in c, and at its
-// next touch otherwise.
-//
-// g and c must share one database (a gate and a coordinator over the
-// same schema). l must be a lease of one plain resource: a set's or a
-// path's is refused (gate.ErrInvalidInput); release those with Release.
-//
-// The waiter's first term is dated from its last touch of its place and
-// lasts the term it asked for, but no longer than its place would have
-// (WaiterTTL after that touch): package lease's doc, "Hand-over", has the
-// proof that its holder's deadline stays inside the coordinator's, and
-// the bound on a waiter that died waiting.
-//
-// Errors: g.Do's (a refused token, fn's error, the database's), with
-// nothing committed and l untouched; an error of the commit itself may
-// leave its outcome unknown, and l is then still the caller's to release.
-func DoHandOver[TTx any](ctx context.Context, g *gate.Gate[TTx], c *Coordinator, l *Lease, fn func(ctx context.Context, tx TTx) error) (HandOff, error) {
-	if l == nil || g == nil || c == nil {
-		return HandOff{}, invalid("hand-over", "needs a gate, a coordinator and a lease")
-	}
-	token := l.Token()
-	if token.IsSet() || gate.IsPath(token.Resource) {
-		return HandOff{}, invalid("lease", "a hand-over takes a lease of one plain resource; release %s with Release", token.Name())
-	}
-	var res sqlstore.LeaseHandOverResult
-	err := g.Do(ctx, token, func(ctx context.Context, tx TTx) error {
-		if fn != nil {
-			if err := fn(ctx, tx); err != nil {
-				return err
-			}
-		}
-		var err error
-		res, err = g.Driver().UnwrapExecutor(tx).LeaseHandOver(ctx, &sqlstore.LeaseHandOverParams{
-			Resource: token.Resource, Holder: token.Holder, Fence: token.Fence,
-		})
-		return err
-	})
-	if err != nil {
-		return HandOff{}, err
-	}
-	return c.HandOffOf(l, res)
-}
-
-// HandOffOf is DoHandOver's ending for a hand-over the caller committed
-// itself (pgxgate.CommitBatchHandOver): res is what the hand-over's
+// HandOffOf is handover.Do's ending for a hand-over the caller committed
+// itself (handover.CommitBatch): res is what the hand-over's
 // statement answered, in the transaction that committed. It marks l
 // released, wakes the waiter handed the resource if it waits in c, and
 // says what happened.
@@ -116,7 +62,7 @@ func (c *Coordinator) handedLease(ctx context.Context, hreq *AcquireRequest) (sq
 
 // handedOver reports the lease a hand-over granted to hreq (the request
 // a waiter's place carries), or nil when the resource's live lease is not
-// hreq's: the generation carried, when an announcement (or DoHandOver in
+// hreq's: the generation carried, when an announcement (or handover.Do in
 // this process) carried the one that names hreq, or else the lease row,
 // read. The term is dated from the waiter's last touch (the generation's
 // GrantedAt), and hreq is anchored at the send instant of the last touch
@@ -165,7 +111,7 @@ func (c *Coordinator) spendHandOver(ctx context.Context, hreq *AcquireRequest) e
 	case !ours:
 		return nil
 	}
-	if _, err := c.Release(ctx, gate.Token{Resource: row.Resource, Holder: row.Holder, Fence: row.Fence}); err != nil {
+	if _, err := c.Release(ctx, fence.Token{Resource: row.Resource, Holder: row.Holder, Fence: row.Fence}); err != nil {
 		return fmt.Errorf("fencegate: release the hand-over to %s of %q: it may stay held until its first term ends (within %v): %w",
 			hreq.Holder, hreq.Resource, c.waiterTTL, err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/sqlstore"
@@ -135,7 +136,7 @@ func floorOf(t *testing.T, store sqlstore.Store, resource string) sqlstore.Floor
 }
 
 // mustStale asserts err is the gate's refusal of token, and returns it.
-func mustStale(t *testing.T, err error, token gate.Token) *gate.StaleFenceError {
+func mustStale(t *testing.T, err error, token fence.Token) *gate.StaleFenceError {
 	t.Helper()
 	var stale *gate.StaleFenceError
 	if !errors.As(err, &stale) {

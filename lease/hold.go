@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/fence"
 )
 
 // Hold acquires resource for c's holder, runs fn while keeping the lease
@@ -48,7 +48,7 @@ import (
 // advanced, the lease is therefore never lost by its deadline: tests of
 // expiry should use real time, or the Client and Coordinator directly.
 func Hold(ctx context.Context, c *Client, coord *Coordinator, resource string, fn func(ctx context.Context, l *Lease) error, opts ...HoldOption) error {
-	if err := gate.ValidateResource(resource); err != nil {
+	if err := fence.ValidateResource(resource); err != nil {
 		return err
 	}
 	return hold(ctx, c, coord, []string{resource}, fn, opts)

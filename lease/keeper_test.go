@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
@@ -78,8 +78,8 @@ func TestRenewBatchAnswersEachLease(t *testing.T) {
 		}
 		req, _ := a.BeginRenewal(leases[0])
 		req.Fence = 0
-		if _, err := coord.RenewBatch(ctx, []*RenewRequest{req}); !errors.Is(err, gate.ErrInvalidInput) {
-			t.Errorf("a batch with a bad request = %v, want gate.ErrInvalidInput", err)
+		if _, err := coord.RenewBatch(ctx, []*RenewRequest{req}); !errors.Is(err, fence.ErrInvalidInput) {
+			t.Errorf("a batch with a bad request = %v, want fence.ErrInvalidInput", err)
 		}
 	})
 }

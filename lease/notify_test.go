@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/sqlstore"
 )
@@ -37,7 +37,7 @@ func forNotifyStores(t *testing.T, fn func(t *testing.T, store sqlstore.Store, u
 // releaseInFlight releases tok's lease in a transaction of a connection of
 // its own, as the store's release does, and leaves it open: the release's
 // trigger has run. It returns the session's pid and a commit function.
-func releaseInFlight(t *testing.T, url string, tok gate.Token) (pid int, commit func()) {
+func releaseInFlight(t *testing.T, url string, tok fence.Token) (pid int, commit func()) {
 	t.Helper()
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, url)

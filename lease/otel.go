@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/internal/telemetry"
 )
 
@@ -349,7 +349,7 @@ func releasing(ctx context.Context, l *Lease) context.Context {
 
 // startRelease opens Release's span, linked to the acquisition of the lease
 // when ctx carries it (Kept.Release, Hold).
-func (o *obs) startRelease(ctx context.Context, token gate.Token) (context.Context, op) {
+func (o *obs) startRelease(ctx context.Context, token fence.Token) (context.Context, op) {
 	if o == nil {
 		return ctx, op{}
 	}

@@ -62,7 +62,7 @@ type PruneResult struct {
 // lease ends with its term). Waiter rows: an expired one is out of the
 // queue already (AcquireWait queues again when it finds its place gone).
 //
-// Errors: gate.ErrInvalidInput for a RequestAge below MaxTTL or a negative
+// Errors: fence.ErrInvalidInput for a RequestAge below MaxTTL or a negative
 // option; the database's error.
 func (c *Coordinator) Prune(ctx context.Context, opts PruneOptions) (PruneResult, error) {
 	age := opts.RequestAge

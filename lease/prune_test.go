@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
@@ -44,7 +44,7 @@ func TestRetryAfterPruningIsNeverGrantedTwice(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		if _, err := coord.Prune(ctx, PruneOptions{RequestAge: term / 2}); !errors.Is(err, gate.ErrInvalidInput) {
+		if _, err := coord.Prune(ctx, PruneOptions{RequestAge: term / 2}); !errors.Is(err, fence.ErrInvalidInput) {
 			t.Fatalf("Prune with RequestAge below MaxTTL = %v, want ErrInvalidInput", err)
 		}
 		// The database's clock runs on its own: prune until the row is old

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/sqlstore"
 )
@@ -90,7 +90,7 @@ func TestReleaseStrictSaysWhy(t *testing.T) {
 		a := newClient(t, "agent-a", ClientOptions{TTL: time.Minute})
 		b := newClient(t, "agent-b", ClientOptions{TTL: time.Minute})
 		short := newClient(t, "agent-s", ClientOptions{TTL: 50 * time.Millisecond})
-		check := func(what string, token gate.Token, reason error, heldBy string) {
+		check := func(what string, token fence.Token, reason error, heldBy string) {
 			t.Helper()
 			err := coord.ReleaseStrict(ctx, token)
 			var nr *NotReleasedError
@@ -104,11 +104,11 @@ func TestReleaseStrictSaysWhy(t *testing.T) {
 			t.Logf("%s: %v", what, err)
 		}
 
-		check("never leased", gate.Token{Resource: "job", Holder: "agent-a", Fence: 1}, ErrReleaseNeverHeld, "")
+		check("never leased", fence.Token{Resource: "job", Holder: "agent-a", Fence: 1}, ErrReleaseNeverHeld, "")
 
 		l := acquire(t, a, coord, "job")
-		check("another holder's token", gate.Token{Resource: "job", Holder: "agent-b", Fence: l.Token().Fence}, ErrReleaseNeverHeld, "agent-a")
-		check("a fence above every grant", gate.Token{Resource: "job", Holder: "agent-a", Fence: l.Token().Fence + 1}, ErrReleaseNeverHeld, "agent-a")
+		check("another holder's token", fence.Token{Resource: "job", Holder: "agent-b", Fence: l.Token().Fence}, ErrReleaseNeverHeld, "agent-a")
+		check("a fence above every grant", fence.Token{Resource: "job", Holder: "agent-a", Fence: l.Token().Fence + 1}, ErrReleaseNeverHeld, "agent-a")
 		if err := coord.ReleaseStrict(ctx, l.Token()); err != nil {
 			t.Fatalf("ReleaseStrict of a live lease = %v", err)
 		}

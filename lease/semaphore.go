@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
@@ -44,7 +44,7 @@ type Permit struct {
 // over coord. n rules until N is stored in the database (SetPermits); from
 // then on the stored N rules every participant, whatever n each was built
 // with (see the package documentation on changing N). Errors:
-// gate.ErrInvalidInput for a nil coord or client, an empty or invalid name,
+// fence.ErrInvalidInput for a nil coord or client, an empty or invalid name,
 // or n outside 1..MaxPermits; nothing is written.
 func NewSemaphore(coord *Coordinator, client *Client, name string, n int) (*Semaphore, error) {
 	if coord == nil {
@@ -61,7 +61,7 @@ func NewSemaphore(coord *Coordinator, client *Client, name string, n int) (*Sema
 	}
 	s := &Semaphore{coord: coord, client: client, name: name, n: n, line: name + "#line", wake: make(chan struct{}, 1), local: make(chan struct{}, 1)}
 	for _, r := range []string{name, s.line, s.slot(MaxPermits - 1)} {
-		if err := gate.ValidateResource(r); err != nil {
+		if err := fence.ValidateResource(r); err != nil {
 			return nil, err
 		}
 	}
@@ -79,7 +79,7 @@ func (s *Semaphore) Permits() int { return s.n }
 // participant: each reads it before it grants a permit. Lowering N revokes
 // no live permit (each lives out its term, or until released), but nothing
 // is granted until fewer than the new N are live; raising it grants the new
-// slots at once. Errors: gate.ErrInvalidInput for n outside 1..MaxPermits,
+// slots at once. Errors: fence.ErrInvalidInput for n outside 1..MaxPermits,
 // or the database's; nothing is written then.
 func (s *Semaphore) SetPermits(ctx context.Context, n int) error {
 	if n <= 0 || n > MaxPermits {
@@ -123,9 +123,9 @@ func (s *Semaphore) permits(ctx context.Context) (int, error) {
 func (s *Semaphore) slot(i int) string { return s.name + "#" + strconv.Itoa(i) }
 
 // Slot returns the slot a token of this semaphore's permits names. Errors:
-// gate.ErrInvalidInput for a token of another resource (another
+// fence.ErrInvalidInput for a token of another resource (another
 // semaphore's permit, a plain lease) or a slot at or above MaxPermits.
-func (s *Semaphore) Slot(token gate.Token) (int, error) {
+func (s *Semaphore) Slot(token fence.Token) (int, error) {
 	rest, ok := strings.CutPrefix(token.Resource, s.name+"#")
 	i, err := strconv.Atoi(rest)
 	if !ok || err != nil || i < 0 || i >= MaxPermits || strconv.Itoa(i) != rest {
@@ -308,9 +308,9 @@ func (s *Semaphore) over(ctx context.Context, n int) (bool, error) {
 
 // Release releases the permit the token names, as Coordinator.Release
 // does, and wakes this Semaphore's head of the line. Errors:
-// gate.ErrInvalidInput for a token that is not a permit of this semaphore
+// fence.ErrInvalidInput for a token that is not a permit of this semaphore
 // (nothing is released), and Release's.
-func (s *Semaphore) Release(ctx context.Context, token gate.Token) (bool, error) {
+func (s *Semaphore) Release(ctx context.Context, token fence.Token) (bool, error) {
 	if _, err := s.Slot(token); err != nil {
 		return false, err
 	}
@@ -357,7 +357,7 @@ func (p *Permit) Lease() *Lease { return p.l }
 
 // Token returns the permit's proof for gate.Commit: it fences writes on the
 // permit's slot ("name#i"), not on the semaphore as a whole.
-func (p *Permit) Token() gate.Token { return p.l.Token() }
+func (p *Permit) Token() fence.Token { return p.l.Token() }
 
 // Release releases the permit, bounded by ClientOptions.ReleaseTimeout
 // even when ctx is cancelled. Releasing twice is harmless (the second is a

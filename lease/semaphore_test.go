@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/sqlstore"
@@ -35,7 +36,7 @@ func testSemaphore[TTx any](t *testing.T, h harness[TTx]) {
 	var (
 		holding atomic.Int32
 		wg      sync.WaitGroup
-		killed  = make(chan gate.Token, 1)
+		killed  = make(chan fence.Token, 1)
 		errs    = make(chan error, workers*rounds*3)
 	)
 	for i := range workers {
@@ -235,8 +236,8 @@ func TestSemaphoreBadInput(t *testing.T) {
 	store := dbtest.SQLite(t)
 	coord := NewCoordinator(store, nil)
 	c := newClient(t, "a", ClientOptions{})
-	for name, n := range map[string]int{"": 1, "zero": 0, "negative": -1, "too many": MaxPermits + 1, strings.Repeat("x", gate.MaxNameLen): 1} {
-		if _, err := NewSemaphore(coord, c, name, n); !errors.Is(err, gate.ErrInvalidInput) {
+	for name, n := range map[string]int{"": 1, "zero": 0, "negative": -1, "too many": MaxPermits + 1, strings.Repeat("x", fence.MaxNameLen): 1} {
+		if _, err := NewSemaphore(coord, c, name, n); !errors.Is(err, fence.ErrInvalidInput) {
 			t.Errorf("NewSemaphore(%.10q, %d) = %v, want ErrInvalidInput", name, n, err)
 		}
 	}
@@ -252,8 +253,8 @@ func TestSemaphoreBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tok := range []gate.Token{p.Token(), {Resource: "a#01", Holder: "a", Fence: 1}, {Resource: "a#line", Holder: "a", Fence: 1}, {Resource: "a", Holder: "a", Fence: 1}} {
-		if _, err := a.Release(ctx, tok); !errors.Is(err, gate.ErrInvalidInput) {
+	for _, tok := range []fence.Token{p.Token(), {Resource: "a#01", Holder: "a", Fence: 1}, {Resource: "a#line", Holder: "a", Fence: 1}, {Resource: "a", Holder: "a", Fence: 1}} {
+		if _, err := a.Release(ctx, tok); !errors.Is(err, fence.ErrInvalidInput) {
 			t.Errorf("Release(%v) on semaphore a = %v, want ErrInvalidInput", tok, err)
 		}
 	}
@@ -344,7 +345,7 @@ func TestSemaphoreStoredPermits(t *testing.T) {
 			t.Fatalf("TryAcquire with 4 live of 4 = %v, want ErrHeld", err)
 		}
 		for _, n := range []int{0, -1, MaxPermits + 1} {
-			if err := b.SetPermits(ctx, n); !errors.Is(err, gate.ErrInvalidInput) {
+			if err := b.SetPermits(ctx, n); !errors.Is(err, fence.ErrInvalidInput) {
 				t.Errorf("SetPermits(%d) = %v, want ErrInvalidInput", n, err)
 			}
 		}

@@ -6,20 +6,20 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
 // BeginAcquireSet starts an acquisition of several resources at once, in one
 // grant under one fence (Coordinator.Acquire answers it like any request):
-// resources as gate.ValidateSet accepts them, in any order, plain names or
-// paths (gate.PathResource) alike. The request's Resources holds them
+// resources as fence.ValidateSet accepts them, in any order, plain names or
+// paths (fence.PathResource) alike. The request's Resources holds them
 // sorted and its Resource is empty; a set of one resource is that
-// resource's plain request. Errors match gate.ErrInvalidInput (an empty
+// resource's plain request. Errors match fence.ErrInvalidInput (an empty
 // set, a name twice, a path with its own directory, more than
-// gate.MaxSetMembers), and nothing is sent.
+// fence.MaxSetMembers), and nothing is sent.
 func (c *Client) BeginAcquireSet(resources []string) (*AcquireRequest, error) {
-	members, err := gate.ValidateSet(resources)
+	members, err := fence.ValidateSet(resources)
 	if err != nil {
 		return nil, err
 	}
@@ -59,19 +59,19 @@ func (r *RenewRequest) name() string {
 // several members, or a path, whose rule the one-statement acquisitions do
 // not know.
 func claimsSet(members []string) bool {
-	return len(members) > 1 || gate.IsPath(members[0])
+	return len(members) > 1 || fence.IsPath(members[0])
 }
 
 // checkMembers validates a request's members: Resource alone, or Resources
 // as BeginAcquireSet makes them (sorted, two or more, Resource empty).
 func checkMembers(resource string, resources []string) ([]string, error) {
 	if len(resources) == 0 {
-		if err := gate.ValidateResource(resource); err != nil {
+		if err := fence.ValidateResource(resource); err != nil {
 			return nil, err
 		}
 		return []string{resource}, nil
 	}
-	sorted, err := gate.ValidateSet(resources)
+	sorted, err := fence.ValidateSet(resources)
 	switch {
 	case err != nil:
 		return nil, err
@@ -115,7 +115,7 @@ var errSetOver = errors.New("fencegate: a member of the set is no longer live")
 
 // releaseSet is Release for a set token: every member's live lease
 // released in one transaction. It reports whether every member was.
-func (c *Coordinator) releaseSet(ctx context.Context, token gate.Token) (bool, error) {
+func (c *Coordinator) releaseSet(ctx context.Context, token fence.Token) (bool, error) {
 	all := true
 	err := c.store.InTx(ctx, func(ex sqlstore.Executor) error {
 		for _, m := range token.Members() {
@@ -140,7 +140,7 @@ func (c *Coordinator) releaseSet(ctx context.Context, token gate.Token) (bool, e
 // wake it: it looks again when its place is touched (every third of
 // CoordinatorOptions.WaiterTTL), or at the blocking lease's expiry.
 func (c *Coordinator) AcquireWaitSet(ctx context.Context, client *Client, resources []string) (*Lease, error) {
-	members, err := gate.ValidateSet(resources)
+	members, err := fence.ValidateSet(resources)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +150,7 @@ func (c *Coordinator) AcquireWaitSet(ctx context.Context, client *Client, resour
 // HoldSet is Hold for a claim of several resources at once
 // (BeginAcquireSet's rules, AcquireWaitSet's with the Wait option).
 func HoldSet(ctx context.Context, c *Client, coord *Coordinator, resources []string, fn func(ctx context.Context, l *Lease) error, opts ...HoldOption) error {
-	members, err := gate.ValidateSet(resources)
+	members, err := fence.ValidateSet(resources)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"log"
 	"time"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/lease"
 )
@@ -25,8 +26,8 @@ func ExampleClient_BeginAcquireSet() {
 	a, _ := lease.NewClient(&lease.ClientOptions{Holder: "agent-a", ClockSkew: time.Second})
 	b, _ := lease.NewClient(&lease.ClientOptions{Holder: "agent-b", ClockSkew: time.Second})
 
-	src, _ := gate.PathResource("src/")
-	mod, _ := gate.PathResource("go.mod")
+	src, _ := fence.PathResource("src/")
+	mod, _ := fence.PathResource("go.mod")
 	req, err := a.BeginAcquireSet([]string{src, mod})
 	if err != nil {
 		log.Fatal(err)
@@ -39,7 +40,7 @@ func ExampleClient_BeginAcquireSet() {
 	fmt.Println("a holds", la.Token().Name(), "under fence", la.Token().Fence)
 
 	for _, rel := range []string{"src/main.go", "docs/README.md"} {
-		p, _ := gate.PathResource(rel)
+		p, _ := fence.PathResource(rel)
 		req, _ := b.BeginAcquireSet([]string{p})
 		out, err := coord.Acquire(ctx, req)
 		if err != nil {
@@ -53,7 +54,7 @@ func ExampleClient_BeginAcquireSet() {
 	}
 
 	write := func(file string) error {
-		f, _ := gate.PathResource(file)
+		f, _ := fence.PathResource(file)
 		tx, err := store.Begin(ctx)
 		if err != nil {
 			return err

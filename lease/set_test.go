@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/sqlstore"
 )
@@ -42,7 +43,7 @@ func acquireSet(t *testing.T, c *Client, coord *Coordinator, resources ...string
 
 func path(t *testing.T, rel string) string {
 	t.Helper()
-	r, err := gate.PathResource(rel)
+	r, err := fence.PathResource(rel)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +97,7 @@ func TestAcquireSetAllOrNone(t *testing.T) {
 			}
 		}
 		// Parse keeps the set.
-		if back, err := gate.Parse(tok.String()); err != nil || back != tok {
+		if back, err := fence.Parse(tok.String()); err != nil || back != tok {
 			t.Fatalf("Parse(%s) = %v, %v", tok, back, err)
 		}
 
@@ -192,7 +193,7 @@ func TestPathClaimsConflict(t *testing.T) {
 			t.Fatal("a sibling was refused")
 		}
 		for _, p := range []string{"src/a.go", "src/", "src/x/../"} {
-			r, err := gate.PathResource(p)
+			r, err := fence.PathResource(p)
 			if err != nil {
 				continue // "src/x/../" is refused as input, below
 			}
@@ -413,7 +414,7 @@ func testPathRuleOverCoordinator[TTx any](t *testing.T, h harness[TTx]) {
 	g := gate.New(h.Driver, &gate.Options{VerifyIssued: true})
 	a, b := newClient(t, "a", ClientOptions{}), newClient(t, "b", ClientOptions{})
 	file := path(t, "src/a.go")
-	write := func(tok gate.Token) error {
+	write := func(tok fence.Token) error {
 		tx, err := h.Driver.Begin(ctx)
 		if err != nil {
 			return err

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
@@ -102,7 +102,7 @@ const listenRetry = 100 * time.Millisecond
 // the term asked for has passed, or Close: the lease stays held until then.
 // Hold, with or without Wait, does the same.
 func (c *Coordinator) AcquireWait(ctx context.Context, client *Client, resource string) (got *Lease, err error) {
-	if err := gate.ValidateResource(resource); err != nil {
+	if err := fence.ValidateResource(resource); err != nil {
 		return nil, err
 	}
 	return c.acquireWait(ctx, client, []string{resource})
@@ -418,7 +418,7 @@ func heldError(resource string, out AcquireOutcome) *HeldError {
 // Waiters reads the resource's queue of waiting acquisitions
 // (AcquireWait), first first. Advisory, as Status.
 func (c *Coordinator) Waiters(ctx context.Context, resource string) ([]sqlstore.Waiter, error) {
-	if err := gate.ValidateResource(resource); err != nil {
+	if err := fence.ValidateResource(resource); err != nil {
 		return nil, err
 	}
 	ws, err := c.store.Executor().WaiterList(ctx, resource)

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/sqlstore"
 )
@@ -373,7 +373,7 @@ func TestAcquireWaitStaleReleaseWakesNobody(t *testing.T) {
 		rec.settle(t, store)
 		pokes := rec.pokesOf(r)
 
-		for _, stale := range []gate.Token{staleToken, {Resource: r, Holder: "a", Fence: lb.Token().Fence}} {
+		for _, stale := range []fence.Token{staleToken, {Resource: r, Holder: "a", Fence: lb.Token().Fence}} {
 			if ok, err := coord.Release(ctx, stale); err != nil || ok {
 				t.Fatalf("Release(stale %v) = %v, %v; want false", stale, ok, err)
 			}
@@ -550,7 +550,7 @@ func TestHoldWaitRunsAfterTheRelease(t *testing.T) {
 			t.Fatalf("Hold past its wait = %v, want context.Canceled and who holds the lock", err)
 		}
 
-		ran := make(chan gate.Token, 1)
+		ran := make(chan fence.Token, 1)
 		done := make(chan error, 1)
 		go func() {
 			done <- Hold(ctx, waiter, coord, r, func(_ context.Context, l *Lease) error {

@@ -45,6 +45,10 @@ func TestProgramsLinkOnlyTheirDriver(t *testing.T) {
 		// programs under testdata stand for a user's program, not for a
 		// package of sqlstore, and are not listed here.
 		{[]string{"./..."}, []string{"github.com/fencegate/fencegate/gate", "github.com/fencegate/fencegate/lease", "github.com/fencegate/fencegate/cmd/"}},
+		// gate and lease stand side by side on fence and sqlstore; what
+		// needs both (a hand-over) is handover's.
+		{[]string{"../gate/..."}, []string{"github.com/fencegate/fencegate/lease", "github.com/fencegate/fencegate/handover"}},
+		{[]string{"../lease"}, []string{"github.com/fencegate/fencegate/gate", "github.com/fencegate/fencegate/handover"}},
 		{[]string{"../gate/pgxgate"}, []string{"modernc.org/", mysqlDriver, fg + "sqlite", fg + "pgsql", fg + "mysql", mig + "sqlite", mig + "mysql"}},
 		{[]string{"./testdata/pgxonly"}, []string{"modernc.org/", mysqlDriver, fg + "sqlite", fg + "pgsql", fg + "mysql", mig + "sqlite", mig + "mysql"}},
 		{[]string{"./testdata/sqliteonly"}, []string{"github.com/jackc/", mysqlDriver, fg + "internal/pg", fg + "mysql", mig + "postgres", mig + "mysql"}},

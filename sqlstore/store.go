@@ -243,7 +243,7 @@ type Executor interface {
 	// LeaseList reads every lease row, ordered by resource.
 	LeaseList(ctx context.Context) ([]LeaseRow, error)
 
-	// PathLock takes the lock of a path resource (gate.PathResource) until
+	// PathLock takes the lock of a path resource (fence.PathResource) until
 	// the transaction ends, creating its row in fencegate_path_lock if
 	// missing: exclusive for a claim of the path itself or an Admit of its
 	// fence, shared for a claim or a write below it (the path is one of
@@ -251,7 +251,7 @@ type Executor interface {
 	// REPEATABLE READ transaction that locks it later fails to serialize
 	// rather than read floors older than the grant. A no-op on SQLite,
 	// whose write transaction holds the whole database. Callers lock paths
-	// in sorted order (gate.Ancestors are sorted first), before any lease or
+	// in sorted order (fence.Ancestors are sorted first), before any lease or
 	// floor row, so two lockers never wait on each other in a cycle.
 	PathLock(ctx context.Context, resource string, exclusive bool) error
 	// LeaseLiveBelow reads the first live lease (by name) of a resource
@@ -561,7 +561,7 @@ type LeaseAcquireParams struct {
 	// Members, when set, makes the acquisition a claim of every member at
 	// once, under one fence, all or none (Resource is then ignored): the
 	// names sorted, valid, without duplicates or a path with its own
-	// directory (gate.ValidateSet), and the path rule kept for the path
+	// directory (fence.ValidateSet), and the path rule kept for the path
 	// names among them (gate's doc, Paths): no live claim of a directory
 	// above one, nor, for a directory, of anything below it. A claim of one
 	// path is a Members of one. The answer's Lease is the members' row whose

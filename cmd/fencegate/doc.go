@@ -82,7 +82,7 @@
 // # Holders and tokens
 //
 // The holder is --holder, else $FENCEGATE_HOLDER, else "host-pid". A token
-// is the text form of gate.Token, fg1:<fence>:<lock>:<holder> with lock and
+// is the text form of fence.Token, fg1:<fence>:<lock>:<holder> with lock and
 // holder query-escaped, for example "fg1:7:deploy-slot:build-7". A token is
 // all renew, release, check and gate need: each invocation is a fresh
 // process with no state, and the coordinator, in the database, is

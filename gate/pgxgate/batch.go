@@ -22,8 +22,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
-	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/pgxv5"
 )
@@ -78,13 +78,13 @@ type BatchSender = pgxv5.BatchSender
 // extended protocol or pgx's simple protocol; it does not survive a pooler
 // in statement mode.
 //
-// A set or path token (gate.Token.Members) is judged by g.Commit in the
+// A set or path token (fence.Token.Members) is judged by g.Commit in the
 // batch's transaction first, member by member, then the batch runs as
 // above: a round trip per member more, the same refusals and logs.
 //
 // The fence statement needs fencegate's Postgres migrations (the gate's:
 // fencegate_fence_batch and the write guard).
-func CommitBatch(ctx context.Context, g *gate.Gate[pgx.Tx], conn BatchSender, token gate.Token, b *pgx.Batch) error {
+func CommitBatch(ctx context.Context, g *gate.Gate[pgx.Tx], conn BatchSender, token fence.Token, b *pgx.Batch) error {
 	ctx, c := g.StartCheck(ctx, "commit_batch", token)
 	if !pipelined(token) {
 		if err := token.Validate(); err != nil {
@@ -120,7 +120,7 @@ func rollbackOf(tx pgx.Tx) func(context.Context) error {
 
 // commitBatch checks CommitBatch's input and sends the pipeline. It returns
 // the transaction to end: the caller's, or the one the pipeline began.
-func commitBatch(ctx context.Context, c *gate.FenceCheck[pgx.Tx], conn BatchSender, token gate.Token, b *pgx.Batch) (pgx.Tx, sqlstore.FloorRaiseResult, error) {
+func commitBatch(ctx context.Context, c *gate.FenceCheck[pgx.Tx], conn BatchSender, token fence.Token, b *pgx.Batch) (pgx.Tx, sqlstore.FloorRaiseResult, error) {
 	callerTx, _ := conn.(pgx.Tx)
 	if err := token.Validate(); err != nil {
 		return callerTx, sqlstore.FloorRaiseResult{}, err
@@ -133,28 +133,4 @@ func commitBatch(ctx context.Context, c *gate.FenceCheck[pgx.Tx], conn BatchSend
 		return tx, res, fmt.Errorf("fencegate: commit batch %s: %w", token, err)
 	}
 	return tx, res, nil
-}
-
-// CommitBatchHandOver is CommitBatch for a lease's last write: it queues
-// the hand-over of l (pgxv5.QueueHandOver) last in b, so that the fence,
-// b's writes, l's release and the grant of the resource to its first live
-// waiter go in one round trip and commit together, then ends l on the
-// holder's side (lease.Coordinator.HandOffOf: l marked released, a waiter
-// of c woken). Errors are CommitBatch's, with l left as it was; a set's or
-// a path's lease is refused (gate.ErrInvalidInput), as lease.DoHandOver
-// refuses it.
-func CommitBatchHandOver(ctx context.Context, g *gate.Gate[pgx.Tx], conn BatchSender, c *lease.Coordinator, l *lease.Lease, b *pgx.Batch) (lease.HandOff, error) {
-	if l == nil || c == nil {
-		return lease.HandOff{}, fmt.Errorf("fencegate: commit batch with a hand-over: %w: needs a coordinator and a lease", gate.ErrInvalidInput)
-	}
-	token := l.Token()
-	if !pipelined(token) {
-		return lease.HandOff{}, fmt.Errorf("fencegate: commit batch with a hand-over of %s: %w: a hand-over takes a lease of one plain resource", token, gate.ErrInvalidInput)
-	}
-	var res sqlstore.LeaseHandOverResult
-	pgxv5.QueueHandOver(b, sqlstore.LeaseHandOverParams{Resource: token.Resource, Holder: token.Holder, Fence: token.Fence}, &res)
-	if err := CommitBatch(ctx, g, conn, token, b); err != nil {
-		return lease.HandOff{}, err
-	}
-	return c.HandOffOf(l, res)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/gate/pgxgate"
 	"github.com/fencegate/fencegate/internal/dbtest"
@@ -53,7 +54,7 @@ func TestCommitBatchAdmitsAndCommits(t *testing.T) {
 	dbtest.ForEach(t, nil, func(t *testing.T, h dbtest.Harness[pgx.Tx]) {
 		ctx := context.Background()
 		d, g := pipelineHarness(t, h, nil)
-		a := gate.Token{Resource: "r", Holder: "a", Fence: 5}
+		a := fence.Token{Resource: "r", Holder: "a", Fence: 5}
 		if err := pgxgate.CommitBatch(ctx, g, d.Pool(), a, writeBatch(1, 5)); err != nil {
 			t.Fatalf("first write: %v", err)
 		}
@@ -64,7 +65,7 @@ func TestCommitBatchAdmitsAndCommits(t *testing.T) {
 		if err := pgxgate.CommitBatch(ctx, g, d.Pool(), a, b); err != nil || got != 5 {
 			t.Fatalf("equal fence: %v (returned %d)", err, got)
 		}
-		if err := pgxgate.CommitBatch(ctx, g, d.Pool(), gate.Token{Resource: "r", Holder: "b", Fence: 9}, writeBatch(3, 9)); err != nil {
+		if err := pgxgate.CommitBatch(ctx, g, d.Pool(), fence.Token{Resource: "r", Holder: "b", Fence: 9}, writeBatch(3, 9)); err != nil {
 			t.Fatalf("higher fence: %v", err)
 		}
 		if n := pgCount(t, d, `SELECT count(*) FROM items`); n != 3 {
@@ -80,10 +81,10 @@ func TestCommitBatchRefusalLeavesNoWriteBehind(t *testing.T) {
 	dbtest.ForEach(t, nil, func(t *testing.T, h dbtest.Harness[pgx.Tx]) {
 		ctx := context.Background()
 		d, g := pipelineHarness(t, h, nil)
-		if err := g.Admit(ctx, gate.Token{Resource: "r", Holder: "new", Fence: 10}); err != nil {
+		if err := g.Admit(ctx, fence.Token{Resource: "r", Holder: "new", Fence: 10}); err != nil {
 			t.Fatal(err)
 		}
-		stale := gate.Token{Resource: "r", Holder: "old", Fence: 3}
+		stale := fence.Token{Resource: "r", Holder: "old", Fence: 3}
 		err := pgxgate.CommitBatch(ctx, g, d.Pool(), stale, writeBatch(1, 3))
 		var se *gate.StaleFenceError
 		if !errors.As(err, &se) || !errors.Is(err, gate.ErrStaleFence) || errors.Is(err, gate.ErrFenceNotIssued) {
@@ -108,7 +109,7 @@ func TestCommitBatchRefusalLeavesNoWriteBehind(t *testing.T) {
 			t.Fatalf("rejection log = %+v, %v", rejs, err)
 		}
 		// The pool still works after the refusal (the connection came back idle).
-		if err := pgxgate.CommitBatch(ctx, g, d.Pool(), gate.Token{Resource: "r", Holder: "new", Fence: 10}, writeBatch(2, 10)); err != nil {
+		if err := pgxgate.CommitBatch(ctx, g, d.Pool(), fence.Token{Resource: "r", Holder: "new", Fence: 10}, writeBatch(2, 10)); err != nil {
 			t.Fatalf("after a refusal: %v", err)
 		}
 		if n := pgCount(t, d, `SELECT count(*) FROM items`); n != 1 {
@@ -123,10 +124,10 @@ func TestCommitBatchIsAtomic(t *testing.T) {
 	dbtest.ForEach(t, nil, func(t *testing.T, h dbtest.Harness[pgx.Tx]) {
 		ctx := context.Background()
 		d, g := pipelineHarness(t, h, nil)
-		if err := pgxgate.CommitBatch(ctx, g, d.Pool(), gate.Token{Resource: "r", Holder: "a", Fence: 1}, writeBatch(1, 1)); err != nil {
+		if err := pgxgate.CommitBatch(ctx, g, d.Pool(), fence.Token{Resource: "r", Holder: "a", Fence: 1}, writeBatch(1, 1)); err != nil {
 			t.Fatal(err)
 		}
-		err := pgxgate.CommitBatch(ctx, g, d.Pool(), gate.Token{Resource: "r", Holder: "b", Fence: 2}, writeBatch(1, 2)) // duplicate key
+		err := pgxgate.CommitBatch(ctx, g, d.Pool(), fence.Token{Resource: "r", Holder: "b", Fence: 2}, writeBatch(1, 2)) // duplicate key
 		if pgErr, ok := errors.AsType[*pgconn.PgError](err); !ok || pgErr.Code != "23505" {
 			t.Fatalf("got %v, want a unique violation", err)
 		}
@@ -143,7 +144,7 @@ func TestCommitBatchInTx(t *testing.T) {
 	dbtest.ForEach(t, nil, func(t *testing.T, h dbtest.Harness[pgx.Tx]) {
 		ctx := context.Background()
 		d, g := pipelineHarness(t, h, nil)
-		if err := g.Admit(ctx, gate.Token{Resource: "r", Holder: "new", Fence: 10}); err != nil {
+		if err := g.Admit(ctx, fence.Token{Resource: "r", Holder: "new", Fence: 10}); err != nil {
 			t.Fatal(err)
 		}
 		tx, err := d.Pool().Begin(ctx)
@@ -154,7 +155,7 @@ func TestCommitBatchInTx(t *testing.T) {
 		if _, err := tx.Exec(ctx, `INSERT INTO items VALUES (1, 3)`); err != nil {
 			t.Fatal(err)
 		}
-		if err := pgxgate.CommitBatch(ctx, g, tx, gate.Token{Resource: "r", Holder: "old", Fence: 3}, writeBatch(2, 3)); !errors.Is(err, gate.ErrStaleFence) {
+		if err := pgxgate.CommitBatch(ctx, g, tx, fence.Token{Resource: "r", Holder: "old", Fence: 3}, writeBatch(2, 3)); !errors.Is(err, gate.ErrStaleFence) {
 			t.Fatalf("got %v, want stale", err)
 		}
 		if err := tx.Commit(ctx); !errors.Is(err, pgx.ErrTxClosed) {
@@ -176,12 +177,12 @@ func TestCommitBatchVerifyIssued(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		err := pgxgate.CommitBatch(ctx, g, d.Pool(), gate.Token{Resource: "r", Holder: "a", Fence: 1000}, writeBatch(1, 1000))
+		err := pgxgate.CommitBatch(ctx, g, d.Pool(), fence.Token{Resource: "r", Holder: "a", Fence: 1000}, writeBatch(1, 1000))
 		if !errors.Is(err, gate.ErrFenceNotIssued) {
 			t.Fatalf("forged fence: got %v, want ErrFenceNotIssued", err)
 		}
 		for range 2 { // the first raises the floor, the second keeps it
-			if err := pgxgate.CommitBatch(ctx, g, d.Pool(), gate.Token{Resource: "r", Holder: "a", Fence: 3}, nil); err != nil {
+			if err := pgxgate.CommitBatch(ctx, g, d.Pool(), fence.Token{Resource: "r", Holder: "a", Fence: 3}, nil); err != nil {
 				t.Fatalf("issued fence: %v", err)
 			}
 		}
@@ -198,7 +199,7 @@ func TestEqualFenceHoldsFloorAgainstRaise(t *testing.T) {
 	dbtest.ForEach(t, nil, func(t *testing.T, h dbtest.Harness[pgx.Tx]) {
 		ctx := context.Background()
 		d, g := pipelineHarness(t, h, nil)
-		a := gate.Token{Resource: "r", Holder: "a", Fence: 5}
+		a := fence.Token{Resource: "r", Holder: "a", Fence: 5}
 		if err := g.Admit(ctx, a); err != nil {
 			t.Fatal(err)
 		}
@@ -215,7 +216,7 @@ func TestEqualFenceHoldsFloorAgainstRaise(t *testing.T) {
 				if _, err := tx2.Exec(ctx, `SET LOCAL lock_timeout = '200ms'`); err != nil {
 					return err
 				}
-				return g.Commit(ctx, tx2, gate.Token{Resource: "r", Holder: "b", Fence: 6})
+				return g.Commit(ctx, tx2, fence.Token{Resource: "r", Holder: "b", Fence: 6})
 			})
 		}
 		if err := raise(); !sqlstore.IsRetryable(err) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/pgxv5"
@@ -64,7 +65,7 @@ var ErrBeginInTx = errors.New("fencegate: begin fenced: already in a transaction
 // first (as it does every statement). The fence needs fencegate's Postgres
 // migrations (fencegate_fence).
 //
-// A set or path token (gate.Token.Members) is judged by g.Commit right
+// A set or path token (fence.Token.Members) is judged by g.Commit right
 // after BEGIN, a round trip of its own, then one per member.
 //
 //	tx, err := pgxgate.BeginFenced(ctx, g, pool, l.Token(), pgx.TxOptions{}) // *gate.StaleFenceError if stale
@@ -76,7 +77,7 @@ var ErrBeginInTx = errors.New("fencegate: begin fenced: already in a transaction
 //		return err
 //	}
 //	return tx.Commit(ctx)
-func BeginFenced(ctx context.Context, g *gate.Gate[pgx.Tx], db BatchSender, token gate.Token, opts pgx.TxOptions) (pgx.Tx, error) {
+func BeginFenced(ctx context.Context, g *gate.Gate[pgx.Tx], db BatchSender, token fence.Token, opts pgx.TxOptions) (pgx.Tx, error) {
 	ctx, c := g.StartCheck(ctx, "begin_fenced", token)
 	if err := token.Validate(); err != nil {
 		return nil, c.Done(ctx, sqlstore.FloorRaiseResult{}, err, nil)

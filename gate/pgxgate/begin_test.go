@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/gate/pgxgate"
 	"github.com/fencegate/fencegate/internal/dbtest"
@@ -58,7 +59,7 @@ func TestBeginFencedAdmitsAndCommits(t *testing.T) {
 	dbtest.ForEach(t, nil, func(t *testing.T, h dbtest.Harness[pgx.Tx]) {
 		ctx := context.Background()
 		d, g := pipelineHarness(t, h, nil)
-		write := func(tok gate.Token, id int) error {
+		write := func(tok fence.Token, id int) error {
 			tx, err := pgxgate.BeginFenced(ctx, g, d.Pool(), tok, pgx.TxOptions{})
 			if err != nil {
 				return err
@@ -69,13 +70,13 @@ func TestBeginFencedAdmitsAndCommits(t *testing.T) {
 			}
 			return tx.Commit(ctx)
 		}
-		a := gate.Token{Resource: "r", Holder: "a", Fence: 5}
+		a := fence.Token{Resource: "r", Holder: "a", Fence: 5}
 		for id := 1; id <= 2; id++ { // a new floor, then the equal fence
 			if err := write(a, id); err != nil {
 				t.Fatalf("write %d: %v", id, err)
 			}
 		}
-		if err := write(gate.Token{Resource: "r", Holder: "b", Fence: 9}, 3); err != nil {
+		if err := write(fence.Token{Resource: "r", Holder: "b", Fence: 9}, 3); err != nil {
 			t.Fatalf("higher fence: %v", err)
 		}
 		if n := pgCount(t, d, `SELECT count(*) FROM items`); n != 3 {
@@ -93,10 +94,10 @@ func TestBeginFencedRefusesStaleFence(t *testing.T) {
 		ctx := context.Background()
 		var logs syncBuffer
 		d, g := pipelineHarness(t, h, &gate.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-		if err := g.Admit(ctx, gate.Token{Resource: "r", Holder: "new", Fence: 10}); err != nil {
+		if err := g.Admit(ctx, fence.Token{Resource: "r", Holder: "new", Fence: 10}); err != nil {
 			t.Fatal(err)
 		}
-		tx, err := pgxgate.BeginFenced(ctx, g, d.Pool(), gate.Token{Resource: "r", Holder: "old", Fence: 3}, pgx.TxOptions{})
+		tx, err := pgxgate.BeginFenced(ctx, g, d.Pool(), fence.Token{Resource: "r", Holder: "old", Fence: 3}, pgx.TxOptions{})
 		endTx(tx)
 		var se *gate.StaleFenceError
 		if !errors.As(err, &se) || errors.Is(err, gate.ErrFenceNotIssued) || tx != nil {
@@ -117,7 +118,7 @@ func TestBeginFencedRefusesStaleFence(t *testing.T) {
 		}
 		idle(t, d)
 		// The connection came back usable.
-		if err := pgxgate.CommitBatch(ctx, g, d.Pool(), gate.Token{Resource: "r", Holder: "new", Fence: 10}, writeBatch(1, 10)); err != nil {
+		if err := pgxgate.CommitBatch(ctx, g, d.Pool(), fence.Token{Resource: "r", Holder: "new", Fence: 10}, writeBatch(1, 10)); err != nil {
 			t.Fatalf("after a refusal: %v", err)
 		}
 	})
@@ -128,10 +129,10 @@ func TestBeginFencedRollbackUndoesRaise(t *testing.T) {
 	dbtest.ForEach(t, nil, func(t *testing.T, h dbtest.Harness[pgx.Tx]) {
 		ctx := context.Background()
 		d, g := pipelineHarness(t, h, nil)
-		if err := g.Admit(ctx, gate.Token{Resource: "r", Holder: "a", Fence: 2}); err != nil {
+		if err := g.Admit(ctx, fence.Token{Resource: "r", Holder: "a", Fence: 2}); err != nil {
 			t.Fatal(err)
 		}
-		tx, err := pgxgate.BeginFenced(ctx, g, d.Pool(), gate.Token{Resource: "r", Holder: "b", Fence: 7}, pgx.TxOptions{})
+		tx, err := pgxgate.BeginFenced(ctx, g, d.Pool(), fence.Token{Resource: "r", Holder: "b", Fence: 7}, pgx.TxOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,15 +159,15 @@ func TestBeginFencedHoldsFloor(t *testing.T) {
 	dbtest.ForEach(t, nil, func(t *testing.T, h dbtest.Harness[pgx.Tx]) {
 		ctx := context.Background()
 		d, g := pipelineHarness(t, h, nil)
-		if err := g.Admit(ctx, gate.Token{Resource: "r", Holder: "a", Fence: 5}); err != nil {
+		if err := g.Admit(ctx, fence.Token{Resource: "r", Holder: "a", Fence: 5}); err != nil {
 			t.Fatal(err)
 		}
-		for i, tok := range []gate.Token{{Resource: "r", Holder: "a", Fence: 5}, {Resource: "r", Holder: "b", Fence: 6}} {
+		for i, tok := range []fence.Token{{Resource: "r", Holder: "a", Fence: 5}, {Resource: "r", Holder: "b", Fence: 6}} {
 			tx, err := pgxgate.BeginFenced(ctx, g, d.Pool(), tok, pgx.TxOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			higher := gate.Token{Resource: "r", Holder: "c", Fence: int64(100 + i)}
+			higher := fence.Token{Resource: "r", Holder: "c", Fence: int64(100 + i)}
 			raise := func() error {
 				return pgx.BeginFunc(ctx, d.Pool(), func(tx2 pgx.Tx) error {
 					if _, err := tx2.Exec(ctx, `SET LOCAL lock_timeout = '200ms'`); err != nil {
@@ -185,7 +186,7 @@ func TestBeginFencedHoldsFloor(t *testing.T) {
 			if err := raise(); err != nil {
 				t.Fatalf("raise after the transaction ended: %v", err)
 			}
-			if err := g.Admit(ctx, gate.Token{Resource: "r", Holder: "a", Fence: 5}); !errors.Is(err, gate.ErrStaleFence) {
+			if err := g.Admit(ctx, fence.Token{Resource: "r", Holder: "a", Fence: 5}); !errors.Is(err, gate.ErrStaleFence) {
 				t.Fatalf("old fence after the raise: %v", err)
 			}
 			if _, err := d.Pool().Exec(ctx, `UPDATE fencegate_floor SET floor = 5, holder = 'a' WHERE resource = 'r'`); err != nil {
@@ -205,7 +206,7 @@ func TestBeginFencedVerifyIssued(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		tx, err := pgxgate.BeginFenced(ctx, g, d.Pool(), gate.Token{Resource: "r", Holder: "a", Fence: 1000}, pgx.TxOptions{})
+		tx, err := pgxgate.BeginFenced(ctx, g, d.Pool(), fence.Token{Resource: "r", Holder: "a", Fence: 1000}, pgx.TxOptions{})
 		endTx(tx)
 		if !errors.Is(err, gate.ErrFenceNotIssued) || tx != nil {
 			t.Fatalf("forged fence: got %v, want ErrFenceNotIssued", err)
@@ -214,7 +215,7 @@ func TestBeginFencedVerifyIssued(t *testing.T) {
 			t.Fatalf("the forged fence made a floor: %v", err)
 		}
 		for range 2 { // the first raises the floor, the second keeps it
-			tx, err := pgxgate.BeginFenced(ctx, g, d.Pool(), gate.Token{Resource: "r", Holder: "a", Fence: 3}, pgx.TxOptions{})
+			tx, err := pgxgate.BeginFenced(ctx, g, d.Pool(), fence.Token{Resource: "r", Holder: "a", Fence: 3}, pgx.TxOptions{})
 			if err != nil {
 				t.Fatalf("issued fence: %v", err)
 			}
@@ -232,18 +233,18 @@ func TestBeginFencedFailsClosed(t *testing.T) {
 	dbtest.ForEach(t, nil, func(t *testing.T, h dbtest.Harness[pgx.Tx]) {
 		ctx := context.Background()
 		d, g := pipelineHarness(t, h, nil)
-		tok := gate.Token{Resource: "r", Holder: "a", Fence: 4}
+		tok := fence.Token{Resource: "r", Holder: "a", Fence: 4}
 		cancelled, cancel := context.WithCancel(ctx)
 		cancel()
 		cases := []struct {
 			name string
 			ctx  context.Context
-			tok  gate.Token
+			tok  fence.Token
 			opts pgx.TxOptions
 		}{
 			{"cancelled", cancelled, tok, pgx.TxOptions{}},
 			{"bad begin", ctx, tok, pgx.TxOptions{BeginQuery: "BEGIN garbage"}},
-			{"invalid token", ctx, gate.Token{Resource: "r", Holder: "a"}, pgx.TxOptions{}},
+			{"invalid token", ctx, fence.Token{Resource: "r", Holder: "a"}, pgx.TxOptions{}},
 		}
 		for _, c := range cases {
 			tx, err := pgxgate.BeginFenced(c.ctx, g, d.Pool(), c.tok, c.opts)
@@ -291,7 +292,7 @@ func TestBeginFencedConcurrentCommitsInFenceOrder(t *testing.T) {
 		for w := range writers {
 			wg.Go(func() {
 				for i := range perWriter {
-					tok := gate.Token{Resource: "r", Holder: "w", Fence: int64(1 + i*writers + w)}
+					tok := fence.Token{Resource: "r", Holder: "w", Fence: int64(1 + i*writers + w)}
 					tx, err := pgxgate.BeginFenced(ctx, g, d.Pool(), tok, pgx.TxOptions{})
 					if errors.Is(err, gate.ErrStaleFence) {
 						continue
@@ -346,7 +347,7 @@ func TestMissingFenceFunctionIsNotMigrated(t *testing.T) {
 		if _, err := d.Pool().Exec(ctx, `DROP FUNCTION fencegate_fence(text, bigint, text, boolean, boolean)`); err != nil {
 			t.Fatal(err)
 		}
-		tok := gate.Token{Resource: "r", Holder: "a", Fence: 1}
+		tok := fence.Token{Resource: "r", Holder: "a", Fence: 1}
 		tx, err := pgxgate.BeginFenced(ctx, g, d.Pool(), tok, pgx.TxOptions{})
 		endTx(tx)
 		if !errors.Is(err, sqlstore.ErrNotMigrated) {

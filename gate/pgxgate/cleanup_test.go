@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/gate/pgxgate"
 	"github.com/fencegate/fencegate/internal/dbtest"
@@ -77,10 +78,10 @@ func TestRefusalCleanupHasOneBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := gate.New(d, &gate.Options{CleanupTimeout: time.Hour})
-	if err := g.Admit(ctx, gate.Token{Resource: "r", Holder: "new", Fence: 10}); err != nil {
+	if err := g.Admit(ctx, fence.Token{Resource: "r", Holder: "new", Fence: 10}); err != nil {
 		t.Fatal(err)
 	}
-	stale := gate.Token{Resource: "r", Holder: "old", Fence: 3}
+	stale := fence.Token{Resource: "r", Holder: "old", Fence: 3}
 	for _, c := range []struct {
 		name   string
 		refuse func() error

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/gate/pgxgate"
 	"github.com/fencegate/fencegate/sqlstore/pgxv5"
@@ -31,18 +32,18 @@ func ExampleCommitBatch() {
 	}
 	g := gate.New(d, nil)
 
-	for _, fence := range []int64{7, 6} { // from the lease: 6 is an older holder's
-		token := gate.Token{Resource: "account/42", Holder: "worker-a", Fence: fence}
+	for _, n := range []int64{7, 6} { // from the lease: 6 is an older holder's
+		token := fence.Token{Resource: "account/42", Holder: "worker-a", Fence: n}
 		b := &pgx.Batch{}
 		b.Queue(`UPDATE accounts SET balance = balance - $1 WHERE id = $2`, 10, 42)
 		b.Queue(`INSERT INTO ledger (account, amount) VALUES ($1, $2)`, 42, -10)
 		err = pgxgate.CommitBatch(ctx, g, pool, token, b)
 		if errors.Is(err, gate.ErrStaleFence) {
-			fmt.Printf("fence %d superseded; nothing was written\n", fence) // logged and recorded
+			fmt.Printf("fence %d superseded; nothing was written\n", n) // logged and recorded
 		} else if err != nil {
 			log.Fatal(err)
 		} else {
-			fmt.Printf("fence %d committed\n", fence)
+			fmt.Printf("fence %d committed\n", n)
 		}
 	}
 	var entries int
@@ -72,7 +73,7 @@ func ExampleBeginFenced() {
 	}
 	g := gate.New(d, nil)
 
-	token := gate.Token{Resource: "account/43", Holder: "worker-a", Fence: 7} // from the lease
+	token := fence.Token{Resource: "account/43", Holder: "worker-a", Fence: 7} // from the lease
 	tx, err := pgxgate.BeginFenced(ctx, g, pool, token, pgx.TxOptions{})
 	if errors.Is(err, gate.ErrStaleFence) {
 		log.Printf("superseded: %v", err) // logged and recorded; nothing was written

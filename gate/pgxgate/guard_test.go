@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/gate/pgxgate"
 	"github.com/fencegate/fencegate/internal/dbtest"
@@ -68,7 +69,7 @@ func TestCommitBatchRefusesTransactionControl(t *testing.T) {
 		ctx := context.Background()
 		var logs syncBuffer
 		d, g := pipelineHarness(t, h, &gate.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-		if err := g.Admit(ctx, gate.Token{Resource: "r", Holder: "a", Fence: 4}); err != nil {
+		if err := g.Admit(ctx, fence.Token{Resource: "r", Holder: "a", Fence: 4}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := d.Pool().Exec(ctx, `
@@ -77,7 +78,7 @@ CREATE PROCEDURE restarts() LANGUAGE plpgsql AS $$ BEGIN ROLLBACK; INSERT INTO i
 			t.Fatal(err)
 		}
 		simple := d.Pool().Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeSimpleProtocol
-		tok := gate.Token{Resource: "r", Holder: "b", Fence: 5}
+		tok := fence.Token{Resource: "r", Holder: "b", Fence: 5}
 		for _, c := range []struct {
 			name    string
 			queue   func(b *pgx.Batch)
@@ -142,10 +143,10 @@ func TestCommitBatchGuardInCallerTx(t *testing.T) {
 	dbtest.ForEach(t, nil, func(t *testing.T, h dbtest.Harness[pgx.Tx]) {
 		ctx := context.Background()
 		d, g := pipelineHarness(t, h, nil)
-		if err := g.Admit(ctx, gate.Token{Resource: "r", Holder: "a", Fence: 4}); err != nil {
+		if err := g.Admit(ctx, fence.Token{Resource: "r", Holder: "a", Fence: 4}); err != nil {
 			t.Fatal(err)
 		}
-		tok := gate.Token{Resource: "r", Holder: "b", Fence: 5}
+		tok := fence.Token{Resource: "r", Holder: "b", Fence: 5}
 		for _, stmt := range []string{`COMMIT`, `ROLLBACK`} {
 			tx, err := d.Pool().Begin(ctx)
 			if err != nil {
@@ -228,7 +229,7 @@ func TestCommitBatchRefusesWrappedSavepoint(t *testing.T) {
 	dbtest.ForEach(t, nil, func(t *testing.T, h dbtest.Harness[pgx.Tx]) {
 		ctx := context.Background()
 		d, g := pipelineHarness(t, h, nil)
-		if err := g.Admit(ctx, gate.Token{Resource: "r", Holder: "a", Fence: 4}); err != nil {
+		if err := g.Admit(ctx, fence.Token{Resource: "r", Holder: "a", Fence: 4}); err != nil {
 			t.Fatal(err)
 		}
 		outer, err := d.Pool().Begin(ctx)
@@ -241,7 +242,7 @@ func TestCommitBatchRefusesWrappedSavepoint(t *testing.T) {
 			func(tx pgx.Tx) pgx.Tx { return &wrappedTx{tx} },
 			func(tx pgx.Tx) pgx.Tx { return hiddenTx{tx} },
 		} {
-			for _, tok := range []gate.Token{{Resource: "r", Holder: "old", Fence: 3}, {Resource: "r", Holder: "b", Fence: 5}} {
+			for _, tok := range []fence.Token{{Resource: "r", Holder: "old", Fence: 3}, {Resource: "r", Holder: "b", Fence: 5}} {
 				sp, err := outer.Begin(ctx)
 				if err != nil {
 					t.Fatal(err)
@@ -276,10 +277,10 @@ func TestBeginFencedBatchCannotCommitEarly(t *testing.T) {
 	dbtest.ForEach(t, nil, func(t *testing.T, h dbtest.Harness[pgx.Tx]) {
 		ctx := context.Background()
 		d, g := pipelineHarness(t, h, nil)
-		if err := g.Admit(ctx, gate.Token{Resource: "r", Holder: "a", Fence: 4}); err != nil {
+		if err := g.Admit(ctx, fence.Token{Resource: "r", Holder: "a", Fence: 4}); err != nil {
 			t.Fatal(err)
 		}
-		tok := gate.Token{Resource: "r", Holder: "a", Fence: 4}
+		tok := fence.Token{Resource: "r", Holder: "a", Fence: 4}
 		tx, err := pgxgate.BeginFenced(ctx, g, d.Pool(), tok, pgx.TxOptions{})
 		if err != nil {
 			t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/pgxv5"
@@ -15,13 +16,13 @@ import (
 // resource. A set or path token is judged by g.Commit, member by member in
 // the path rule's order (gate's doc, Paths), which one pipelined statement
 // does not do; it costs a round trip per member.
-func pipelined(token gate.Token) bool { return !token.IsSet() && !gate.IsPath(token.Resource) }
+func pipelined(token fence.Token) bool { return !token.IsSet() && !fence.IsPath(token.Resource) }
 
 // beginSet is BeginFenced for a set or path token: BEGIN (in its own round
 // trip), then g.Commit, which admits every member or rolls back and logs.
 // On an error the transaction it returns, when not nil, is still to be
 // rolled back.
-func beginSet(ctx context.Context, g *gate.Gate[pgx.Tx], db BatchSender, token gate.Token, opts pgx.TxOptions) (pgx.Tx, error) {
+func beginSet(ctx context.Context, g *gate.Gate[pgx.Tx], db BatchSender, token fence.Token, opts pgx.TxOptions) (pgx.Tx, error) {
 	b := &pgx.Batch{}
 	b.BeginTx(opts)
 	br := db.SendBatch(ctx, b)
@@ -43,7 +44,7 @@ func beginSet(ctx context.Context, g *gate.Gate[pgx.Tx], db BatchSender, token g
 // what c.Done takes: the transaction still to roll back (nil when there is
 // none, or when g.Commit rolled it back), and the fence statement's result
 // and error.
-func commitBatchSet(ctx context.Context, g *gate.Gate[pgx.Tx], c *gate.FenceCheck[pgx.Tx], conn BatchSender, token gate.Token, b *pgx.Batch) (pgx.Tx, sqlstore.FloorRaiseResult, error) {
+func commitBatchSet(ctx context.Context, g *gate.Gate[pgx.Tx], c *gate.FenceCheck[pgx.Tx], conn BatchSender, token fence.Token, b *pgx.Batch) (pgx.Tx, sqlstore.FloorRaiseResult, error) {
 	tx, inTx := conn.(pgx.Tx)
 	if gate.IsNestedTx(conn) {
 		return tx, sqlstore.FloorRaiseResult{}, fmt.Errorf("fencegate: commit batch %s: %w", token, gate.ErrNestedTx)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/gate/pgxgate"
 	"github.com/fencegate/fencegate/internal/dbtest"
@@ -19,11 +20,11 @@ func TestSetTokensPipelined(t *testing.T) {
 	dbtest.ForEach(t, nil, func(t *testing.T, h dbtest.Harness[pgx.Tx]) {
 		ctx := context.Background()
 		d, g := pipelineHarness(t, h, nil)
-		dir, err := gate.PathResource("src/")
+		dir, err := fence.PathResource("src/")
 		if err != nil {
 			t.Fatal(err)
 		}
-		set5, err := gate.NewSetToken([]string{"x", dir}, "a", 5)
+		set5, err := fence.NewSetToken([]string{"x", dir}, "a", 5)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,7 +43,7 @@ func TestSetTokensPipelined(t *testing.T) {
 				t.Fatalf("%s: %+v, %v", r, f, err)
 			}
 		}
-		if err := g.Admit(ctx, gate.Token{Resource: dir, Holder: "b", Fence: 7}); err != nil {
+		if err := g.Admit(ctx, fence.Token{Resource: dir, Holder: "b", Fence: 7}); err != nil {
 			t.Fatal(err)
 		}
 		if err := pgxgate.CommitBatch(ctx, g, d.Pool(), set5, writeBatch(2, 5)); !errors.Is(err, gate.ErrStaleFence) {
@@ -58,7 +59,7 @@ func TestSetTokensPipelined(t *testing.T) {
 		// Transaction control is refused for a set as for one resource.
 		b := &pgx.Batch{}
 		b.Queue(`COMMIT`)
-		if err := pgxgate.CommitBatch(ctx, g, d.Pool(), gate.Token{Resource: dir, Holder: "b", Fence: 7}, b); !errors.Is(err, sqlstore.ErrTransactionControl) {
+		if err := pgxgate.CommitBatch(ctx, g, d.Pool(), fence.Token{Resource: dir, Holder: "b", Fence: 7}, b); !errors.Is(err, sqlstore.ErrTransactionControl) {
 			t.Fatalf("a COMMIT in a path token's batch: %v", err)
 		}
 		idle(t, d)

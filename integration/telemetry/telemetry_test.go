@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/gate/pgxgate"
 	"github.com/fencegate/fencegate/integration/internal/faults"
@@ -89,7 +90,7 @@ func TestInstrumentsFollowAHistory(t *testing.T) {
 	commit(t, ctx, g, pool, la.Token(), nil)
 	m.want("fencegate.gate.decisions", 1, attribute.String("operation", "commit"), outcome("admitted"), inRes)
 	m.want("fencegate.gate.commit.duration", 1, attribute.String("operation", "commit"), outcome("admitted"))
-	commit(t, ctx, g, pool, gate.Token{}, gate.ErrInvalidInput)
+	commit(t, ctx, g, pool, fence.Token{}, fence.ErrInvalidInput)
 	m.want("fencegate.gate.decisions", 1, attribute.String("operation", "commit"), outcome("error"))
 
 	// Held: another holder is told who holds it.
@@ -269,7 +270,7 @@ func acquire(t *testing.T, ctx context.Context, c *lease.Client, coord *lease.Co
 
 // commit runs g.Commit with token in a transaction of its own, and wants
 // an error matching want (nil: admitted, and committed).
-func commit(t *testing.T, ctx context.Context, g *gate.Gate[pgx.Tx], pool *pgxpool.Pool, token gate.Token, want error) {
+func commit(t *testing.T, ctx context.Context, g *gate.Gate[pgx.Tx], pool *pgxpool.Pool, token fence.Token, want error) {
 	t.Helper()
 	tx, err := pool.Begin(ctx)
 	if err != nil {

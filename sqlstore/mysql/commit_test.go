@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore"
@@ -153,7 +154,7 @@ func TestDoCommitBoundedByCtx(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		done <- g.Do(ctx, gate.Token{Resource: "r", Holder: "h", Fence: 1}, func(ctx context.Context, tx *sql.Tx) error {
+		done <- g.Do(ctx, fence.Token{Resource: "r", Holder: "h", Fence: 1}, func(ctx context.Context, tx *sql.Tx) error {
 			p.armed.Store(true)
 			return nil
 		})

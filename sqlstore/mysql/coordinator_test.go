@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/lease"
 )
@@ -65,7 +66,7 @@ func TestAcquireWaitsForTheOldWriter(t *testing.T) {
 	}
 	g := gate.New(d, nil)
 	tx, _ := inTx(t, d)
-	if err := g.Commit(ctx, tx, gate.Token{Resource: "r", Holder: "old", Fence: out.Grant.Fence}); err != nil {
+	if err := g.Commit(ctx, tx, fence.Token{Resource: "r", Holder: "old", Fence: out.Grant.Fence}); err != nil {
 		t.Fatal(err)
 	}
 	// The old lease expires while its writer holds the floor row.

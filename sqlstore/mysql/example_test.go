@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/sqlstore/mysql"
 )
@@ -45,7 +46,7 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 	g := gate.New(d, nil)
-	token := gate.Token{Resource: "invoice-42", Holder: "worker-a", Fence: 7}
+	token := fence.Token{Resource: "invoice-42", Holder: "worker-a", Fence: 7}
 	err = g.Do(ctx, token, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `UPDATE invoices SET state = 'sent' WHERE id = ?`, 42)
 		return err

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/sqlstore/mysql"
 	"github.com/fencegate/fencegate/sqlstore/mysql/mysqltest"
@@ -85,7 +86,7 @@ func runWriters(t *testing.T, d *mysql.Driver, writers, rounds int) {
 			for round := range rounds {
 				// Fences rise with the rounds, mixed: equal, higher and
 				// stale ones meet at the gate.
-				tok := gate.Token{Resource: "shared", Holder: fmt.Sprintf("w%d", w), Fence: int64(1 + round + rng.IntN(3))}
+				tok := fence.Token{Resource: "shared", Holder: fmt.Sprintf("w%d", w), Fence: int64(1 + round + rng.IntN(3))}
 				err := g.Do(ctx, tok, func(ctx context.Context, tx *sql.Tx) error {
 					// The counter row's lock orders the writers' commits,
 					// whatever the gate does: seq is commit order.
@@ -155,14 +156,14 @@ func TestRefusalLoggedAfterRollback(t *testing.T) {
 	d.DB().SetMaxOpenConns(1)
 	ctx := context.Background()
 	g := gate.New(d, nil)
-	if err := g.Admit(ctx, gate.Token{Resource: "r", Holder: "new", Fence: 5}); err != nil {
+	if err := g.Admit(ctx, fence.Token{Resource: "r", Holder: "new", Fence: 5}); err != nil {
 		t.Fatal(err)
 	}
 	tx, err := d.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = g.Commit(ctx, tx, gate.Token{Resource: "r", Holder: "old", Fence: 4})
+	err = g.Commit(ctx, tx, fence.Token{Resource: "r", Holder: "old", Fence: 4})
 	var stale *gate.StaleFenceError
 	if !errors.As(err, &stale) || stale.Floor != 5 || stale.FloorHolder != "new" || stale.Seq == 0 {
 		t.Fatalf("Commit = %v, want a logged *StaleFenceError at floor 5 by new", err)
@@ -212,7 +213,7 @@ func TestDoRetriesDeadlockOfCallersSQL(t *testing.T) {
 	locked := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- g.Do(ctx, gate.Token{Resource: "r", Holder: "h", Fence: 1}, func(ctx context.Context, tx *sql.Tx) error {
+		done <- g.Do(ctx, fence.Token{Resource: "r", Holder: "h", Fence: 1}, func(ctx context.Context, tx *sql.Tx) error {
 			attempts++
 			if _, err := tx.ExecContext(ctx, `UPDATE app SET v = v + 1 WHERE id = 1`); err != nil {
 				return err

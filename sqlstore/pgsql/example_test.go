@@ -8,6 +8,7 @@ import (
 	"log"
 	"os"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore/pgsql"
@@ -36,14 +37,14 @@ func ExampleOpen() {
 		log.Fatal(err)
 	}
 
-	send := func(token gate.Token) error {
+	send := func(token fence.Token) error {
 		return g.Do(ctx, token, func(ctx context.Context, tx *sql.Tx) error {
 			_, err := tx.ExecContext(ctx, `UPDATE invoices SET state = 'sent' WHERE id = $1`, 42)
 			return err
 		})
 	}
 	fmt.Println("with the lease's token:", send(l.Token()))
-	forged := gate.Token{Resource: "invoice-42", Holder: "mallory", Fence: 99}
+	forged := fence.Token{Resource: "invoice-42", Holder: "mallory", Fence: 99}
 	fmt.Println("forged token refused:", errors.Is(send(forged), gate.ErrStaleFence)) // logged and recorded
 	// Output:
 	// with the lease's token: <nil>

@@ -127,7 +127,7 @@ func refusal(err error) (sqlstore.FloorRaiseResult, bool) {
 // p.Holder, p.Fence) to the resource's first live waiter
 // (sqlstore.Executor.LeaseHandOver, fencegate_hand_over), whose answer is
 // written to *res when the batch's results are read. Queue it last in a
-// fenced batch (pgxgate.CommitBatchHandOver does), so that it commits with
+// fenced batch (handover.CommitBatch does), so that it commits with
 // the batch's writes or not at all.
 func QueueHandOver(b *pgx.Batch, p sqlstore.LeaseHandOverParams, res *sqlstore.LeaseHandOverResult) {
 	b.Queue(pg.HandOverSQL, p.Resource, p.Holder, p.Fence).QueryRow(func(row pgx.Row) (err error) {

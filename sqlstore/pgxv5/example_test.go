@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore"
@@ -40,14 +41,14 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 
-	withdraw := func(token gate.Token) error {
+	withdraw := func(token fence.Token) error {
 		return g.Do(ctx, token, func(ctx context.Context, tx pgx.Tx) error {
 			_, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance - $1 WHERE id = $2`, 10, 42)
 			return err
 		})
 	}
 	fmt.Println("with the lease's token:", withdraw(l.Token()))
-	forged := gate.Token{Resource: "account/42", Holder: "mallory", Fence: 99}
+	forged := fence.Token{Resource: "account/42", Holder: "mallory", Fence: 99}
 	fmt.Println("forged token refused:", errors.Is(withdraw(forged), gate.ErrStaleFence)) // logged and recorded
 
 	var balance int

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/sqlite"
@@ -39,8 +40,8 @@ func ExampleOpen() {
 	}
 	g := gate.New(d, nil) // fences from another coordinator: see gate.Options.VerifyIssued
 
-	deploy := func(fence int64, version string) error {
-		token := gate.Token{Resource: "deploy-slot", Holder: "agent-" + version, Fence: fence}
+	deploy := func(n int64, version string) error {
+		token := fence.Token{Resource: "deploy-slot", Holder: "agent-" + version, Fence: n}
 		return g.Do(ctx, token, func(ctx context.Context, tx *sql.Tx) error {
 			_, err := tx.ExecContext(ctx, `INSERT INTO deploys VALUES ('web', ?) ON CONFLICT (slot) DO UPDATE SET version = excluded.version`, version)
 			return err

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/cmd/fencegate/internal/ops"
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/internal/dbtest"
 )
 
@@ -213,7 +213,7 @@ func TestLeaseCommands(t *testing.T) {
 			fmt.Sprintf(`refused: %s fence %d from "agent-a" is below the floor %d from "agent-b" (rejection #1 at `, lock, a.Fence, b.Fence),
 			"nothing was committed")
 		// A forged fence is never issued, above the floor or not.
-		forged := gate.Token{Resource: lock, Holder: "mallory", Fence: b.Fence + 100}.String()
+		forged := fence.Token{Resource: lock, Holder: "mallory", Fence: b.Fence + 100}.String()
 		r = insert(forged, b.Fence+100, "mallory").want(t, exitHeld)
 		contains(t, "stderr", r.stderr, fmt.Sprintf(`refused: %s fence %d was never issued to "mallory" (rejection #2`, lock, b.Fence+100))
 		r = fg(t, env, "check", forged).want(t, exitHeld)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/cmd/fencegate/internal/ops"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore/sqlite"
@@ -231,7 +232,7 @@ func (d *demo) waitExpired(ctx context.Context) error {
 // write deploys version to the slot: straight to the table in the naive
 // round, through the gate (in the same transaction as the fence) in the
 // gated one.
-func (d *demo) write(ctx context.Context, token gate.Token, version string) error {
+func (d *demo) write(ctx context.Context, token fence.Token, version string) error {
 	const upsert = `INSERT INTO deploys (slot, version, deployed_by) VALUES (?1, ?2, ?3)
 ON CONFLICT (slot) DO UPDATE SET version = excluded.version, deployed_by = excluded.deployed_by`
 	if !d.gated {

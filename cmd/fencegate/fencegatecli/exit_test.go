@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/fencegate/fencegate/cmd/fencegate/internal/confined"
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
@@ -31,7 +31,7 @@ func TestExitCode(t *testing.T) {
 		{name: "usage", err: usagef("missing %s", "--f"), code: exitUsage,
 			stderr: "fencegate x: missing --f\nusage: fencegate x [--f]\n\nflags:\n  -f\ta flag\nRun 'fencegate x --help' for more.\n"},
 		{name: "wrapped usage", err: fmt.Errorf("reading: %w", usagef("bad")), code: exitUsage, stderr: "fencegate x: reading: bad\nusage: fencegate x [--f]\n"},
-		{name: "invalid input", err: fmt.Errorf("lock: %w", gate.ErrInvalidInput), code: exitUsage, stderr: "fencegate x: lock: invalid input\n"},
+		{name: "invalid input", err: fmt.Errorf("lock: %w", fence.ErrInvalidInput), code: exitUsage, stderr: "fencegate x: lock: invalid input\n"},
 		{name: "invalid DSN", err: fmt.Errorf("%w: no scheme", sqlstore.ErrInvalidDSN), code: exitUsage, stderr: "fencegate x: invalid DSN: no scheme\n"},
 		{name: "invalid statement", err: fmt.Errorf("statement 1: %w", confined.ErrInvalidStatement), code: exitUsage, stderr: "fencegate x: statement 1: "},
 		{name: "held", err: heldf("l is held by %q", "a"), code: exitHeld, stderr: "fencegate x: l is held by \"a\"\n"},

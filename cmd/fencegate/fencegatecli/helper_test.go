@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/fence"
 )
 
 // helperTimeout ends a helper that was left waiting, should a test fail to
@@ -27,7 +27,7 @@ func helper(name string) int {
 	case "markers":
 		// A critical section: markers around a fenced write, to show that
 		// no two holders overlap and that fences grow.
-		token, err := gate.Parse(os.Getenv(envToken))
+		token, err := fence.Parse(os.Getenv(envToken))
 		if err != nil {
 			return fail(err)
 		}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/cmd/fencegate/internal/ops"
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/lease"
 )
 
@@ -131,7 +131,7 @@ database refuses once the token is stale.
 
 'fencegate assert' is the same command, under the MCP tool's name.`,
 	}
-	return tokenCommand(cmd, nil, func(ctx context.Context, c *cli, b *ops.Backend, token gate.Token) error {
+	return tokenCommand(cmd, nil, func(ctx context.Context, c *cli, b *ops.Backend, token fence.Token) error {
 		st, _, why, err := ops.CheckToken(ctx, b, token)
 		if err != nil {
 			return err
@@ -159,7 +159,7 @@ exit 3, and claim the lock again.`,
 	}
 	ttl := durationFlag(cmd.flagSet(), "ttl", ops.DefaultTTL, "the new term: a `duration` from now")
 	check := func() error { return checkTTL(*ttl) }
-	return tokenCommand(cmd, check, func(ctx context.Context, c *cli, b *ops.Backend, token gate.Token) error {
+	return tokenCommand(cmd, check, func(ctx context.Context, c *cli, b *ops.Backend, token fence.Token) error {
 		out, err := ops.RenewToken(ctx, b, token, *ttl)
 		if errors.Is(err, lease.ErrUnknownResource) {
 			return heldf("never issued: %s was never leased", ops.TokenName(token))
@@ -194,7 +194,7 @@ a late release never frees a successor's lease. The gate's floor is left as
 it is, so the released token's fenced writes are still admitted until
 someone claims the lock again.`,
 	}
-	return tokenCommand(cmd, nil, func(ctx context.Context, c *cli, b *ops.Backend, token gate.Token) error {
+	return tokenCommand(cmd, nil, func(ctx context.Context, c *cli, b *ops.Backend, token fence.Token) error {
 		released, err := b.Coord.Release(ctx, token)
 		if err != nil {
 			return err

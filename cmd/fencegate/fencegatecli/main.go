@@ -15,7 +15,7 @@ import (
 
 	"github.com/fencegate/fencegate/cmd/fencegate/internal/confined"
 	"github.com/fencegate/fencegate/cmd/fencegate/internal/ops"
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/sqlite"
 	"github.com/fencegate/fencegate/sqlstore/sqlopen"
@@ -362,7 +362,7 @@ func exitCode(err error) int {
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return exitOK
-	case isType[*usageError](err), errors.Is(err, gate.ErrInvalidInput),
+	case isType[*usageError](err), errors.Is(err, fence.ErrInvalidInput),
 		errors.Is(err, sqlstore.ErrInvalidDSN), errors.Is(err, confined.ErrInvalidStatement):
 		return exitUsage
 	case isType[*heldError](err):
@@ -498,25 +498,25 @@ func (c *cli) readDatabase(ctx context.Context, cmd *command) (*ops.Backend, err
 // tokenArg returns the token in args (at most one positional argument), or
 // $FENCEGATE_TOKEN when there is none, checked against --lock when that was
 // given. A problem is a *usageError.
-func (c *cli) tokenArg(args []string, lock string) (gate.Token, error) {
+func (c *cli) tokenArg(args []string, lock string) (fence.Token, error) {
 	var text string
 	switch len(args) {
 	case 0:
 		text = c.env(envToken)
 		if text == "" {
-			return gate.Token{}, usagef("missing TOKEN (and $%s is not set)", envToken)
+			return fence.Token{}, usagef("missing TOKEN (and $%s is not set)", envToken)
 		}
 	case 1:
 		text = args[0]
 	default:
-		return gate.Token{}, usagef("want one TOKEN, got %d arguments: %q", len(args), args)
+		return fence.Token{}, usagef("want one TOKEN, got %d arguments: %q", len(args), args)
 	}
-	token, err := gate.Parse(strings.TrimSpace(text))
+	token, err := fence.Parse(strings.TrimSpace(text))
 	if err != nil {
-		return gate.Token{}, usagef("%s", err)
+		return fence.Token{}, usagef("%s", err)
 	}
 	if lock != "" && !slices.Contains(token.Members(), lock) {
-		return gate.Token{}, usagef("the token is for lock %q, not %q", token.Name(), lock)
+		return fence.Token{}, usagef("the token is for lock %q, not %q", token.Name(), lock)
 	}
 	return token, nil
 }
@@ -524,7 +524,7 @@ func (c *cli) tokenArg(args []string, lock string) (gate.Token, error) {
 // tokenCommand completes cmd, which acts on the lease its TOKEN names: it
 // takes --lock, and its exec runs check (if not nil) on the other flags,
 // reads TOKEN, opens the database and calls do.
-func tokenCommand(cmd *command, check func() error, do func(ctx context.Context, c *cli, b *ops.Backend, token gate.Token) error) *command {
+func tokenCommand(cmd *command, check func() error, do func(ctx context.Context, c *cli, b *ops.Backend, token fence.Token) error) *command {
 	cmd.db, cmd.args = true, true
 	lock := cmd.flagSet().String("lock", "", "the lock the token must be for (default: the token's)")
 	cmd.exec = func(ctx context.Context, c *cli, args []string) error {
@@ -551,7 +551,7 @@ func checkLock(lock string) error {
 	if lock == "" {
 		return usagef("missing --lock NAME")
 	}
-	if err := gate.ValidateResource(lock); err != nil {
+	if err := fence.ValidateResource(lock); err != nil {
 		return usagef("--lock: %s", err)
 	}
 	return nil

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/sqlstore/sqlopen"
 )
@@ -234,9 +234,9 @@ func (db database) logRows(t *testing.T) []int64 {
 }
 
 // parseToken parses a token printed by claim.
-func parseToken(t *testing.T, s string) gate.Token {
+func parseToken(t *testing.T, s string) fence.Token {
 	t.Helper()
-	tok, err := gate.Parse(strings.TrimSpace(s))
+	tok, err := fence.Parse(strings.TrimSpace(s))
 	if err != nil {
 		t.Fatalf("claim printed %q: %v", s, err)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/fencegate/fencegate/cmd/fencegate/internal/ops"
 	"github.com/fencegate/fencegate/cmd/fencegate/mcpserver"
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/fence"
 )
 
 func mcpCommand() *command {
@@ -98,7 +98,7 @@ Client configuration:
 		if holder == "" {
 			holder = mcpserver.DefaultHolder()
 		}
-		if err := gate.ValidateHolder(holder); err != nil {
+		if err := fence.ValidateHolder(holder); err != nil {
 			return usagef("--holder: %s", strings.TrimPrefix(err.Error(), "fencegate: "))
 		}
 		dsn, err := c.resolveDSN()

@@ -13,7 +13,7 @@ func TestPrune(t *testing.T) {
 		r := fg(t, env, "prune", "--keep-rejections", "10").want(t, exitOK)
 		contains(t, "prune", r.stdout, "pruned 0 requests, 0 waiters, 0 rejections")
 		fg(t, env, "prune", "--batch", "0").want(t, exitUsage)
-		fg(t, env, "prune", "--request-age", "1h").want(t, exitUsage) // below the MaxTTL: gate.ErrInvalidInput
+		fg(t, env, "prune", "--request-age", "1h").want(t, exitUsage) // below the MaxTTL: fence.ErrInvalidInput
 		r = fg(t, env, "status").want(t, exitOK)
 		contains(t, "status after prune", r.stdout, "l")
 	})

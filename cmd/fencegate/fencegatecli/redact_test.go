@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/internal/dbtest"
 )
 
@@ -31,7 +31,7 @@ func TestNoSecretPrinted(t *testing.T) {
 		"keyword/value":      dbtest.KeywordValue(real),
 		"quoted, spaced":     "host=127.0.0.1 port=1 user=u password = '" + secret + " x' dbname=db connect_timeout=5",
 	}
-	token := gate.Token{Resource: "l", Holder: "h", Fence: 1}.String()
+	token := fence.Token{Resource: "l", Holder: "h", Fence: 1}.String()
 	invocations := [][]string{
 		{}, {"--help"}, {"nope"}, {"--bogus"}, {"help", "claim"},
 		{"claim", "--lock", "l"}, {"claim"}, {"claim", "--lock", "l", "extra"}, {"claim", "--ttl", "banana"},

@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/fencegate/fencegate/cmd/fencegate/internal/ops"
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/fence"
 )
 
 func TestRunSignalled(t *testing.T) {
@@ -24,7 +24,7 @@ func TestRunSignalled(t *testing.T) {
 }
 
 // readyToken parses the "pid token" a helper writes once it runs.
-func readyToken(t *testing.T, s string) (int, gate.Token) {
+func readyToken(t *testing.T, s string) (int, fence.Token) {
 	t.Helper()
 	pidText, tokenText, _ := strings.Cut(s, " ")
 	pid, err := strconv.Atoi(pidText)

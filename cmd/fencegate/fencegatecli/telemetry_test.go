@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/lease"
 )
@@ -49,7 +50,7 @@ func TestMetricsAddrServesTheLibrarysMetrics(t *testing.T) {
 	if out, err := b.Coord.Acquire(ctx, req); err != nil || !out.OK {
 		t.Fatalf("Acquire: %+v, %v", out, err)
 	}
-	if err := b.Gate.Admit(ctx, gate.Token{Resource: "metrics/slot", Holder: "forger", Fence: 99}); !errors.Is(err, gate.ErrStaleFence) {
+	if err := b.Gate.Admit(ctx, fence.Token{Resource: "metrics/slot", Holder: "forger", Fence: 99}); !errors.Is(err, gate.ErrStaleFence) {
 		t.Fatalf("Admit of a forged fence: %v, want ErrStaleFence", err)
 	}
 

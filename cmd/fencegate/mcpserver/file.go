@@ -17,6 +17,7 @@ import (
 
 	"github.com/fencegate/fencegate/cmd/fencegate/internal/ops"
 	"github.com/fencegate/fencegate/cmd/fencegate/internal/pathid"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/sqlstore/sqlopen"
 )
@@ -168,7 +169,7 @@ type fileWrite struct {
 // transaction: the gate admits the token (a refusal writes nothing), the
 // file is written while the transaction holds the lock's floor row, and
 // the transaction commits.
-func (s *Server) writeFile(ctx context.Context, token gate.Token, in writeInput) (*mcp.CallToolResult, writeOutput, error) {
+func (s *Server) writeFile(ctx context.Context, token fence.Token, in writeInput) (*mcp.CallToolResult, writeOutput, error) {
 	out := writeOutput{Kind: "file", Resource: ops.TokenName(token), Fence: token.Fence}
 	if s.files == nil {
 		return nil, out, errors.New("file writes are off: the server must be started with --root DIR")
@@ -232,7 +233,7 @@ func (s *Server) writeFile(ctx context.Context, token gate.Token, in writeInput)
 		if stale, ok := errors.AsType[*gate.StaleFenceError](err); ok {
 			return s.refused(out, stale)
 		}
-		if errors.Is(err, gate.ErrInvalidInput) {
+		if errors.Is(err, fence.ErrInvalidInput) {
 			return nil, out, errors.New(stripPrefix(err))
 		}
 		return nil, out, dbError("write", err)

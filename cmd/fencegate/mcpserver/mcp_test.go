@@ -21,7 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/fencegate/fencegate/cmd/fencegate/internal/ops"
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
@@ -573,7 +573,7 @@ func TestMCPStaleToken(t *testing.T) {
 	root := t.TempDir()
 	s := newMCP(t, dbtestSQLite(t), Config{Holder: "agent-a", Root: root})
 	real := callOK[claimOutput](t, s.ClientSession, "claim", args{"paths": []string{"f"}})
-	forged := gate.Token{Resource: "path:f", Holder: "agent-a", Fence: real.Fence + 10}.String()
+	forged := fence.Token{Resource: "path:f", Holder: "agent-a", Fence: real.Fence + 10}.String()
 
 	res := call(t, s.ClientSession, "write", args{"token": forged, "path": "f", "content": "x"})
 	if !res.IsError {

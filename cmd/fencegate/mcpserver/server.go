@@ -15,7 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fencegate/fencegate/cmd/fencegate/internal/ops"
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore/sqlopen"
 )
@@ -123,7 +123,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.MaxFileBytes == 0 {
 		cfg.MaxFileBytes = DefaultMaxFileBytes
 	}
-	if err := gate.ValidateHolder(cfg.Holder); err != nil {
+	if err := fence.ValidateHolder(cfg.Holder); err != nil {
 		return nil, fmt.Errorf("mcpserver: holder: %s", stripPrefix(err))
 	}
 	if cfg.TTL < ops.MinTTL {
@@ -171,13 +171,13 @@ func (s *Server) Close() error {
 }
 
 // parseTokenArg reads a token argument.
-func parseTokenArg(text string) (gate.Token, error) {
+func parseTokenArg(text string) (fence.Token, error) {
 	if strings.TrimSpace(text) == "" {
-		return gate.Token{}, errors.New("missing token: pass the token claim returned, such as fg1:7:deploy-slot:agent-a")
+		return fence.Token{}, errors.New("missing token: pass the token claim returned, such as fg1:7:deploy-slot:agent-a")
 	}
-	token, err := gate.Parse(strings.TrimSpace(text))
+	token, err := fence.Parse(strings.TrimSpace(text))
 	if err != nil {
-		return gate.Token{}, fmt.Errorf("bad token %q: %s; pass the token claim returned, unchanged", text, stripPrefix(err))
+		return fence.Token{}, fmt.Errorf("bad token %q: %s; pass the token claim returned, unchanged", text, stripPrefix(err))
 	}
 	return token, nil
 }
@@ -186,13 +186,13 @@ func parseTokenArg(text string) (gate.Token, error) {
 // only this server's own. Tokens are not secrets (status shows holders and
 // fences), so without this an agent could act, by mistake or not, on a
 // lease another agent holds.
-func (s *Server) ownToken(text string) (gate.Token, error) {
+func (s *Server) ownToken(text string) (fence.Token, error) {
 	token, err := parseTokenArg(text)
 	if err != nil {
-		return gate.Token{}, err
+		return fence.Token{}, err
 	}
 	if token.Holder != s.cfg.Holder {
-		return gate.Token{}, fmt.Errorf("the token is %q's, and this server is %q: use a token that claim gave you here", token.Holder, s.cfg.Holder)
+		return fence.Token{}, fmt.Errorf("the token is %q's, and this server is %q: use a token that claim gave you here", token.Holder, s.cfg.Holder)
 	}
 	return token, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fencegate/fencegate/cmd/fencegate/internal/confined"
 	"github.com/fencegate/fencegate/cmd/fencegate/internal/ops"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 )
 
@@ -24,7 +25,7 @@ const (
 // confined write path as 'fencegate gate', in one transaction that commits
 // only together with the gate's admission of token, and that the SQL can
 // never end, restart or nest.
-func (s *Server) writeSQL(ctx context.Context, token gate.Token, in []sqlStatement) (*mcp.CallToolResult, writeOutput, error) {
+func (s *Server) writeSQL(ctx context.Context, token fence.Token, in []sqlStatement) (*mcp.CallToolResult, writeOutput, error) {
 	out := writeOutput{Kind: "sql", Resource: ops.TokenName(token), Fence: token.Fence}
 	if !s.cfg.AllowSQL {
 		return nil, out, errors.New("SQL writes are off: the server must be started with --allow-sql")

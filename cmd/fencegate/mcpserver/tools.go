@@ -10,6 +10,7 @@ import (
 
 	"github.com/fencegate/fencegate/cmd/fencegate/internal/ops"
 	"github.com/fencegate/fencegate/cmd/fencegate/internal/pathid"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/lease"
 )
@@ -230,7 +231,7 @@ func (s *Server) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimInpu
 		return nil, out, nil
 	}
 	if err != nil {
-		if errors.Is(err, gate.ErrInvalidInput) {
+		if errors.Is(err, fence.ErrInvalidInput) {
 			return nil, out, errors.New(stripPrefix(err))
 		}
 		return nil, out, dbError("claim "+name, err)
@@ -266,7 +267,7 @@ func (s *Server) claimResources(in claimInput) (resources []string, paths pathid
 	case in.Resource == "":
 		return nil, nil, errors.New("missing resource: give resource (a lock name) or paths (files under the root)")
 	}
-	if err := gate.ValidateResource(in.Resource); err != nil {
+	if err := fence.ValidateResource(in.Resource); err != nil {
 		return nil, nil, fmt.Errorf("bad resource %q: %s", in.Resource, stripPrefix(err))
 	}
 	if _, ok := ops.PathOf(in.Resource); ok {
@@ -315,7 +316,7 @@ func (s *Server) renew(ctx context.Context, _ *mcp.CallToolRequest, in renewInpu
 		return nil, out, fmt.Errorf("unknown resource: %s was never leased; claim it first", ops.TokenName(token))
 	}
 	if err != nil {
-		if errors.Is(err, gate.ErrInvalidInput) {
+		if errors.Is(err, fence.ErrInvalidInput) {
 			return nil, out, errors.New(stripPrefix(err))
 		}
 		return nil, out, dbError("renew", err)
@@ -361,7 +362,7 @@ func (s *Server) release(ctx context.Context, _ *mcp.CallToolRequest, in tokenIn
 
 func (s *Server) status(ctx context.Context, _ *mcp.CallToolRequest, in statusInput) (*mcp.CallToolResult, ops.StatusReport, error) {
 	if in.Resource != "" {
-		if err := gate.ValidateResource(in.Resource); err != nil {
+		if err := fence.ValidateResource(in.Resource); err != nil {
 			return nil, ops.StatusReport{}, fmt.Errorf("bad resource %q: %s", in.Resource, stripPrefix(err))
 		}
 	}
@@ -395,7 +396,7 @@ func (s *Server) write(ctx context.Context, _ *mcp.CallToolRequest, in writeInpu
 // mistyped name, before anything (a rejection record) is written. Once
 // leased a resource stays known, so this read cannot let a write through
 // that the gate would not judge.
-func (s *Server) checkLeased(ctx context.Context, token gate.Token) error {
+func (s *Server) checkLeased(ctx context.Context, token fence.Token) error {
 	st, err := s.b.Coord.Status(ctx, ops.TokenMembers(token)[0])
 	if err != nil {
 		return dbError("write", err)

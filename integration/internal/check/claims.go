@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/integration/internal/history"
 	"github.com/fencegate/fencegate/integration/internal/observe"
 	"github.com/fencegate/fencegate/integration/internal/workload"
@@ -33,7 +33,7 @@ const claimSlack = time.Millisecond
 // ClaimRelease) against writes, fg_file_writes per target in commit order:
 //
 //   - claim-overlap: two granted claims of different holders whose members
-//     overlap (gate.Overlaps: they cover a file in common) were live at
+//     overlap (fence.Overlaps: they cover a file in common) were live at
 //     once in the database's clock: one was granted (its expiry less its
 //     term) while the other was certainly live (granted, not yet expired,
 //     its release not yet invoked);
@@ -93,7 +93,7 @@ func Claims(ops []history.Op, writes []workload.FileWrite, leases []observe.Mark
 	overlap := func(a, b []string) bool {
 		for _, x := range a {
 			for _, y := range b {
-				if gate.Overlaps(x, y) {
+				if fence.Overlaps(x, y) {
 					return true
 				}
 			}
@@ -185,7 +185,7 @@ func Claims(ops []history.Op, writes []workload.FileWrite, leases []observe.Mark
 // member is target, or a directory above it.
 func covers(members []string, target string) bool {
 	for _, m := range members {
-		if m == target || (gate.IsDir(m) && strings.HasPrefix(target, m)) {
+		if m == target || (fence.IsDir(m) && strings.HasPrefix(target, m)) {
 			return true
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/fencegate/fencegate/integration/internal/observe"
 )
 
-// Hand-overs (history.HandOver: lease.DoHandOver, pgxgate.CommitBatchHandOver)
+// Hand-overs (history.HandOver: handover.Do, handover.CommitBatch)
 // are one transaction that commits the holder's last write, its release
 // and, when the resource's first live waiter takes it, a grant to that
 // waiter under a new fence. The grant is caused by the holder's operation,

@@ -31,7 +31,7 @@ const (
 	Release = "release"
 	Write   = "write"
 	Admit   = "admit" // gate.Admit of a fence from outside the coordinator
-	// HandOver is lease.DoHandOver (or pgxgate.CommitBatchHandOver): a
+	// HandOver is handover.Do (or handover.CommitBatch): a
 	// write under Fence (its row carries this operation's id), the release
 	// of the lease, and the grant of Resource to its first live waiter, in
 	// one transaction. Its return says what it did: Freed (the lease was

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/integration/internal/history"
 	"github.com/fencegate/fencegate/lease"
@@ -15,7 +16,7 @@ import (
 
 // Claims is the part of a Config that claims several resources under one
 // fence (lease.Client.BeginAcquireSet) and overlapping paths
-// (gate.PathResource), and writes under them to fg_file_writes, one row per
+// (fence.PathResource), and writes under them to fg_file_writes, one row per
 // write, numbered per file or member in commit order. It is embedded in
 // Config; its zero value runs none.
 type Claims struct {
@@ -66,22 +67,22 @@ func (e *env[TTx]) pickClaim(a *agent) (members, targets []string, err error) {
 	}
 	var all, files []string
 	for _, p := range c.Paths {
-		r, err := gate.PathResource(p)
+		r, err := fence.PathResource(p)
 		if err != nil {
 			return nil, nil, err
 		}
 		all = append(all, r)
-		if !gate.IsDir(r) {
+		if !fence.IsDir(r) {
 			files = append(files, r)
 		}
 	}
 	for _, i := range a.rng.Perm(len(all))[:min(len(all), 1+a.rng.IntN(2))] {
-		if !slices.ContainsFunc(members, func(m string) bool { return gate.Overlaps(m, all[i]) }) {
+		if !slices.ContainsFunc(members, func(m string) bool { return fence.Overlaps(m, all[i]) }) {
 			members = append(members, all[i])
 		}
 	}
 	for _, f := range files {
-		if slices.ContainsFunc(members, func(m string) bool { return m == f || gate.Overlaps(m, f) }) {
+		if slices.ContainsFunc(members, func(m string) bool { return m == f || fence.Overlaps(m, f) }) {
 			targets = append(targets, f)
 		}
 	}
@@ -166,7 +167,7 @@ func (e *env[TTx]) claimWrites(ctx context.Context, a *agent, l *lease.Lease, ta
 	}
 }
 
-func (e *env[TTx]) claimWrite(ctx context.Context, a *agent, tok gate.Token, target string) history.Outcome {
+func (e *env[TTx]) claimWrite(ctx context.Context, a *agent, tok fence.Token, target string) history.Outcome {
 	inv := e.invoke(a, history.Record{Type: history.ClaimWrite, Members: tok.Members(), Fence: tok.Fence, Target: target})
 	octx, cancel := context.WithTimeout(ctx, e.cfg.OpTimeout)
 	defer cancel()
@@ -179,7 +180,7 @@ func (e *env[TTx]) claimWrite(ctx context.Context, a *agent, tok gate.Token, tar
 	if err == nil {
 		switch {
 		case e.cfg.Bypass: // the control: only the holder's own check guarded it
-		case gate.IsPath(target):
+		case fence.IsPath(target):
 			err = e.gate.CommitFile(octx, tx, tok, target)
 		default:
 			err = e.gate.Commit(octx, tx, tok)

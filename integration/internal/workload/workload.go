@@ -25,8 +25,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"modernc.org/sqlite"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/gate/pgxgate"
+	"github.com/fencegate/fencegate/handover"
 	"github.com/fencegate/fencegate/integration/internal/history"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore"
@@ -120,11 +122,11 @@ type Config struct {
 	WaitProb float64 `json:"waitProb"`
 
 	// HandOverProb is the chance that a lease held through the explicit
-	// protocol ends with a hand-over (lease.DoHandOver, or on pgx, one
-	// time in BatchProb, pgxgate.CommitBatchHandOver): one more fenced
+	// protocol ends with a hand-over (handover.Do, or on pgx, one
+	// time in BatchProb, handover.CommitBatch): one more fenced
 	// write, the release and the grant to the first live waiter in one
 	// transaction, instead of a release. One hand-over in eight through
-	// DoHandOver fails on purpose after its INSERT (history.CauseAbort), so
+	// handover.Do fails on purpose after its INSERT (history.CauseAbort), so
 	// that nothing of it may commit. Not with Bypass.
 	HandOverProb float64 `json:"handOverProb"`
 
@@ -241,13 +243,13 @@ type env[TTx any] struct {
 	exec   func(ctx context.Context, tx TTx, q string, args ...any) error
 	insert string
 	// batch is pgxgate.CommitBatch of one INSERT through the pool (pgx only).
-	batch func(ctx context.Context, g *gate.Gate[TTx], tok gate.Token, q string, args ...any) error
+	batch func(ctx context.Context, g *gate.Gate[TTx], tok fence.Token, q string, args ...any) error
 	// begin is pgxgate.BeginFenced on the pool: the fence judged at BEGIN
 	// (pgx only).
-	begin func(ctx context.Context, g *gate.Gate[TTx], tok gate.Token) (TTx, error)
+	begin func(ctx context.Context, g *gate.Gate[TTx], tok fence.Token) (TTx, error)
 	// draw runs a statement that returns one number, outside any transaction.
 	draw func(ctx context.Context, q string, args ...any) (int64, error)
-	// batchHandOver is pgxgate.CommitBatchHandOver of l with one INSERT
+	// batchHandOver is handover.CommitBatch of l with one INSERT
 	// through the pool (pgx only).
 	batchHandOver func(ctx context.Context, l *lease.Lease, q string, args ...any) (lease.HandOff, error)
 }
@@ -267,12 +269,12 @@ func run[TTx any](ctx context.Context, cfg Config, rec *history.Recorder, d sqls
 		draw:   draw,
 	}
 	if sender != nil {
-		e.batch = func(ctx context.Context, g *gate.Gate[TTx], tok gate.Token, q string, args ...any) error {
+		e.batch = func(ctx context.Context, g *gate.Gate[TTx], tok fence.Token, q string, args ...any) error {
 			b := &pgx.Batch{}
 			b.Queue(q, args...)
 			return pgxgate.CommitBatch(ctx, any(g).(*gate.Gate[pgx.Tx]), sender, tok, b)
 		}
-		e.begin = func(ctx context.Context, g *gate.Gate[TTx], tok gate.Token) (TTx, error) {
+		e.begin = func(ctx context.Context, g *gate.Gate[TTx], tok fence.Token) (TTx, error) {
 			tx, err := pgxgate.BeginFenced(ctx, any(g).(*gate.Gate[pgx.Tx]), sender, tok, pgx.TxOptions{})
 			if err != nil {
 				var none TTx
@@ -283,7 +285,7 @@ func run[TTx any](ctx context.Context, cfg Config, rec *history.Recorder, d sqls
 		e.batchHandOver = func(ctx context.Context, l *lease.Lease, q string, args ...any) (lease.HandOff, error) {
 			b := &pgx.Batch{}
 			b.Queue(q, args...)
-			return pgxgate.CommitBatchHandOver(ctx, any(e.gate).(*gate.Gate[pgx.Tx]), sender, e.coord, l, b)
+			return handover.CommitBatch(ctx, any(e.gate).(*gate.Gate[pgx.Tx]), sender, e.coord, l, b)
 		}
 	}
 	var wg sync.WaitGroup
@@ -317,7 +319,7 @@ type agent struct {
 	// stale is the token of a lease the agent walked away from, released
 	// late, during a later cycle: by then it expired, or was superseded,
 	// or the same holder holds the resource again under a newer fence.
-	stale *gate.Token
+	stale *fence.Token
 	coord *coordAgent // its electors and semaphore, once it used them
 	// freed is the resource whose lease it freed last, if its next cycle
 	// has yet to begin: a lease row exists there, likely free.
@@ -627,7 +629,7 @@ func (e *env[TTx]) hold(ctx context.Context, a *agent, l *lease.Lease) error {
 // INSERT: its transaction rolls back, the hand-over's statement never run.
 var errAbort = errors.New("workload: the hand-over's write gives up on purpose")
 
-// handOver ends l with lease.DoHandOver (or pgxgate.CommitBatchHandOver):
+// handOver ends l with handover.Do (or handover.CommitBatch):
 // a fenced write, l's release and the grant of its resource to the first
 // live waiter, in one transaction. It reports whether l is over on the
 // holder's side; when not (the hand-over failed, was refused, or its
@@ -649,7 +651,7 @@ func (e *env[TTx]) handOver(ctx context.Context, a *agent, l *lease.Lease) bool 
 		e.announce("commit", inv.Op)
 		off, err = e.batchHandOver(octx, l, e.insert, args...)
 	} else {
-		off, err = lease.DoHandOver(octx, e.gate, e.coord, l, func(ctx context.Context, tx TTx) error {
+		off, err = handover.Do(octx, e.gate, e.coord, l, func(ctx context.Context, tx TTx) error {
 			if err := e.exec(ctx, tx, e.insert, args...); err != nil {
 				return err
 			}
@@ -681,7 +683,7 @@ func (e *env[TTx]) handOver(ctx context.Context, a *agent, l *lease.Lease) bool 
 }
 
 // release is one Coordinator.Release of token.
-func (e *env[TTx]) release(ctx context.Context, a *agent, token gate.Token) history.Outcome {
+func (e *env[TTx]) release(ctx context.Context, a *agent, token fence.Token) history.Outcome {
 	inv := e.invoke(a, history.Record{Type: history.Release, Resource: token.Resource, Fence: token.Fence})
 	octx, cancel := context.WithTimeout(ctx, e.cfg.OpTimeout)
 	released, err := e.coord.Release(octx, token)
@@ -856,7 +858,7 @@ func (e *env[TTx]) holdCycle(ctx context.Context, a *agent, res string) time.Dur
 // INSERT, COMMIT; or the same through gate.Do (a third of the other gated
 // writes), which retries what the dialect calls retryable. The row's op id is unique, so a retry of an
 // attempt that did commit could not commit twice unnoticed.
-func (e *env[TTx]) write(ctx context.Context, a *agent, g *gate.Gate[TTx], tok gate.Token) history.Outcome {
+func (e *env[TTx]) write(ctx context.Context, a *agent, g *gate.Gate[TTx], tok fence.Token) history.Outcome {
 	via := "commit"
 	switch {
 	case e.cfg.Bypass:
@@ -974,13 +976,13 @@ func (e *env[TTx]) announce(what, op string) {
 func (e *env[TTx]) externalCycle(ctx context.Context, a *agent, res string) time.Duration {
 	backoff := time.Duration(5+a.rng.IntN(50)) * time.Millisecond
 	dctx, cancel := context.WithTimeout(ctx, e.cfg.OpTimeout)
-	fence, err := e.draw(dctx, drawExternal[e.driver.Dialect()], int64(ExternalFenceBase))
+	drawn, err := e.draw(dctx, drawExternal[e.driver.Dialect()], int64(ExternalFenceBase))
 	cancel()
 	if err != nil {
 		return backoff // no fence drawn: nothing happened
 	}
-	tok := gate.Token{Resource: res, Holder: a.name, Fence: fence}
-	inv := e.invoke(a, history.Record{Type: history.Admit, Resource: res, Fence: fence})
+	tok := fence.Token{Resource: res, Holder: a.name, Fence: drawn}
+	inv := e.invoke(a, history.Record{Type: history.Admit, Resource: res, Fence: drawn})
 	actx, cancel := context.WithTimeout(ctx, e.cfg.OpTimeout)
 	err = e.ext.Admit(actx, tok)
 	cancel()

@@ -12,9 +12,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/internal/steps"
 )
@@ -577,7 +577,7 @@ var acquireStatus = map[string]sqlstore.AcquireStatus{
 func (e *executor) LeaseAcquire(ctx context.Context, p *sqlstore.LeaseAcquireParams) (sqlstore.LeaseAcquireResult, error) {
 	// A claim of several resources, or of a path, runs the shared steps on
 	// every dialect: Postgres's one statement knows one plain resource.
-	if e.sql.LeaseAcquire == "" || len(p.Members) > 0 || strings.HasPrefix(p.Resource, "path:") {
+	if e.sql.LeaseAcquire == "" || len(p.Members) > 0 || fence.IsPath(p.Resource) {
 		return steps.Acquire(ctx, e, e.inTx, p)
 	}
 	if p.Sending != nil {

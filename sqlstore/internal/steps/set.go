@@ -4,34 +4,10 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/sqlstore"
 )
-
-// Path names, as gate spells them (gate.PathResource; sqlstore must not
-// import gate): the prefix, and a directory's trailing "/".
-const pathPrefix = "path:"
-
-func isPath(r string) bool { return strings.HasPrefix(r, pathPrefix) }
-func isDir(r string) bool  { return isPath(r) && strings.HasSuffix(r, "/") }
-
-// ancestors returns the directory names above a path name, outermost
-// (and so sorted) first, as gate.Ancestors does.
-func ancestors(r string) []string {
-	rel, ok := strings.CutPrefix(r, pathPrefix)
-	if !ok {
-		return nil
-	}
-	rel = strings.TrimSuffix(rel, "/")
-	var out []string
-	for i := range len(rel) {
-		if rel[i] == '/' {
-			out = append(out, pathPrefix+rel[:i+1])
-		}
-	}
-	return out
-}
 
 // errSetRetry makes InTx roll back a set's grant that lost the race to
 // insert a member's lease row; the acquisition is tried again.
@@ -94,11 +70,11 @@ func acquireSetTx(ctx context.Context, ex sqlstore.Executor, p *sqlstore.LeaseAc
 	// 1. Path locks.
 	exclusive := map[string]bool{}
 	for _, m := range members {
-		if !isPath(m) {
+		if !fence.IsPath(m) {
 			continue
 		}
 		exclusive[m] = true
-		for _, a := range ancestors(m) {
+		for _, a := range fence.Ancestors(m) {
 			exclusive[a] = exclusive[a] || false // a member is never above another (ValidateSet)
 		}
 	}
@@ -155,10 +131,10 @@ func acquireSetTx(ctx context.Context, ex sqlstore.Executor, p *sqlstore.LeaseAc
 	// The path rule: no live claim above a path member, nor below a
 	// directory member. The path locks make these reads current.
 	for _, m := range members {
-		if !isPath(m) {
+		if !fence.IsPath(m) {
 			continue
 		}
-		for _, a := range ancestors(m) {
+		for _, a := range fence.Ancestors(m) {
 			row, err := ex.LeaseGet(ctx, a)
 			if err != nil && !errors.Is(err, sqlstore.ErrNotFound) {
 				return sqlstore.LeaseAcquireResult{}, err
@@ -167,7 +143,7 @@ func acquireSetTx(ctx context.Context, ex sqlstore.Executor, p *sqlstore.LeaseAc
 				return sqlstore.LeaseAcquireResult{Status: sqlstore.AcquireHeld, Lease: row}, nil
 			}
 		}
-		if isDir(m) {
+		if fence.IsDir(m) {
 			row, err := ex.LeaseLiveBelow(ctx, m)
 			if err != nil {
 				return sqlstore.LeaseAcquireResult{}, err

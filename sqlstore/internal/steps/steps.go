@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
@@ -35,7 +36,7 @@ var ErrFloorMoved = errors.New("the floor moved above the new fence after the gr
 // back when the floor is ahead; with nil, ex is in the caller's
 // transaction, and the floor is checked before anything is written.
 func Acquire(ctx context.Context, ex sqlstore.Executor, inTx InTx, p *sqlstore.LeaseAcquireParams) (sqlstore.LeaseAcquireResult, error) {
-	if len(p.Members) == 0 && isPath(p.Resource) {
+	if len(p.Members) == 0 && fence.IsPath(p.Resource) {
 		// A path is acquired under the path rule whoever asks: a copy, so
 		// that the caller's params stay as they were.
 		q := *p

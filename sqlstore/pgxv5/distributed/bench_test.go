@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/lease"
@@ -69,7 +70,7 @@ func BenchmarkCommit(b *testing.B) {
 			ctx := context.Background()
 			d := bd.open(b)
 			g := gate.New(d, nil)
-			tok := gate.Token{Resource: "r", Holder: "h", Fence: 1}
+			tok := fence.Token{Resource: "r", Holder: "h", Fence: 1}
 			for b.Loop() {
 				tx, err := d.Begin(ctx)
 				if err != nil {

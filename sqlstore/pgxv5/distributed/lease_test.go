@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/lease"
@@ -313,7 +314,7 @@ func TestGateDoRetriesASerializationFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := gate.New(d, nil)
-	tok := gate.Token{Resource: "r", Holder: "h", Fence: 1}
+	tok := fence.Token{Resource: "r", Holder: "h", Fence: 1}
 	attempts := 0
 	err := g.Do(ctx, tok, func(ctx context.Context, tx pgx.Tx) error {
 		attempts++

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/lease"
@@ -72,7 +73,7 @@ func workload(t *testing.T, d sqlstore.Driver[pgx.Tx]) {
 	if err := <-got; err != nil {
 		t.Fatal(err)
 	}
-	for _, token := range []gate.Token{second.Token(), first.Token()} {
+	for _, token := range []fence.Token{second.Token(), first.Token()} {
 		tx, err := d.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)

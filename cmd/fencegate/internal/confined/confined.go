@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/sqlstore"
 )
@@ -112,7 +113,7 @@ type Driver interface {
 // only a Postgres database without the write guard lets happen: the
 // statements before it committed with the admission). A transaction that failed with a retryable error runs
 // again, up to 3 times; its effects commit at most once.
-func Write(ctx context.Context, d Driver, g *gate.Gate[*sql.Tx], token gate.Token, stmts []Statement) (Result, error) {
+func Write(ctx context.Context, d Driver, g *gate.Gate[*sql.Tx], token fence.Token, stmts []Statement) (Result, error) {
 	if len(stmts) == 0 {
 		return Result{}, fmt.Errorf("%w: no statements", ErrInvalidStatement)
 	}
@@ -158,7 +159,7 @@ func validate(st Statement) error {
 }
 
 // writeOnce is one attempt of Write, on a connection of its own.
-func writeOnce(ctx context.Context, db *sql.DB, c sqlstore.Confiner, g *gate.Gate[*sql.Tx], token gate.Token, stmts []Statement) (res Result, err error) {
+func writeOnce(ctx context.Context, db *sql.DB, c sqlstore.Confiner, g *gate.Gate[*sql.Tx], token fence.Token, stmts []Statement) (res Result, err error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return Result{}, fmt.Errorf("fencegate: connect: %w", err)
@@ -178,7 +179,7 @@ func writeOnce(ctx context.Context, db *sql.DB, c sqlstore.Confiner, g *gate.Gat
 }
 
 // run is one attempt of Write in a transaction confined by s.
-func run(ctx context.Context, s sqlstore.ConfinedSession, g *gate.Gate[*sql.Tx], token gate.Token, stmts []Statement) (res Result, err error) {
+func run(ctx context.Context, s sqlstore.ConfinedSession, g *gate.Gate[*sql.Tx], token fence.Token, stmts []Statement) (res Result, err error) {
 	txCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	tx, err := s.Begin(txCtx)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/cmd/fencegate/internal/confined"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/lease"
@@ -51,7 +52,7 @@ func newEnv(t *testing.T, open func(testing.TB) dbDriver) *env {
 }
 
 // claim acquires resource for holder and returns its token.
-func (e *env) claim(t *testing.T, holder, resource string) gate.Token {
+func (e *env) claim(t *testing.T, holder, resource string) fence.Token {
 	t.Helper()
 	c, err := lease.NewClient(&lease.ClientOptions{Holder: holder})
 	if err != nil {

@@ -6,19 +6,19 @@ import (
 	"database/sql"
 	"time"
 
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/lease"
 )
 
 // PathPrefix starts a path resource's name ("path:src/a.go").
-const PathPrefix = gate.PathPrefix
+const PathPrefix = fence.PathPrefix
 
 // PathResource is the resource of the path identity name (already checked
 // by pathid, whose rules are stricter than the gate's).
 func PathResource(name string) string { return PathPrefix + name }
 
 // PathOf is the path identity of a path resource.
-func PathOf(resource string) (string, bool) { return gate.PathOf(resource) }
+func PathOf(resource string) (string, bool) { return fence.PathOf(resource) }
 
 // DisplayResource names a resource for messages: a path as the agent
 // wrote it (src/a.go), a lock by its name.
@@ -30,14 +30,14 @@ func DisplayResource(resource string) string {
 }
 
 // TokenMembers is every resource the token claims.
-func TokenMembers(t gate.Token) []string { return t.Members() }
+func TokenMembers(t fence.Token) []string { return t.Members() }
 
 // TokenName is what the token claims, for messages.
-func TokenName(t gate.Token) string { return t.Name() }
+func TokenName(t fence.Token) string { return t.Name() }
 
 // TokenPaths is the path identities the token claims; none for a claim of
 // a plain resource.
-func TokenPaths(t gate.Token) []string {
+func TokenPaths(t fence.Token) []string {
 	var out []string
 	for _, m := range TokenMembers(t) {
 		if p, ok := PathOf(m); ok {
@@ -48,8 +48,8 @@ func TokenPaths(t gate.Token) []string {
 }
 
 // SetToken is the token of a claim of resources for holder under fence.
-func SetToken(resources []string, holder string, fence int64) (gate.Token, error) {
-	return gate.NewSetToken(resources, holder, fence)
+func SetToken(resources []string, holder string, n int64) (fence.Token, error) {
+	return fence.NewSetToken(resources, holder, n)
 }
 
 // ClaimSet acquires resources (one, or several all or none under one
@@ -86,6 +86,6 @@ func HoldSet(ctx context.Context, client *lease.Client, b *Backend, resources []
 // tx (Gate.CommitFile): refused if the token does not cover it, or if a
 // claim of the file or a directory above it, or a write to it, under a
 // higher fence got there first; the file's floor is held until tx ends.
-func CommitFile(ctx context.Context, b *Backend, tx *sql.Tx, token gate.Token, file string) error {
+func CommitFile(ctx context.Context, b *Backend, tx *sql.Tx, token fence.Token, file string) error {
 	return b.Gate.CommitFile(ctx, tx, token, file)
 }

@@ -4,13 +4,14 @@ import (
 	"fmt"
 
 	"github.com/fencegate/fencegate/cmd/fencegate/internal/confined"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 )
 
 // SQLOutcome describes what a confined write of n statements under token
 // did, other than a refusal: a one-line summary and the rows affected when
 // it committed, else err saying what committed.
-func SQLOutcome(token gate.Token, n int, res confined.Result, err error) (summary string, rows int64, _ error) {
+func SQLOutcome(token fence.Token, n int, res confined.Result, err error) (summary string, rows int64, _ error) {
 	switch {
 	case err == nil:
 		for _, r := range res.RowsAffected {

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore"
 )
@@ -24,7 +24,7 @@ const MinTTL = 100 * time.Millisecond
 //
 // A set token is current when every member is: the answer is the first
 // member's that is not (or the first member's, if all are).
-func CheckToken(ctx context.Context, b *Backend, token gate.Token) (st lease.Status, floor int64, why string, err error) {
+func CheckToken(ctx context.Context, b *Backend, token fence.Token) (st lease.Status, floor int64, why string, err error) {
 	for i, m := range token.Members() {
 		mst, err := b.Coord.Status(ctx, m)
 		if err != nil {
@@ -36,7 +36,7 @@ func CheckToken(ctx context.Context, b *Backend, token gate.Token) (st lease.Sta
 		}
 		one := token
 		if token.IsSet() {
-			one = gate.Token{Resource: m, Holder: token.Holder, Fence: token.Fence}
+			one = fence.Token{Resource: m, Holder: token.Holder, Fence: token.Fence}
 		}
 		if w := Staleness(one, mst, f.Floor); i == 0 || w != "" {
 			st, floor, why = mst, f.Floor, w
@@ -50,7 +50,7 @@ func CheckToken(ctx context.Context, b *Backend, token gate.Token) (st lease.Sta
 
 // Staleness says why token is not current, given its lock's lease status
 // and gate floor, or returns "" if it is.
-func Staleness(token gate.Token, st lease.Status, floor int64) string {
+func Staleness(token fence.Token, st lease.Status, floor int64) string {
 	mine := st.Fence == token.Fence && st.Holder == token.Holder
 	switch {
 	case st.Fence == 0:
@@ -86,7 +86,7 @@ func Describe(st lease.Status) string {
 
 // SetMembers is a set token's members for a request's Resources; nil for
 // a token of one resource.
-func SetMembers(token gate.Token) []string {
+func SetMembers(token fence.Token) []string {
 	if !token.IsSet() {
 		return nil
 	}
@@ -96,7 +96,7 @@ func SetMembers(token gate.Token) []string {
 // RenewToken renews the lease token names. Each invocation is a fresh
 // process with no lease.Client state, so the request is built from the
 // token: the coordinator side is authoritative and reads only these fields.
-func RenewToken(ctx context.Context, b *Backend, token gate.Token, ttl time.Duration) (lease.RenewOutcome, error) {
+func RenewToken(ctx context.Context, b *Backend, token fence.Token, ttl time.Duration) (lease.RenewOutcome, error) {
 	return b.Coord.Renew(ctx, &lease.RenewRequest{
 		Resource:  token.Resource,
 		Resources: SetMembers(token),

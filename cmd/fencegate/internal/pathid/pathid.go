@@ -42,15 +42,17 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/fencegate/fencegate/fence"
 )
 
 // MaxPaths is the most paths one claim may name.
 const MaxPaths = 64
 
 // MaxPathLen bounds one path, in bytes, as given and as resolved (its
-// identity, with a directory's "/"): what fits a resource name after the
-// gate's "path:" prefix.
-const MaxPathLen = 256 - len("path:")
+// identity, with a directory's "/"): what fits a resource name after
+// fence.PathPrefix.
+const MaxPathLen = fence.MaxNameLen - len(fence.PathPrefix)
 
 // MaxLinks bounds the symbolic links followed while resolving one path.
 const MaxLinks = 40

@@ -1,4 +1,4 @@
-package gate_test
+package fence_test
 
 import (
 	"errors"
@@ -7,22 +7,22 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/fence"
 )
 
 func TestTokenRoundTrip(t *testing.T) {
-	for _, tok := range []gate.Token{
+	for _, tok := range []fence.Token{
 		{Resource: "deploy-slot", Holder: "agent-a", Fence: 42},
 		{Resource: "orders/42: east", Holder: "pod 7 %", Fence: 1},
 		{Resource: "ключ", Holder: "エージェント", Fence: 1<<63 - 1},
 	} {
 		s := tok.String()
-		got, err := gate.Parse(s)
+		got, err := fence.Parse(s)
 		if err != nil || got != tok {
 			t.Errorf("Parse(%q) = %+v, %v; want %+v", s, got, err, tok)
 		}
 	}
-	if s := (gate.Token{Resource: "deploy-slot", Holder: "agent-a", Fence: 42}).String(); s != "fg1:42:deploy-slot:agent-a" {
+	if s := (fence.Token{Resource: "deploy-slot", Holder: "agent-a", Fence: 42}).String(); s != "fg1:42:deploy-slot:agent-a" {
 		t.Errorf("String = %q", s)
 	}
 }
@@ -32,15 +32,15 @@ func TestParseRejectsMalformed(t *testing.T) {
 		"", "fg1", "fg1:1:r", "fg1:1:r:h:extra", "fg2:1:r:h", "FG1:1:r:h",
 		"fg1:0:r:h", "fg1:-1:r:h", "fg1:+1:r:h", "fg1:01:r:h", "fg1:x:r:h", "fg1:99999999999999999999:r:h",
 		"fg1:1::h", "fg1:1:r:", "fg1:1:%zz:h", "fg1:1:r:%", "fg1:1:a%3Ab:h%00",
-		"fg1:1:" + strings.Repeat("x", gate.MaxNameLen+1) + ":h",
+		"fg1:1:" + strings.Repeat("x", fence.MaxNameLen+1) + ":h",
 		"fg1:1:r%20:h", // not canonical: String escapes a space as "+"
 		"fg1:1:\xff:h", // invalid UTF-8
 		"fg1:1:%FF:h",  // escaped invalid UTF-8
 		" fg1:1:r:h",   // surrounding space
 	} {
-		_, err := gate.Parse(s)
-		var inv *gate.InvalidInputError
-		if !errors.Is(err, gate.ErrInvalidInput) || !errors.As(err, &inv) || inv.Reason == "" {
+		_, err := fence.Parse(s)
+		var inv *fence.InvalidInputError
+		if !errors.Is(err, fence.ErrInvalidInput) || !errors.As(err, &inv) || inv.Reason == "" {
 			t.Errorf("Parse(%q) = %v, want a clear ErrInvalidInput", s, err)
 		}
 	}
@@ -51,9 +51,9 @@ func FuzzParse(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		tok, err := gate.Parse(s)
+		tok, err := fence.Parse(s)
 		if err != nil {
-			if !errors.Is(err, gate.ErrInvalidInput) {
+			if !errors.Is(err, fence.ErrInvalidInput) {
 				t.Fatalf("Parse(%q) error %v does not match ErrInvalidInput", s, err)
 			}
 			return
@@ -72,16 +72,16 @@ func FuzzValidateResource(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		err := gate.ValidateResource(name)
+		err := fence.ValidateResource(name)
 		if err != nil {
-			if !errors.Is(err, gate.ErrInvalidInput) {
+			if !errors.Is(err, fence.ErrInvalidInput) {
 				t.Fatalf("error %v does not match ErrInvalidInput", err)
 			}
 			return
 		}
 		// Every accepted name survives the token text form.
-		tok := gate.Token{Resource: name, Holder: "h", Fence: 1}
-		got, err := gate.Parse(tok.String())
+		tok := fence.Token{Resource: name, Holder: "h", Fence: 1}
+		got, err := fence.Parse(tok.String())
 		if err != nil || got != tok {
 			t.Fatalf("accepted name %q does not round-trip: %+v, %v", name, got, err)
 		}
@@ -92,15 +92,15 @@ func FuzzValidateResource(f *testing.F) {
 func TestNamesRefuseEveryControlCharacter(t *testing.T) {
 	for _, r := range []rune{0, 0x1f, 0x7f, 0x80, 0x85, 0x9f} {
 		name := "a" + string(r) + "b"
-		if err := gate.ValidateResource(name); !errors.Is(err, gate.ErrInvalidInput) {
+		if err := fence.ValidateResource(name); !errors.Is(err, fence.ErrInvalidInput) {
 			t.Errorf("ValidateResource(%q) = %v, want ErrInvalidInput", name, err)
 		}
-		if err := gate.ValidateHolder(name); !errors.Is(err, gate.ErrInvalidInput) {
+		if err := fence.ValidateHolder(name); !errors.Is(err, fence.ErrInvalidInput) {
 			t.Errorf("ValidateHolder(%q) = %v, want ErrInvalidInput", name, err)
 		}
 	}
 	for _, name := range []string{"a\u00a0b", "\u00a1", "ключ"} {
-		if err := gate.ValidateResource(name); err != nil {
+		if err := fence.ValidateResource(name); err != nil {
 			t.Errorf("ValidateResource(%q) = %v", name, err)
 		}
 	}
@@ -109,9 +109,9 @@ func TestNamesRefuseEveryControlCharacter(t *testing.T) {
 // The longest valid token (two names of MaxNameLen bytes that escape to
 // three characters each, the largest fence) was over Parse's length limit.
 func TestLongestTokenRoundTrips(t *testing.T) {
-	name := strings.Repeat("%", gate.MaxNameLen)
-	tok := gate.Token{Resource: name, Holder: strings.Repeat("é", gate.MaxNameLen/2), Fence: 1<<63 - 1}
-	if got, err := gate.Parse(tok.String()); err != nil || got != tok {
+	name := strings.Repeat("%", fence.MaxNameLen)
+	tok := fence.Token{Resource: name, Holder: strings.Repeat("é", fence.MaxNameLen/2), Fence: 1<<63 - 1}
+	if got, err := fence.Parse(tok.String()); err != nil || got != tok {
 		t.Fatalf("Parse(String()) of the longest token = %+v, %v", got, err)
 	}
 }
@@ -122,9 +122,9 @@ func TestLongestTokenRoundTrips(t *testing.T) {
 // their length, the longest text a name can have.
 func randomName(rng *rand.Rand) string {
 	alphabet := []rune{'a', 'Z', '0', '-', '/', ':', '%', '+', ' ', '~', '\u00a0', 'é', 'ж', '€', '🦀', '\u2028', 0x7e, 0xa0}
-	n := 1 + rng.IntN(gate.MaxNameLen)
+	n := 1 + rng.IntN(fence.MaxNameLen)
 	if rng.IntN(4) == 0 {
-		alphabet, n = []rune{'%', ':', '/', '€', '🦀', 'é'}, gate.MaxNameLen
+		alphabet, n = []rune{'%', ':', '/', '€', '🦀', 'é'}, fence.MaxNameLen
 	}
 	var b strings.Builder
 	for {
@@ -144,15 +144,15 @@ func randomName(rng *rand.Rand) string {
 func TestTokenRoundTripProperty(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 2026))
 	for i := range 5000 {
-		fence := 1 + rng.Int64N(1<<63-1)
+		n := 1 + rng.Int64N(1<<63-1)
 		if i%10 == 0 {
-			fence = 1<<63 - 1
+			n = 1<<63 - 1
 		}
-		tok := gate.Token{Resource: randomName(rng), Holder: randomName(rng), Fence: fence}
+		tok := fence.Token{Resource: randomName(rng), Holder: randomName(rng), Fence: n}
 		if err := tok.Validate(); err != nil {
 			t.Fatalf("generator made an invalid token: %v", err)
 		}
-		if got, err := gate.Parse(tok.String()); err != nil || got != tok {
+		if got, err := fence.Parse(tok.String()); err != nil || got != tok {
 			t.Fatalf("Parse(%q) = %+v, %v; want %+v", tok.String(), got, err, tok)
 		}
 	}
@@ -160,21 +160,21 @@ func TestTokenRoundTripProperty(t *testing.T) {
 
 func FuzzTokenRoundTrip(f *testing.F) {
 	f.Add("deploy-slot", "agent-a", int64(42))
-	f.Add(strings.Repeat("%", gate.MaxNameLen), strings.Repeat("%", gate.MaxNameLen), int64(1<<63-1))
+	f.Add(strings.Repeat("%", fence.MaxNameLen), strings.Repeat("%", fence.MaxNameLen), int64(1<<63-1))
 	f.Add("a\u0085b", "h", int64(1))
-	f.Fuzz(func(t *testing.T, resource, holder string, fence int64) {
-		tok := gate.Token{Resource: resource, Holder: holder, Fence: fence}
+	f.Fuzz(func(t *testing.T, resource, holder string, n int64) {
+		tok := fence.Token{Resource: resource, Holder: holder, Fence: n}
 		if tok.Validate() != nil {
 			return
 		}
-		if got, err := gate.Parse(tok.String()); err != nil || got != tok {
+		if got, err := fence.Parse(tok.String()); err != nil || got != tok {
 			t.Fatalf("Parse(%q) = %+v, %v; want %+v", tok.String(), got, err, tok)
 		}
 	})
 }
 
 func TestSetTokenRoundTrip(t *testing.T) {
-	tok, err := gate.NewSetToken([]string{"path:src/", "b:c", "path:go.mod"}, "agent a", 43)
+	tok, err := fence.NewSetToken([]string{"path:src/", "b:c", "path:go.mod"}, "agent a", 43)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func TestSetTokenRoundTrip(t *testing.T) {
 	if s != "fg2:43:agent+a:b%3Ac:path%3Ago.mod:path%3Asrc%2F" {
 		t.Fatalf("String = %q", s)
 	}
-	back, err := gate.Parse(s)
+	back, err := fence.Parse(s)
 	if err != nil || back != tok || !back.IsSet() || back.Resource != "" {
 		t.Fatalf("Parse(%q) = %+v, %v", s, back, err)
 	}
@@ -190,20 +190,20 @@ func TestSetTokenRoundTrip(t *testing.T) {
 		t.Fatal("Covers")
 	}
 	// A set of one is the plain token, in the old form.
-	one, err := gate.NewSetToken([]string{"deploy-slot"}, "agent-a", 42)
+	one, err := fence.NewSetToken([]string{"deploy-slot"}, "agent-a", 42)
 	if err != nil || one.IsSet() || one.String() != "fg1:42:deploy-slot:agent-a" {
 		t.Fatalf("set of one: %v, %v", one, err)
 	}
 	// Old tokens keep parsing as they were.
-	old, err := gate.Parse("fg1:42:deploy-slot:agent-a")
-	if err != nil || old != (gate.Token{Resource: "deploy-slot", Holder: "agent-a", Fence: 42}) || old.IsSet() {
+	old, err := fence.Parse("fg1:42:deploy-slot:agent-a")
+	if err != nil || old != (fence.Token{Resource: "deploy-slot", Holder: "agent-a", Fence: 42}) || old.IsSet() {
 		t.Fatalf("old token: %+v, %v", old, err)
 	}
 }
 
 func TestSetAndPathBadInput(t *testing.T) {
 	long := strings.Repeat("a/", 200)
-	many := make([]string, gate.MaxSetMembers+1)
+	many := make([]string, fence.MaxSetMembers+1)
 	for i := range many {
 		many[i] = strings.Repeat("r", i+1)
 	}
@@ -224,15 +224,15 @@ func TestSetAndPathBadInput(t *testing.T) {
 		"too long":            {"path:" + long},
 		"more than the limit": many,
 	} {
-		if _, err := gate.ValidateSet(set); !errors.Is(err, gate.ErrInvalidInput) {
+		if _, err := fence.ValidateSet(set); !errors.Is(err, fence.ErrInvalidInput) {
 			t.Errorf("%s: ValidateSet(%q) = %v", name, set, err)
 		}
-		if _, err := gate.NewSetToken(set, "h", 1); !errors.Is(err, gate.ErrInvalidInput) {
+		if _, err := fence.NewSetToken(set, "h", 1); !errors.Is(err, fence.ErrInvalidInput) {
 			t.Errorf("%s: NewSetToken = %v", name, err)
 		}
 	}
 	for _, rel := range []string{"", "/a", "a/../b", "..", ".", "a//b", "a\x00", "\xff", `a\b`, long} {
-		if _, err := gate.PathResource(rel); !errors.Is(err, gate.ErrInvalidInput) {
+		if _, err := fence.PathResource(rel); !errors.Is(err, fence.ErrInvalidInput) {
 			t.Errorf("PathResource(%q) = %v", rel, err)
 		}
 	}
@@ -246,12 +246,12 @@ func TestSetAndPathBadInput(t *testing.T) {
 		"fg2:1:h:a:%00",
 		"fg2:1:h:a:",
 	} {
-		if _, err := gate.Parse(s); !errors.Is(err, gate.ErrInvalidInput) {
+		if _, err := fence.Parse(s); !errors.Is(err, fence.ErrInvalidInput) {
 			t.Errorf("Parse(%q) = %v", s, err)
 		}
 	}
-	var zero gate.Token
-	if err := zero.Validate(); !errors.Is(err, gate.ErrInvalidInput) {
+	var zero fence.Token
+	if err := zero.Validate(); !errors.Is(err, fence.ErrInvalidInput) {
 		t.Error("zero token valid")
 	}
 }

@@ -1,4 +1,4 @@
-package gate
+package fence
 
 import (
 	"slices"
@@ -26,7 +26,7 @@ const MaxSetMembers = 64
 // short enough that the name fits MaxNameLen. Errors match ErrInvalidInput.
 //
 // Two path resources conflict when one equals or contains the other
-// (Overlaps); the rule is in the package doc, under Paths.
+// (Overlaps); the write rule is in package gate's doc, under Paths.
 func PathResource(rel string) (string, error) {
 	if err := validatePath(rel); err != nil {
 		return "", err

@@ -1,7 +1,6 @@
-package gate
+package fence
 
 import (
-	"fmt"
 	"net/url"
 	"slices"
 	"strconv"
@@ -36,13 +35,15 @@ const (
 const setSep = "\x00"
 
 // Token is the proof of ownership a holder presents to the gate: the resource
-// it writes, who it is, and the fence of its generation of ownership.
+// it writes, who it is, and the fence of its generation of ownership. The
+// lease coordinator issues it (lease.Lease.Token); NewToken builds one from
+// a lock service outside the database.
 //
 // A token may instead name a set of resources claimed together, under one
 // fence (lease.Client.BeginAcquireSet, NewSetToken): Resource is then empty
-// and Members lists them. Commit checks and holds the floor of every member.
-// Tokens are comparable values; two set tokens are equal when they name the
-// same members, holder and fence.
+// and Members lists them. gate.Gate.Commit checks and holds the floor of
+// every member. Tokens are comparable values; two set tokens are equal when
+// they name the same members, holder and fence.
 //
 // The zero Token is invalid: every method that takes a Token rejects it with
 // ErrInvalidInput.
@@ -61,6 +62,24 @@ type Token struct {
 	// a token of one resource. Unexported so that Token stays comparable
 	// and a set can only be made valid (NewSetToken, Parse).
 	set string
+}
+
+// NewToken builds the token of a lock granted outside fencegate (etcd,
+// Consul, ZooKeeper, a Kubernetes Lease): resource names the guarded thing,
+// holder who was granted it, and fence the lock service's number for that
+// grant, which must be strictly greater for every later grant of resource
+// and never reused (see "Fences from outside" in package gate's doc). It
+// checks what Token.Validate checks and returns an error matching
+// ErrInvalidInput for a bad name or a fence below 1.
+//
+// A token from NewToken is admitted at once with gate.Gate.Admit, before
+// the holder reads anything its writes depend on.
+func NewToken(resource, holder string, fence int64) (Token, error) {
+	t := Token{Resource: resource, Holder: holder, Fence: fence}
+	if err := t.Validate(); err != nil {
+		return Token{}, err
+	}
+	return t, nil
 }
 
 // NewSetToken builds the token of a claim of several resources under one
@@ -277,8 +296,4 @@ func validateName(field, name string) error {
 		}
 	}
 	return nil
-}
-
-func invalidf(field, format string, args ...any) error {
-	return &InvalidInputError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }
