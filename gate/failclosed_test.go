@@ -783,7 +783,7 @@ func TestRefusedCommitCannotCommit(t *testing.T) {
 
 func testRefusedCommitCannotCommit[TTx any](t *testing.T, f fixture[TTx], n int) {
 	ctx := context.Background()
-	if err := gate.New(f.driver, nil).Admit(ctx, gate.Token{Resource: "r", Holder: "b", Fence: 10}); err != nil {
+	if err := gate.New(f.driver, nil).Admit(ctx, fence.Token{Resource: "r", Holder: "b", Fence: 10}); err != nil {
 		t.Fatal(err)
 	}
 	for i, bound := range []time.Duration{time.Nanosecond, 0} { // 0: the default
@@ -796,7 +796,7 @@ func testRefusedCommitCannotCommit[TTx any](t *testing.T, f fixture[TTx], n int)
 			if err := f.insert(ctx, tx, id); err != nil {
 				t.Fatal(err)
 			}
-			if err := g.Commit(ctx, tx, gate.Token{Resource: "r", Holder: "a", Fence: 3}); !errors.Is(err, gate.ErrStaleFence) {
+			if err := g.Commit(ctx, tx, fence.Token{Resource: "r", Holder: "a", Fence: 3}); !errors.Is(err, gate.ErrStaleFence) {
 				t.Fatalf("Commit of a stale fence = %v", err)
 			}
 			if err := f.commit(tx); err == nil {
