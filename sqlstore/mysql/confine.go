@@ -44,10 +44,12 @@ var mysqlTxWords = []string{"BEGIN", "COMMIT", "END", "RELEASE", "ROLLBACK", "SA
 // XA transaction with XAER_RMFAIL (the server is the guard: a CREATE hidden
 // in a procedure is refused all the same). Refused by their first word, they
 // get an answer that says what to do instead, before anything is sent.
-// CREATE and DROP TEMPORARY TABLE neither commit nor are refused.
+// CREATE and DROP TEMPORARY TABLE neither commit nor are refused; ANALYZE
+// TABLE commits, but MariaDB's ANALYZE UPDATE (say) is a write: the server
+// tells them apart.
 var (
 	mysqlDDLWords    = []string{"ALTER", "CREATE", "DROP", "RENAME", "TRUNCATE"}
-	mysqlCommitWords = []string{"ANALYZE", "CHECK", "FLUSH", "GRANT", "INSTALL", "LOCK", "OPTIMIZE", "REPAIR", "RESET", "REVOKE", "UNINSTALL"}
+	mysqlCommitWords = []string{"CHECK", "FLUSH", "GRANT", "INSTALL", "LOCK", "OPTIMIZE", "REPAIR", "RESET", "REVOKE", "UNINSTALL"}
 )
 
 // mysqlImplicitCommit says, in the answers, why MySQL cannot run a statement
