@@ -38,13 +38,13 @@ import (
 // Errors: g.Do's (a refused token, fn's error, the database's), with
 // nothing committed and l untouched; an error of the commit itself may
 // leave its outcome unknown, and l is then still the caller's to release.
-func Do[TTx any](ctx context.Context, g *gate.Gate[TTx], c *lease.Coordinator, l *lease.Lease, fn func(ctx context.Context, tx TTx) error) (lease.HandOff, error) {
+func Do[TTx any](ctx context.Context, g *gate.Gate[TTx], c *lease.Coordinator, l *lease.Lease, fn func(ctx context.Context, tx TTx) error) (lease.HandOver, error) {
 	if l == nil || g == nil || c == nil {
-		return lease.HandOff{}, invalid("hand-over", "needs a gate, a coordinator and a lease")
+		return lease.HandOver{}, invalid("hand-over", "needs a gate, a coordinator and a lease")
 	}
 	token := l.Token()
 	if token.IsSet() || fence.IsPath(token.Resource) {
-		return lease.HandOff{}, invalid("lease", "a hand-over takes a lease of one plain resource; release %s with Release", token.Name())
+		return lease.HandOver{}, invalid("lease", "a hand-over takes a lease of one plain resource; release %s with Release", token.Name())
 	}
 	var res sqlstore.LeaseHandOverResult
 	err := g.Do(ctx, token, func(ctx context.Context, tx TTx) error {
@@ -60,9 +60,9 @@ func Do[TTx any](ctx context.Context, g *gate.Gate[TTx], c *lease.Coordinator, l
 		return err
 	})
 	if err != nil {
-		return lease.HandOff{}, err
+		return lease.HandOver{}, err
 	}
-	return c.HandOffOf(l, res)
+	return c.EndHandOver(l, res)
 }
 
 // invalid is refused input, as fence returns it.

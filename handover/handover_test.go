@@ -50,7 +50,7 @@ func testDoRollsBack[TTx any](t *testing.T, h dbtest.Harness[TTx]) {
 
 	boom := errors.New("the write failed")
 	off, err := handover.Do(ctx, g, coord, la, func(context.Context, TTx) error { return boom })
-	if !errors.Is(err, boom) || off != (lease.HandOff{}) {
+	if !errors.Is(err, boom) || off != (lease.HandOver{}) {
 		t.Fatalf("Do = %+v, %v; want the write's error", off, err)
 	}
 	if st, err := coord.Status(ctx, "r"); err != nil || st.Holder != "a" || st.Fence != la.Token().Fence {

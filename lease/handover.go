@@ -9,8 +9,9 @@ import (
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
-// HandOff is what handover.Do did with the lease, its write committed.
-type HandOff struct {
+// HandOver is what a hand-over (handover.Do, handover.CommitBatch) did
+// with the lease, its write committed.
+type HandOver struct {
 	// Released is true when the lease was live and is now released or
 	// handed over. False when it had expired or been released before: the
 	// write committed all the same (its fence was admitted), and nothing
@@ -23,28 +24,28 @@ type HandOff struct {
 	Fence int64
 }
 
-// HandOffOf is handover.Do's ending for a hand-over the caller committed
-// itself (handover.CommitBatch): res is what the hand-over's
-// statement answered, in the transaction that committed. It marks l
+// EndHandOver ends a hand-over on the holder's side once the caller has
+// committed it (handover.Do and handover.CommitBatch call it): res is what
+// the hand-over's statement answered, in the transaction that committed. It marks l
 // released, wakes the waiter handed the resource if it waits in c, and
 // says what happened.
-func (c *Coordinator) HandOffOf(l *Lease, res sqlstore.LeaseHandOverResult) (HandOff, error) {
+func (c *Coordinator) EndHandOver(l *Lease, res sqlstore.LeaseHandOverResult) (HandOver, error) {
 	if l == nil {
-		return HandOff{}, invalid("lease", "is nil")
+		return HandOver{}, invalid("lease", "is nil")
 	}
 	if _, err := l.client.Release(l); err != nil {
-		return HandOff{}, err
+		return HandOver{}, err
 	}
 	resource := l.Token().Resource
 	if !res.Released {
-		return HandOff{}, nil
+		return HandOver{}, nil
 	}
 	if res.Waiter == 0 {
 		c.waits.announced(sqlstore.LeaseChange{Resource: resource})
-		return HandOff{Released: true}, nil
+		return HandOver{Released: true}, nil
 	}
 	c.waits.announced(sqlstore.LeaseChange{Resource: resource, First: res.Waiter, Granted: true, Lease: res.Lease})
-	return HandOff{Released: true, To: res.Lease.Holder, Fence: res.Lease.Fence}, nil
+	return HandOver{Released: true, To: res.Lease.Holder, Fence: res.Lease.Fence}, nil
 }
 
 // handedLease reads the resource's lease row and reports whether it is a

@@ -251,7 +251,7 @@ type env[TTx any] struct {
 	draw func(ctx context.Context, q string, args ...any) (int64, error)
 	// batchHandOver is handover.CommitBatch of l with one INSERT
 	// through the pool (pgx only).
-	batchHandOver func(ctx context.Context, l *lease.Lease, q string, args ...any) (lease.HandOff, error)
+	batchHandOver func(ctx context.Context, l *lease.Lease, q string, args ...any) (lease.HandOver, error)
 }
 
 func run[TTx any](ctx context.Context, cfg Config, rec *history.Recorder, d sqlstore.Driver[TTx], sender pgxv5.BatchSender,
@@ -282,7 +282,7 @@ func run[TTx any](ctx context.Context, cfg Config, rec *history.Recorder, d sqls
 			}
 			return any(tx).(TTx), nil
 		}
-		e.batchHandOver = func(ctx context.Context, l *lease.Lease, q string, args ...any) (lease.HandOff, error) {
+		e.batchHandOver = func(ctx context.Context, l *lease.Lease, q string, args ...any) (lease.HandOver, error) {
 			b := &pgx.Batch{}
 			b.Queue(q, args...)
 			return handover.CommitBatch(ctx, any(e.gate).(*gate.Gate[pgx.Tx]), sender, e.coord, l, b)
@@ -645,7 +645,7 @@ func (e *env[TTx]) handOver(ctx context.Context, a *agent, l *lease.Lease) bool 
 	octx, cancel := context.WithTimeout(ctx, e.cfg.OpTimeout)
 	defer cancel()
 	args := []any{tok.Resource, tok.Fence, tok.Holder, a.name, inv.Op}
-	var off lease.HandOff
+	var off lease.HandOver
 	var err error
 	if via == "batch" {
 		e.announce("commit", inv.Op)

@@ -94,9 +94,9 @@ func testHandOverCommitsWithTheWrite[TTx any](t *testing.T, h harness[TTx]) {
 		t.Fatal(err)
 	}
 	after := b.clock.Now()
-	off, err := coord.HandOffOf(la, res)
-	if err != nil || off != (HandOff{Released: true, To: "b", Fence: res.Lease.Fence}) {
-		t.Fatalf("HandOffOf = %+v, %v", off, err)
+	off, err := coord.EndHandOver(la, res)
+	if err != nil || off != (HandOver{Released: true, To: "b", Fence: res.Lease.Fence}) {
+		t.Fatalf("EndHandOver = %+v, %v", off, err)
 	}
 	if !la.Expired() {
 		t.Error("a's lease is not marked released")
