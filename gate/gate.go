@@ -17,12 +17,6 @@ import (
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
-// Floor is a resource's floor: the highest fence the gate has admitted.
-type Floor = sqlstore.Floor
-
-// Rejection is one record of the rejection log.
-type Rejection = sqlstore.Rejection
-
 // Options configure a Gate. A nil *Options means all defaults.
 type Options struct {
 	// VerifyIssued makes Commit refuse a fence that the lease coordinator in
@@ -289,7 +283,7 @@ func (g *Gate[TTx]) refuse(ctx context.Context, token fence.Token, res sqlstore.
 // readFloor reads a resource's floor for a refusal's record, trying again
 // (a cut connection fails once, the pool then dials anew) until ctx, a
 // cleanup context, ends. A resource with no floor reads as floor 0.
-func (g *Gate[TTx]) readFloor(ctx context.Context, resource string) (Floor, error) {
+func (g *Gate[TTx]) readFloor(ctx context.Context, resource string) (sqlstore.Floor, error) {
 	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
 		f, err := g.driver.Executor().FloorGet(ctx, resource)
 		if err == nil || errors.Is(err, sqlstore.ErrNotFound) {
@@ -299,7 +293,7 @@ func (g *Gate[TTx]) readFloor(ctx context.Context, resource string) (Floor, erro
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			return Floor{}, errors.Join(err, ctx.Err())
+			return sqlstore.Floor{}, errors.Join(err, ctx.Err())
 		case <-timer.C:
 		}
 	}
@@ -449,15 +443,15 @@ func (g *Gate[TTx]) raise(ctx context.Context, token fence.Token) (res sqlstore.
 //
 // Advisory only: the floor can rise the moment after it is read. Never
 // branch a write on it; put the write behind Commit.
-func (g *Gate[TTx]) Floor(ctx context.Context, resource string) (Floor, error) {
+func (g *Gate[TTx]) Floor(ctx context.Context, resource string) (sqlstore.Floor, error) {
 	if err := fence.ValidateResource(resource); err != nil {
-		return Floor{}, err
+		return sqlstore.Floor{}, err
 	}
 	return g.driver.Executor().FloorGet(ctx, resource)
 }
 
 // Floors reads every floor, ordered by resource. Advisory only, like Floor.
-func (g *Gate[TTx]) Floors(ctx context.Context) ([]Floor, error) {
+func (g *Gate[TTx]) Floors(ctx context.Context) ([]sqlstore.Floor, error) {
 	return g.driver.Executor().FloorList(ctx)
 }
 
@@ -504,7 +498,7 @@ type RejectionQuery struct {
 
 // Rejections reads the rejection log: every refused token with both holders,
 // both fences, and its sequence number.
-func (g *Gate[TTx]) Rejections(ctx context.Context, q RejectionQuery) ([]Rejection, error) {
+func (g *Gate[TTx]) Rejections(ctx context.Context, q RejectionQuery) ([]sqlstore.Rejection, error) {
 	if q.Resource != "" {
 		if err := fence.ValidateResource(q.Resource); err != nil {
 			return nil, err

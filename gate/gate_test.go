@@ -66,7 +66,7 @@ func (h *harness[TTx]) write(ctx context.Context, id int, tok fence.Token) error
 	return h.Driver.Commit(ctx, tx)
 }
 
-func (h *harness[TTx]) floor(t *testing.T, resource string) gate.Floor {
+func (h *harness[TTx]) floor(t *testing.T, resource string) sqlstore.Floor {
 	t.Helper()
 	f, err := h.g.Floor(context.Background(), resource)
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"iter"
+
+	"github.com/fencegate/fencegate/sqlstore"
 )
 
 // AllRejections reads the rejection log from q.AfterSeq on, oldest first,
@@ -21,14 +23,14 @@ import (
 //	}
 //
 // A failed read is yielded as the error, and the iteration stops.
-func (g *Gate[TTx]) AllRejections(ctx context.Context, q RejectionQuery) iter.Seq2[Rejection, error] {
-	return func(yield func(Rejection, error) bool) {
+func (g *Gate[TTx]) AllRejections(ctx context.Context, q RejectionQuery) iter.Seq2[sqlstore.Rejection, error] {
+	return func(yield func(sqlstore.Rejection, error) bool) {
 		q.Newest = false
 		q.Limit = cmp.Or(max(q.Limit, 0), 100)
 		for {
 			page, err := g.Rejections(ctx, q)
 			if err != nil {
-				yield(Rejection{}, err)
+				yield(sqlstore.Rejection{}, err)
 				return
 			}
 			for _, r := range page {

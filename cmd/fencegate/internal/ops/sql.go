@@ -6,6 +6,7 @@ import (
 	"github.com/fencegate/fencegate/cmd/fencegate/internal/confined"
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/sqlstore"
 )
 
 // SQLOutcome describes what a confined write of n statements under token
@@ -29,15 +30,15 @@ func SQLOutcome(token fence.Token, n int, res confined.Result, err error) (summa
 }
 
 // RejectionOf turns a refusal into its rejection log record.
-func RejectionOf(e *gate.StaleFenceError) gate.Rejection {
-	return gate.Rejection{
+func RejectionOf(e *gate.StaleFenceError) sqlstore.Rejection {
+	return sqlstore.Rejection{
 		Seq: e.Seq, Resource: e.Resource, Fence: e.Fence, Holder: e.Holder,
 		Floor: e.Floor, FloorHolder: e.FloorHolder, NotIssued: e.NotIssued, At: e.At,
 	}
 }
 
 // RejectionText describes a rejection record in one line.
-func RejectionText(r gate.Rejection) string { return RefusalOf(r).Text() }
+func RejectionText(r sqlstore.Rejection) string { return RefusalOf(r).Text() }
 
 // Text describes the refusal in one line.
 func (r RefusalReport) Text() string {

@@ -60,7 +60,7 @@ type RefusalReport struct {
 func ReadStatus(ctx context.Context, b *Backend, lock string, refusals int) (StatusReport, error) {
 	var (
 		leases []lease.Status
-		floors []gate.Floor
+		floors []sqlstore.Floor
 	)
 	if lock != "" {
 		st, err := b.Coord.Status(ctx, lock)
@@ -159,7 +159,7 @@ func ReadStatus(ctx context.Context, b *Backend, lock string, refusals int) (Sta
 }
 
 // RefusalOf is a rejection record as status reports it.
-func RefusalOf(r gate.Rejection) RefusalReport {
+func RefusalOf(r sqlstore.Rejection) RefusalReport {
 	return RefusalReport{
 		Seq: r.Seq, Lock: r.Resource, Fence: r.Fence, Holder: r.Holder,
 		Floor: r.Floor, FloorHolder: r.FloorHolder, NotIssued: r.NotIssued, At: Stamp(r.At),
