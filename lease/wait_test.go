@@ -473,8 +473,9 @@ func TestAcquireWaitReleaseWakesOnlyTheFirst(t *testing.T) {
 // another coordinator: no announcement and no wake-up reach the waiter, and
 // its fallback timer (a fake one the test fires) still hands the lock over.
 func TestAcquireWaitLostNotification(t *testing.T) {
-	app := "fgwait_" + newRequestID()[:12]
-	withApp := func(url string) string { return url + "&application_name=" + app }
+	// Each subtest's connections carry a name of their own, so that one
+	// subtest never cuts the other's listener.
+	withApp := func(url string) string { return url + "&application_name=fgwait_" + newRequestID()[:12] }
 	// Announcements are Postgres's; elsewhere every hand-over between
 	// coordinators is the fallback's (TestAcquireWaitKeepsArrivalOrder).
 	forWaitStores(t, []string{"postgres-sql", "pgx-cache-statement"}, withApp, func(t *testing.T, store sqlstore.Store, query queryFunc) {
@@ -489,14 +490,29 @@ func TestAcquireWaitLostNotification(t *testing.T) {
 		done := startWait(t, ctx, coord, newClient(t, "waiter", ClientOptions{}), r)
 		sleepingOn := rec.settle(t, store)
 
-		// The listening connection is the one of this test's application
-		// still at its LISTEN; pg_terminate_backend waits until it is gone.
+		// The listening connection is the one of this subtest's application
+		// at its LISTEN; pg_terminate_backend waits until it is gone. The
+		// listener may still be on its way to its LISTEN (or back to it), so
+		// the cut is tried until it finds one, within recvTimeout.
+		var app string
+		if err := query(ctx, `SELECT current_setting('application_name')`).Scan(&app); err != nil {
+			t.Fatal(err)
+		}
 		var cut int
-		err := query(ctx, `
+		for deadline := time.Now().Add(recvTimeout); ; time.Sleep(20 * time.Millisecond) {
+			err := query(ctx, `
 SELECT count(*) FROM pg_stat_activity
  WHERE application_name = $1 AND query LIKE 'LISTEN %' AND pg_terminate_backend(pid, 10000)`, app).Scan(&cut)
-		if err != nil || cut != 1 {
-			t.Fatalf("cut %d listening connections (%v), want 1", cut, err)
+			if err != nil || cut > 1 || (cut == 0 && time.Now().After(deadline)) {
+				var seen string // what this subtest's connections were doing, to tell why
+				_ = query(ctx, `SELECT coalesce(string_agg(state || ': ' || left(query, 60), E'\n'), '')
+  FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&seen)
+				t.Logf("connections of %s:\n%s", app, seen)
+				t.Fatalf("cut %d listening connections (%v), want 1", cut, err)
+			}
+			if cut == 1 {
+				break
+			}
 		}
 		if err := recv(t, rec.ended, "end of the cut listener"); err == nil {
 			t.Fatal("listener ended without an error")
