@@ -605,9 +605,9 @@ func (c *Coordinator) Release(ctx context.Context, token fence.Token) (released 
 
 // ReleaseStrict is Release for a caller that wants to know why nothing was
 // released: it returns nil when it released the token's lease, and a
-// *NotReleasedError (matching ErrNotReleased, and the reason:
-// ErrReleaseExpired, ErrReleaseAlreadyReleased, ErrReleaseSuperseded or
-// ErrReleaseNeverHeld) when the token named no live lease. The reason is
+// *ReleaseError (matching ErrNotReleased, its Reason one of
+// ReleaseExpired, ReleaseAlreadyReleased, ReleaseSuperseded and
+// ReleaseNeverHeld) when the token named no live lease. The reason is
 // read after the release (one more statement, only then), so it describes
 // the resource a moment later: a lease that expired may have been granted
 // to someone else meanwhile, and is then reported superseded.
@@ -618,11 +618,11 @@ func (c *Coordinator) ReleaseStrict(ctx context.Context, token fence.Token) erro
 	if err != nil || ok {
 		return err
 	}
-	nr := &NotReleasedError{Resource: token.Name(), Holder: token.Holder, Fence: token.Fence}
+	nr := &ReleaseError{Resource: token.Name(), Holder: token.Holder, Fence: token.Fence}
 	row, err := c.store.Executor().LeaseGet(ctx, token.Members()[0]) // a set's members share their fate
 	switch {
 	case errors.Is(err, sqlstore.ErrNotFound):
-		nr.Reason = ErrReleaseNeverHeld
+		nr.Reason = ReleaseNeverHeld
 		return nr
 	case err != nil:
 		return fmt.Errorf("fencegate: release %q released nothing, and reading why failed: %w", token.Resource, err)
@@ -630,16 +630,16 @@ func (c *Coordinator) ReleaseStrict(ctx context.Context, token fence.Token) erro
 	nr.HeldBy, nr.CurrentFence = row.Holder, row.Fence
 	switch {
 	case row.Fence > token.Fence:
-		nr.Reason = ErrReleaseSuperseded
+		nr.Reason = ReleaseSuperseded
 	case row.Fence < token.Fence || row.Holder != token.Holder:
-		nr.Reason = ErrReleaseNeverHeld
+		nr.Reason = ReleaseNeverHeld
 	case row.Released:
-		nr.Reason = ErrReleaseAlreadyReleased
+		nr.Reason = ReleaseAlreadyReleased
 	default:
 		// Unreleased and not live when the release ran (a row that is
 		// live now, with the same fence, cannot be: a generation that
 		// expired is never renewed).
-		nr.Reason = ErrReleaseExpired
+		nr.Reason = ReleaseExpired
 	}
 	return nr
 }

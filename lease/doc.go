@@ -268,8 +268,9 @@
 // lease's holder). An expired lease is never renewed: Renew
 // answers Expired. Releasing with a stale token is a no-op, so a late release
 // never frees a successor's lease. Release reports only whether it released;
-// ReleaseStrict says why not (ErrReleaseExpired, ErrReleaseAlreadyReleased,
-// ErrReleaseSuperseded, ErrReleaseNeverHeld, in a *NotReleasedError).
+// ReleaseStrict says why not: a *ReleaseError whose Reason is
+// ReleaseExpired, ReleaseAlreadyReleased, ReleaseSuperseded or
+// ReleaseNeverHeld.
 //
 // # Errors
 //

@@ -116,43 +116,79 @@ func (e *busyError) Error() string        { return "coordinator busy, retry: " +
 func (e *busyError) Is(target error) bool { return target == ErrBusy }
 func (e *busyError) Unwrap() error        { return e.err }
 
-// ErrNotReleased is matched by the *NotReleasedError that
+// ErrNotReleased is matched by the *ReleaseError that
 // Coordinator.ReleaseStrict returns when the token named no live lease, so
-// that nothing was released. The error also matches the reason: one of
-// ErrReleaseExpired, ErrReleaseAlreadyReleased, ErrReleaseSuperseded and
-// ErrReleaseNeverHeld.
+// that nothing was released.
 var ErrNotReleased = errors.New("fencegate: not released")
 
-// The reasons a release released nothing (NotReleasedError.Reason). They
-// are read after the release, from the resource's lease row: advisory, as
-// Status, and stale as soon as they are read.
-var (
-	// ErrReleaseExpired: the token's lease was not live when the release
-	// ran: its term had ended (in the database's clock), and no one had
-	// taken the resource since.
-	ErrReleaseExpired = errors.New("fencegate: the lease had expired")
-	// ErrReleaseAlreadyReleased: the token's lease had been released
-	// already (by an earlier release of the same token).
-	ErrReleaseAlreadyReleased = errors.New("fencegate: the lease was released already")
-	// ErrReleaseSuperseded: a newer generation (a higher fence) has been
-	// granted on the resource since the token's lease; NotReleasedError's
-	// HeldBy and CurrentFence name it.
-	ErrReleaseSuperseded = errors.New("fencegate: the lease was superseded by a newer one")
-	// ErrReleaseNeverHeld: no lease the token names was ever granted: the
+// ReleaseReason says why a release released nothing (ReleaseError.Reason).
+// It is read after the release, from the resource's lease row: advisory,
+// as Status, and stale as soon as it is read.
+type ReleaseReason int
+
+// The reasons a release released nothing. Each also has a sentinel that a
+// *ReleaseError of that reason matches with errors.Is, for callers that
+// match errors rather than read fields.
+const (
+	// ReleaseExpired: the token's lease was not live when the release ran:
+	// its term had ended (in the database's clock), and no one had taken
+	// the resource since. Sentinel: ErrReleaseExpired.
+	ReleaseExpired ReleaseReason = iota + 1
+	// ReleaseAlreadyReleased: the token's lease had been released already
+	// (by an earlier release of the same token). Sentinel:
+	// ErrReleaseAlreadyReleased.
+	ReleaseAlreadyReleased
+	// ReleaseSuperseded: a newer generation (a higher fence) has been
+	// granted on the resource since the token's lease; ReleaseError's
+	// HeldBy and CurrentFence name it. Sentinel: ErrReleaseSuperseded.
+	ReleaseSuperseded
+	// ReleaseNeverHeld: no lease the token names was ever granted: the
 	// resource was never leased, or its lease with that fence belongs to
 	// another holder, or the fence is above every fence the resource had.
-	ErrReleaseNeverHeld = errors.New("fencegate: the token names no lease that was granted")
+	// Sentinel: ErrReleaseNeverHeld.
+	ReleaseNeverHeld
 )
 
-// NotReleasedError says why Coordinator.ReleaseStrict released nothing. It
-// matches ErrNotReleased and, through Unwrap, its Reason.
-type NotReleasedError struct {
+// The sentinels of the ReleaseReasons, matched (errors.Is) by a
+// *ReleaseError of that reason.
+var (
+	ErrReleaseExpired         = errors.New("fencegate: the lease had expired")
+	ErrReleaseAlreadyReleased = errors.New("fencegate: the lease was released already")
+	ErrReleaseSuperseded      = errors.New("fencegate: the lease was superseded by a newer one")
+	ErrReleaseNeverHeld       = errors.New("fencegate: the token names no lease that was granted")
+)
+
+// sentinel returns the error that r's ReleaseErrors match.
+func (r ReleaseReason) sentinel() error {
+	switch r {
+	case ReleaseExpired:
+		return ErrReleaseExpired
+	case ReleaseAlreadyReleased:
+		return ErrReleaseAlreadyReleased
+	case ReleaseSuperseded:
+		return ErrReleaseSuperseded
+	case ReleaseNeverHeld:
+		return ErrReleaseNeverHeld
+	}
+	return nil
+}
+
+// String says the reason in words.
+func (r ReleaseReason) String() string {
+	if err := r.sentinel(); err != nil {
+		return strings.TrimPrefix(err.Error(), "fencegate: ")
+	}
+	return fmt.Sprintf("ReleaseReason(%d)", int(r))
+}
+
+// ReleaseError says why Coordinator.ReleaseStrict released nothing. It
+// matches ErrNotReleased and the sentinel of its Reason.
+type ReleaseError struct {
 	Resource string
 	Holder   string // the token's
 	Fence    int64  // the token's
-	// Reason is ErrReleaseExpired, ErrReleaseAlreadyReleased,
-	// ErrReleaseSuperseded or ErrReleaseNeverHeld.
-	Reason error
+	// Reason says why nothing was released.
+	Reason ReleaseReason
 	// HeldBy and CurrentFence describe the resource's latest generation
 	// when the reason was read, live or not; empty for a resource that was
 	// never leased.
@@ -161,14 +197,13 @@ type NotReleasedError struct {
 }
 
 // Error names the token and the reason.
-func (e *NotReleasedError) Error() string {
+func (e *ReleaseError) Error() string {
 	return fmt.Sprintf("fencegate: %s: release by %q of fence %d released nothing: %s",
-		e.Resource, e.Holder, e.Fence, strings.TrimPrefix(e.Reason.Error(), "fencegate: "))
+		e.Resource, e.Holder, e.Fence, e.Reason)
 }
 
-// Is makes errors.Is(err, ErrNotReleased) true.
-func (e *NotReleasedError) Is(target error) bool { return target == ErrNotReleased }
-
-// Unwrap returns the reason, so that errors.Is(err, ErrReleaseExpired) and
-// the like answer.
-func (e *NotReleasedError) Unwrap() error { return e.Reason }
+// Is makes errors.Is(err, ErrNotReleased) true, and errors.Is(err,
+// ErrReleaseExpired) and the like for the error's Reason.
+func (e *ReleaseError) Is(target error) bool {
+	return target == ErrNotReleased || (target != nil && target == e.Reason.sentinel())
+}

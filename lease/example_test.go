@@ -187,16 +187,16 @@ func ExampleCoordinator_ReleaseStrict() {
 	err := coord.ReleaseStrict(ctx, token)
 	fmt.Println("again, not released:", errors.Is(err, lease.ErrNotReleased))
 	fmt.Println("because released already:", errors.Is(err, lease.ErrReleaseAlreadyReleased))
-	var nr *lease.NotReleasedError
+	var nr *lease.ReleaseError
 	if errors.As(err, &nr) {
-		fmt.Println("latest generation:", nr.HeldBy, nr.CurrentFence)
+		fmt.Printf("reason: %v; latest generation: %s %d\n", nr.Reason, nr.HeldBy, nr.CurrentFence)
 	}
 
 	// Output:
 	// first release: <nil>
 	// again, not released: true
 	// because released already: true
-	// latest generation: agent-7 1
+	// reason: the lease was released already; latest generation: agent-7 1
 }
 
 // Keep keeps many leases alive with no goroutine of their own: the

@@ -93,10 +93,13 @@ func TestReleaseStrictSaysWhy(t *testing.T) {
 		check := func(what string, token fence.Token, reason error, heldBy string) {
 			t.Helper()
 			err := coord.ReleaseStrict(ctx, token)
-			var nr *NotReleasedError
+			var nr *ReleaseError
 			if !errors.Is(err, ErrNotReleased) || !errors.Is(err, reason) || !errors.As(err, &nr) {
 				t.Errorf("%s: ReleaseStrict = %v, want ErrNotReleased and %v", what, err, reason)
 				return
+			}
+			if nr.Reason.sentinel() != reason {
+				t.Errorf("%s: Reason = %v, want the reason %v matches", what, nr.Reason, reason)
 			}
 			if nr.Resource != token.Resource || nr.Fence != token.Fence || nr.Holder != token.Holder || nr.HeldBy != heldBy {
 				t.Errorf("%s: %+v", what, nr)
