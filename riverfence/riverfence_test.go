@@ -1,0 +1,251 @@
+package riverfence_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/internal/dbtest"
+	"github.com/fencegate/fencegate/riverfence"
+	"github.com/fencegate/fencegate/sqlstore/pgxv5"
+)
+
+type effectArgs struct{}
+
+func (effectArgs) Kind() string { return "effect" }
+
+// attemptRun is one attempt's Work call, held until the test releases it.
+type attemptRun struct {
+	attempt int
+	release chan struct{}
+	result  chan error
+}
+
+// effectWorker writes one effect row and completes the job in one
+// transaction; fenced, under the gate and CompleteTx, unfenced, plainly.
+type effectWorker struct {
+	river.WorkerDefaults[effectArgs]
+	g      *gate.Gate[pgx.Tx]
+	pool   *pgxpool.Pool
+	fenced bool
+	runs   chan *attemptRun
+	stop   chan struct{}
+}
+
+func (w *effectWorker) Work(ctx context.Context, job *river.Job[effectArgs]) error {
+	run := &attemptRun{attempt: job.Attempt, release: make(chan struct{}), result: make(chan error, 1)}
+	w.runs <- run
+	select {
+	case <-run.release:
+	case <-w.stop:
+		return errors.New("the test ended")
+	}
+	// A zombie does not heed River's cancellation at JobTimeout: a stalled
+	// process learns nothing until it runs again.
+	err := w.effect(context.WithoutCancel(ctx), job)
+	run.result <- err
+	return err
+}
+
+func (w *effectWorker) effect(ctx context.Context, job *river.Job[effectArgs]) error {
+	token, ok := riverfence.TokenFrom(ctx)
+	if !ok {
+		return errors.New("no token in the work context")
+	}
+	tx, err := w.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if w.fenced {
+		if err := w.g.Commit(ctx, tx, token); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.Exec(ctx, "INSERT INTO effect (job_id, attempt) VALUES ($1, $2)", job.ID, job.Attempt); err != nil {
+		return err
+	}
+	if w.fenced {
+		_, err = riverfence.CompleteTx(ctx, tx, job)
+	} else {
+		_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+	}
+	if err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// retryNow retries a failed or rescued job at once.
+type retryNow struct{}
+
+func (retryNow) NextRetry(*rivertype.JobRow) time.Time { return time.Now() }
+
+// TestStalledAttemptIsRefused holds a job's first attempt past
+// RescueStuckJobsAfter until River's rescuer hands the job to attempt 2,
+// then lets the stalled attempt write and complete before attempt 2 does.
+// Fenced, the zombie is refused (write and completion) and exactly one
+// effect lands; unfenced (no trigger, no gate, plain JobCompleteTx), the
+// zombie's write and completion both land: the bug is real.
+func TestStalledAttemptIsRefused(t *testing.T) {
+	for _, fenced := range []bool{true, false} {
+		t.Run(fmt.Sprintf("fenced=%v", fenced), func(t *testing.T) {
+			t.Parallel()
+			stalledAttempt(t, fenced)
+		})
+	}
+}
+
+func stalledAttempt(t *testing.T, fenced bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, dbtest.PostgresSchemaURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	store := pgxv5.New(pool)
+	if err := store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	driver := riverpgxv5.New(pool)
+	migrator, err := rivermigrate.New(driver, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		t.Fatal(err)
+	}
+	if fenced {
+		if err := riverfence.Migrate(ctx, pool); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pool.Exec(ctx, "CREATE TABLE effect (job_id bigint NOT NULL, attempt int NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+
+	w := &effectWorker{g: gate.New(store, nil), pool: pool, fenced: fenced, runs: make(chan *attemptRun, 8), stop: make(chan struct{})}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, w)
+	client, err := river.NewClient(driver, &river.Config{
+		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}},
+		Workers:              workers,
+		Middleware:           []rivertype.Middleware{&riverfence.Middleware{}},
+		JobTimeout:           500 * time.Millisecond, // River's rescuer leaves a job alone that has no timeout
+		RescueStuckJobsAfter: time.Second,
+		RetryPolicy:          retryNow{},
+		FetchPollInterval:    100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		close(w.stop) // free any attempt still held so that Stop returns
+		_ = client.StopAndCancel(context.WithoutCancel(ctx))
+	}()
+
+	ins, err := client.Insert(ctx, effectArgs{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func() *attemptRun {
+		t.Helper()
+		select {
+		case run := <-w.runs:
+			return run
+		case <-ctx.Done():
+			t.Fatalf("no attempt started: %v", ctx.Err())
+			return nil
+		}
+	}
+	zombie := next() // attempt 1 stalls; River's rescuer runs every 30 s
+	t.Logf("attempt 1 started")
+	second := next()
+	t.Logf("attempt 2 started")
+	if zombie.attempt != 1 || second.attempt != 2 {
+		t.Fatalf("attempts %d then %d, want 1 then 2", zombie.attempt, second.attempt)
+	}
+
+	close(zombie.release)
+	zerr := <-zombie.result
+	var effects int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM effect").Scan(&effects); err != nil {
+		t.Fatal(err)
+	}
+	var state string
+	if err := pool.QueryRow(ctx, "SELECT state FROM river_job WHERE id = $1", ins.Job.ID).Scan(&state); err != nil {
+		t.Fatal(err)
+	}
+	if !fenced {
+		if zerr != nil || effects != 1 || state != "completed" {
+			t.Fatalf("unfenced zombie: err %v, %d effects, job %s; want its write and completion to land", zerr, effects, state)
+		}
+		t.Logf("unfenced: the stalled attempt 1 wrote and completed the job while attempt 2 was running")
+		close(second.release)
+		<-second.result
+		return
+	}
+	var stale *gate.StaleFenceError
+	if !errors.As(zerr, &stale) || effects != 0 || state == "completed" {
+		t.Fatalf("fenced zombie: err %v, %d effects, job %s; want a StaleFenceError and nothing landed", zerr, effects, state)
+	}
+	t.Logf("zombie refused: %v", zerr)
+
+	close(second.release)
+	if err := <-second.result; err != nil {
+		// River recorded the zombie's error on the row attempt 2 holds; the
+		// next attempt does the work (CompleteTx refused attempt 2's).
+		t.Logf("attempt 2: %v", err)
+		if !errors.Is(err, riverfence.ErrLostJob) {
+			t.Fatalf("attempt 2: %v, want nil or ErrLostJob", err)
+		}
+		close(next().release)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if err := pool.QueryRow(ctx, "SELECT state FROM river_job WHERE id = $1", ins.Job.ID).Scan(&state); err != nil {
+			t.Fatal(err)
+		}
+		if state == "completed" || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // polling the database for a condition
+	}
+	var attempts []int
+	rows, err := pool.Query(ctx, "SELECT attempt FROM effect")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var a int
+		if err := rows.Scan(&a); err != nil {
+			t.Fatal(err)
+		}
+		attempts = append(attempts, a)
+	}
+	if rows.Err() != nil {
+		t.Fatal(rows.Err())
+	}
+	if state != "completed" || len(attempts) != 1 || attempts[0] < 2 {
+		t.Fatalf("job %s, effects by attempts %v; want completed with one effect by a later attempt", state, attempts)
+	}
+	rej, err := w.g.Rejections(ctx, gate.RejectionQuery{Resource: riverfence.Resource(ins.Job.ID)})
+	if err != nil || len(rej) == 0 || rej[0].Holder != riverfence.Holder(1) {
+		t.Fatalf("rejections %+v, %v; want the zombie's, logged with its attempt", rej, err)
+	}
+	t.Logf("rejection logged: %+v", rej[0])
+}
