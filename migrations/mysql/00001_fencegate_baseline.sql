@@ -78,7 +78,7 @@ CREATE TABLE IF NOT EXISTS fencegate_request (
 -- served in the order they queued. A waiter keeps its row live by touching
 -- it; one whose process died leaves the queue when its time runs out.
 --
--- A waiter that accepts a hand-over (lease.DoHandOver) says so in its row:
+-- A waiter that accepts a hand-over (handover.Do) says so in its row:
 -- request_id, the acquisition request the hand-over's grant records and
 -- answers, and term_us, the term it asked for. touched_at is the
 -- database's clock (UTC) at the row's last touch (or insert): a
@@ -106,7 +106,7 @@ CREATE TABLE IF NOT EXISTS fencegate_semaphore (
     permits INT            NOT NULL CHECK (permits BETWEEN 1 AND 1024)
 ) ENGINE = InnoDB;
 
--- Path claims (gate.PathResource): a claim of a path locks its row
+-- Path claims (fence.PathResource): a claim of a path locks its row
 -- exclusively and the rows of the directories above it shared; a write to
 -- a file locks the rows of the directories above it shared and reads their
 -- floors. Two claims that overlap queue on the shallower path's row,

@@ -455,7 +455,7 @@ $$;
 
 -- A holder's release can hand the resource straight to its first live
 -- waiter, inside the transaction of the holder's last fenced write
--- (lease.DoHandOver, pgxgate.CommitBatchHandOver), so that a turn of a
+-- (handover.Do, handover.CommitBatch), so that a turn of a
 -- contended lock costs one durable commit instead of two: the write, the
 -- release and the next grant commit together or not at all.
 --
@@ -550,7 +550,7 @@ CREATE TABLE fencegate_semaphore (
     updated_at timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 
--- Path claims (gate.PathResource): a claim of a path takes its lock
+-- Path claims (fence.PathResource): a claim of a path takes its lock
 -- exclusively and the locks of the directories above it shared; a write
 -- to a file takes the locks of the directories above it shared and reads
 -- their floors. Two claims that overlap therefore queue on the shallower

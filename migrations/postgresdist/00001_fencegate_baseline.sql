@@ -63,7 +63,7 @@ CREATE TABLE IF NOT EXISTS fencegate_request (
 );
 
 -- Acquisitions waiting their turn; seq, the place, comes from the 'waiter'
--- counter. A waiter that accepts a hand-over (lease.DoHandOver) says so in
+-- counter. A waiter that accepts a hand-over (handover.Do) says so in
 -- its row: request_id, the acquisition request the hand-over's grant
 -- records and answers, and term_us, the term it asked for. touched_at is
 -- the database's clock at the row's last touch (or insert): a handed-over
@@ -90,7 +90,7 @@ CREATE TABLE IF NOT EXISTS fencegate_semaphore (
     updated_at timestamptz NOT NULL
 );
 
--- Path claims (gate.PathResource), as the default driver's, in plain
+-- Path claims (fence.PathResource), as the default driver's, in plain
 -- statements: a row per path ever locked, taken by an upsert the driver
 -- sends (sqlstore/pgxv5/distributed). The profile takes a directory's lock
 -- exclusively also where the default driver shares it (no function here to

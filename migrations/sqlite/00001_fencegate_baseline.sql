@@ -79,7 +79,7 @@ CREATE TABLE fencegate_request (
 -- served in the order they queued. A waiter keeps its row live by touching
 -- it; one whose process died leaves the queue when its time runs out.
 --
--- A waiter that accepts a hand-over (lease.DoHandOver) says so in its row:
+-- A waiter that accepts a hand-over (handover.Do) says so in its row:
 -- request_id, the acquisition request the hand-over's grant records and
 -- answers, and term_us, the term it asked for. touched_at is the clock at
 -- the row's last touch (or insert): a handed-over term is dated from it
