@@ -43,6 +43,9 @@ type effectWorker struct {
 }
 
 func (w *effectWorker) Work(ctx context.Context, job *river.Job[effectArgs]) error {
+	if w.runs == nil {
+		return w.effect(ctx, job)
+	}
 	run := &attemptRun{attempt: job.Attempt, release: make(chan struct{}), result: make(chan error, 1)}
 	w.runs <- run
 	select {
@@ -106,14 +109,15 @@ func TestStalledAttemptIsRefused(t *testing.T) {
 	}
 }
 
-func stalledAttempt(t *testing.T, fenced bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+// setup gives a fresh schema with fencegate's, River's and (fenced)
+// riverfence's migrations, and the effect table.
+func setup(ctx context.Context, t testing.TB, fenced bool) (*pgxpool.Pool, *pgxv5.Driver, *riverpgxv5.Driver) {
+	t.Helper()
 	pool, err := pgxpool.New(ctx, dbtest.PostgresSchemaURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close()
+	t.Cleanup(pool.Close)
 	store := pgxv5.New(pool)
 	if err := store.Migrate(ctx); err != nil {
 		t.Fatal(err)
@@ -134,7 +138,13 @@ func stalledAttempt(t *testing.T, fenced bool) {
 	if _, err := pool.Exec(ctx, "CREATE TABLE effect (job_id bigint NOT NULL, attempt int NOT NULL)"); err != nil {
 		t.Fatal(err)
 	}
+	return pool, store, driver
+}
 
+func stalledAttempt(t *testing.T, fenced bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pool, store, driver := setup(ctx, t, fenced)
 	w := &effectWorker{g: gate.New(store, nil), pool: pool, fenced: fenced, runs: make(chan *attemptRun, 8), stop: make(chan struct{})}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, w)
@@ -248,4 +258,59 @@ func stalledAttempt(t *testing.T, fenced bool) {
 		t.Fatalf("rejections %+v, %v; want the zombie's, logged with its attempt", rej, err)
 	}
 	t.Logf("rejection logged: %+v", rej[0])
+}
+
+// BenchmarkJob runs b.N River jobs that each write one row and complete in
+// the same transaction, fenced (the trigger, gate.Commit, CompleteTx) and
+// unfenced (a plain JobCompleteTx), and reports jobs/s: fenced ÷ unfenced is
+// riverfence's cost. Compare both in one run, on an otherwise idle machine.
+func BenchmarkJob(b *testing.B) {
+	for _, fenced := range []bool{false, true} {
+		b.Run(fmt.Sprintf("fenced=%v", fenced), func(b *testing.B) {
+			ctx := context.Background()
+			pool, store, driver := setup(ctx, b, fenced)
+			w := &effectWorker{g: gate.New(store, nil), pool: pool, fenced: fenced}
+			workers := river.NewWorkers()
+			river.AddWorker(workers, w)
+			client, err := river.NewClient(driver, &river.Config{
+				Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 20}},
+				Workers:           workers,
+				Middleware:        []rivertype.Middleware{&riverfence.Middleware{}},
+				FetchCooldown:     time.Millisecond,
+				FetchPollInterval: 10 * time.Millisecond,
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			params := make([]river.InsertManyParams, b.N)
+			for i := range params {
+				params[i] = river.InsertManyParams{Args: effectArgs{}}
+			}
+			if _, err := client.InsertMany(ctx, params); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			if err := client.Start(ctx); err != nil {
+				b.Fatal(err)
+			}
+			for done := 0; done < b.N; {
+				if err := pool.QueryRow(ctx, "SELECT count(*) FROM river_job WHERE state = 'completed'").Scan(&done); err != nil {
+					b.Fatal(err)
+				}
+				time.Sleep(5 * time.Millisecond) // polling the database for a condition
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+			if err := client.Stop(ctx); err != nil {
+				b.Fatal(err)
+			}
+			var effects int
+			if err := pool.QueryRow(ctx, "SELECT count(*) FROM effect").Scan(&effects); err != nil {
+				b.Fatal(err)
+			}
+			if effects != b.N {
+				b.Fatalf("%d effects for %d jobs", effects, b.N)
+			}
+		})
+	}
 }
