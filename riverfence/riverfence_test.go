@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -40,9 +41,36 @@ type effectWorker struct {
 	fenced bool
 	runs   chan *attemptRun
 	stop   chan struct{}
+	// stall, when it says so, holds an attempt until River handed its job
+	// to a later one.
+	stall func(*river.Job[effectArgs]) bool
+}
+
+// awaitNextAttempt polls the database until job's row is at a later attempt.
+func awaitNextAttempt(ctx context.Context, pool *pgxpool.Pool, job *river.Job[effectArgs]) error {
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		var attempt int
+		if err := pool.QueryRow(ctx, "SELECT attempt FROM river_job WHERE id = $1", job.ID).Scan(&attempt); err != nil {
+			return err
+		}
+		if attempt > job.Attempt {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("job %d stayed at attempt %d", job.ID, attempt)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the database for a condition
+	}
 }
 
 func (w *effectWorker) Work(ctx context.Context, job *river.Job[effectArgs]) error {
+	if w.stall != nil && w.stall(job) {
+		if err := awaitNextAttempt(context.WithoutCancel(ctx), w.pool, job); err != nil {
+			return err
+		}
+		return w.effect(context.WithoutCancel(ctx), job)
+	}
 	if w.runs == nil {
 		return w.effect(ctx, job)
 	}
@@ -258,6 +286,78 @@ func stalledAttempt(t *testing.T, fenced bool) {
 		t.Fatalf("rejections %+v, %v; want the zombie's, logged with its attempt", rej, err)
 	}
 	t.Logf("rejection logged: %+v", rej[0])
+}
+
+// TestManyJobsStalledAttempts runs jobs whose first attempts stall, at
+// random, until River rescued and handed them on: every job ends completed
+// with exactly one effect, written by the attempt that completed it, and
+// every stalled attempt's write is refused.
+func TestManyJobsStalledAttempts(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	pool, store, driver := setup(ctx, t, true)
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	const jobs = 30
+	stalls := make(map[int64]bool, jobs) // written before the client starts
+	w := &effectWorker{g: gate.New(store, nil), pool: pool, fenced: true,
+		stall: func(job *river.Job[effectArgs]) bool { return job.Attempt == 1 && stalls[job.ID] }}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, w)
+	client, err := river.NewClient(driver, &river.Config{
+		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 2 * jobs}},
+		Workers:              workers,
+		Middleware:           []rivertype.Middleware{&riverfence.Middleware{}},
+		JobTimeout:           500 * time.Millisecond,
+		RescueStuckJobsAfter: time.Second,
+		RetryPolicy:          retryNow{},
+		FetchPollInterval:    100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := make([]river.InsertManyParams, jobs)
+	for i := range params {
+		params[i] = river.InsertManyParams{Args: effectArgs{}}
+	}
+	res, err := client.InsertMany(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stalled := 0
+	for _, r := range res {
+		if rng.IntN(3) == 0 {
+			stalls[r.Job.ID] = true
+			stalled++
+		}
+	}
+	if err := client.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer client.StopAndCancel(context.WithoutCancel(ctx))
+	for done := 0; done < jobs; {
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM river_job WHERE state = 'completed'").Scan(&done); err != nil {
+			t.Fatalf("%d of %d jobs completed: %v", done, jobs, err)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the database for a condition
+	}
+	var twice, lost, wrongAttempt int
+	if err := pool.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM (SELECT job_id FROM effect GROUP BY job_id HAVING count(*) > 1) d),
+		(SELECT count(*) FROM river_job j WHERE NOT EXISTS (SELECT 1 FROM effect e WHERE e.job_id = j.id)),
+		(SELECT count(*) FROM effect e JOIN river_job j ON j.id = e.job_id WHERE e.attempt <> j.attempt)`).Scan(&twice, &lost, &wrongAttempt); err != nil {
+		t.Fatal(err)
+	}
+	var refused int
+	if err := pool.QueryRow(ctx, "SELECT count(DISTINCT resource) FROM fencegate_rejection WHERE holder = $1", riverfence.Holder(1)).Scan(&refused); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d jobs, %d first attempts stalled, %d of them refused; effects twice %d, lost %d, by another attempt than the completing one %d",
+		jobs, stalled, refused, twice, lost, wrongAttempt)
+	if twice != 0 || lost != 0 || wrongAttempt != 0 || refused != stalled {
+		t.Fatal("want every effect once, by the completing attempt, and every stalled attempt refused")
+	}
 }
 
 // BenchmarkJob runs b.N River jobs that each write one row and complete in
