@@ -80,8 +80,9 @@ func docBlocks(t *testing.T) []docBlock {
 // fragmentPreamble makes each Go fragment (a ```go block that is not a
 // whole program) the body of a function returning error, with ctx in
 // scope, and the names the guides' fragments take as given: the
-// application's *sql.DB, goose files, pgx pool and transaction, and the
-// SQLite store, coordinator, client and gate of README's first program.
+// application's *sql.DB, goose files, pgx pool, transaction and River job
+// (riverfence is a module of the workspace), and the SQLite store,
+// coordinator, client and gate of README's first program.
 // Fragments are built, not run.
 const fragmentPreamble = `package main
 
@@ -96,6 +97,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/pressly/goose/v3"
+	"github.com/riverqueue/river"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -105,7 +107,9 @@ import (
 	"github.com/fencegate/fencegate/lease"
 	fgmigrations "github.com/fencegate/fencegate/migrations/postgres"
 	"github.com/fencegate/fencegate/sqlstore/mysql"
+	"github.com/fencegate/fencegate/riverfence"
 	"github.com/fencegate/fencegate/sqlstore/pgsql"
+	"github.com/fencegate/fencegate/sqlstore/pgxv5"
 	"github.com/fencegate/fencegate/sqlstore/pgxv5/distributed"
 	"github.com/fencegate/fencegate/sqlstore/sqlite"
 )
@@ -124,6 +128,8 @@ var (
 	_ = guard.New
 	_ = fgmigrations.FS
 	_ = distributed.New
+	_ = pgxv5.New
+	_ = riverfence.TokenFrom
 )
 
 var (
@@ -135,6 +141,7 @@ var (
 	coord         *lease.Coordinator
 	client        *lease.Client
 	g             *gate.Gate[*sql.Tx]
+	job           *river.Job[river.JobArgs] // the River job a worker works
 )
 
 func main() {}
