@@ -414,3 +414,46 @@ func BenchmarkJob(b *testing.B) {
 		})
 	}
 }
+
+// TestTriggerRaisesTheFloorAtHandOut checks the trigger alone, without a
+// running client: once River's fetch has raised a job's attempt to 2 (done
+// here by hand, as the fetch does), attempt 1's gate.Commit is refused
+// before attempt 2 has written anything. Without the trigger it is
+// admitted: a write outside the completing transaction would land.
+func TestTriggerRaisesTheFloorAtHandOut(t *testing.T) {
+	for _, trigger := range []bool{true, false} {
+		t.Run(fmt.Sprintf("trigger=%v", trigger), func(t *testing.T) {
+			ctx := context.Background()
+			pool, store, driver := setup(ctx, t, trigger)
+			client, err := river.NewClient(driver, &river.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ins, err := client.Insert(ctx, effectArgs{}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 2 {
+				if _, err := pool.Exec(ctx, "UPDATE river_job SET attempt = attempt + 1, state = 'running' WHERE id = $1", ins.Job.ID); err != nil {
+					t.Fatal(err)
+				}
+			}
+			token, err := riverfence.Token(&rivertype.JobRow{ID: ins.Job.ID, Attempt: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx)
+			err = gate.New(store, nil).Commit(ctx, tx, token)
+			if trigger && !errors.Is(err, gate.ErrStaleFence) {
+				t.Fatalf("attempt 1 after attempt 2 was handed out: %v, want refused", err)
+			}
+			if !trigger && err != nil {
+				t.Fatalf("without the trigger: %v, want attempt 1 admitted (the window the trigger closes)", err)
+			}
+		})
+	}
+}
