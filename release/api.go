@@ -20,6 +20,7 @@ var apiModules = map[string]string{
 	"fencegate.txt":     libraryPath,
 	"cmd-fencegate.txt": libraryPath + "/cmd/fencegate",
 	"etcdfence.txt":     libraryPath + "/etcdfence",
+	"riverfence.txt":    libraryPath + "/riverfence",
 }
 
 // exportedAPI lists, one line each and sorted, every exported declaration
