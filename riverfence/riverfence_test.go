@@ -44,6 +44,9 @@ type effectWorker struct {
 	// stall, when it says so, holds an attempt until River handed its job
 	// to a later one.
 	stall func(*river.Job[effectArgs]) bool
+	// kill, when it says so, ends an attempt's connection in the middle of
+	// its transaction, after its write.
+	kill func(*river.Job[effectArgs]) bool
 }
 
 // awaitNextAttempt polls the database until job's row is at a later attempt.
@@ -105,6 +108,10 @@ func (w *effectWorker) effect(ctx context.Context, job *river.Job[effectArgs]) e
 	}
 	if _, err := tx.Exec(ctx, "INSERT INTO effect (job_id, attempt) VALUES ($1, $2)", job.ID, job.Attempt); err != nil {
 		return err
+	}
+	if w.kill != nil && w.kill(job) {
+		_, err := tx.Exec(ctx, "SELECT pg_terminate_backend(pg_backend_pid())")
+		return fmt.Errorf("killed: %w", err)
 	}
 	if w.fenced {
 		_, err = riverfence.CompleteTx(ctx, tx, job)
@@ -289,9 +296,10 @@ func stalledAttempt(t *testing.T, fenced bool) {
 }
 
 // TestManyJobsStalledAttempts runs jobs whose first attempts stall, at
-// random, until River rescued and handed them on: every job ends completed
-// with exactly one effect, written by the attempt that completed it, and
-// every stalled attempt's write is refused.
+// random, until River rescued and handed them on, or have their connection
+// killed in the middle of their transaction: every job ends completed with
+// exactly one effect, written by the attempt that completed it, and every
+// stalled attempt's write is refused.
 func TestManyJobsStalledAttempts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -300,9 +308,11 @@ func TestManyJobsStalledAttempts(t *testing.T) {
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
 	const jobs = 30
-	stalls := make(map[int64]bool, jobs) // written before the client starts
+	stalls := make(map[int64]bool, jobs) // both written before the client starts
+	kills := make(map[int64]bool, jobs)
 	w := &effectWorker{g: gate.New(store, nil), pool: pool, fenced: true,
-		stall: func(job *river.Job[effectArgs]) bool { return job.Attempt == 1 && stalls[job.ID] }}
+		stall: func(job *river.Job[effectArgs]) bool { return job.Attempt == 1 && stalls[job.ID] },
+		kill:  func(job *river.Job[effectArgs]) bool { return job.Attempt == 1 && kills[job.ID] }}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, w)
 	client, err := river.NewClient(driver, &river.Config{
@@ -325,11 +335,15 @@ func TestManyJobsStalledAttempts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stalled := 0
+	stalled, killed := 0, 0
 	for _, r := range res {
-		if rng.IntN(3) == 0 {
+		switch rng.IntN(4) {
+		case 0:
 			stalls[r.Job.ID] = true
 			stalled++
+		case 1:
+			kills[r.Job.ID] = true
+			killed++
 		}
 	}
 	if err := client.Start(ctx); err != nil {
@@ -353,8 +367,8 @@ func TestManyJobsStalledAttempts(t *testing.T) {
 	if err := pool.QueryRow(ctx, "SELECT count(DISTINCT resource) FROM fencegate_rejection WHERE holder = $1", riverfence.Holder(1)).Scan(&refused); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d jobs, %d first attempts stalled, %d of them refused; effects twice %d, lost %d, by another attempt than the completing one %d",
-		jobs, stalled, refused, twice, lost, wrongAttempt)
+	t.Logf("%d jobs, %d first attempts killed, %d stalled, %d of them refused; effects twice %d, lost %d, by another attempt than the completing one %d",
+		jobs, killed, stalled, refused, twice, lost, wrongAttempt)
 	if twice != 0 || lost != 0 || wrongAttempt != 0 || refused != stalled {
 		t.Fatal("want every effect once, by the completing attempt, and every stalled attempt refused")
 	}
