@@ -16,6 +16,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/gate/pgxgate"
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/riverfence"
 	"github.com/fencegate/fencegate/sqlstore/pgxv5"
@@ -96,16 +97,17 @@ func (w *effectWorker) effect(ctx context.Context, job *river.Job[effectArgs]) e
 	if !ok {
 		return errors.New("no token in the work context")
 	}
-	tx, err := w.pool.Begin(ctx)
+	var err error
+	var tx pgx.Tx
+	if w.fenced { // the fence judged in BEGIN's round trip
+		tx, err = pgxgate.BeginFenced(ctx, w.g, w.pool, token, pgx.TxOptions{})
+	} else {
+		tx, err = w.pool.Begin(ctx)
+	}
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	if w.fenced {
-		if err := w.g.Commit(ctx, tx, token); err != nil {
-			return err
-		}
-	}
 	if _, err := tx.Exec(ctx, "INSERT INTO effect (job_id, attempt) VALUES ($1, $2)", job.ID, job.Attempt); err != nil {
 		return err
 	}
