@@ -103,6 +103,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/gate/pgxgate"
 	"github.com/fencegate/fencegate/guard"
 	"github.com/fencegate/fencegate/lease"
 	fgmigrations "github.com/fencegate/fencegate/migrations/postgres"
@@ -130,6 +131,7 @@ var (
 	_ = distributed.New
 	_ = pgxv5.New
 	_ = riverfence.TokenFrom
+	_ = pgxgate.BeginFenced
 )
 
 var (
