@@ -53,6 +53,7 @@ func RunAll(ctx context.Context, cfg Config, outDir, only string, quick bool) er
 		{"1", func() error { return Overhead(ctx, cfg, pg, lite, r) }},
 		{"fencesql", func() error { return FenceSQL(ctx, cfg, pg, r) }},
 		{"guard", func() error { return Guard(ctx, cfg, pg, r) }},
+		{"batch", func() error { return Batch(ctx, cfg, pg, r) }},
 		{"2", func() error { return Contention(ctx, cfg, pg, r) }},
 		{"3", func() error { return LeaseCosts(ctx, cfg, r) }},
 		{"4", func() error { return FloorTableSize(ctx, cfg, r) }},

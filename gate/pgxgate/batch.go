@@ -55,17 +55,24 @@ type BatchSender = pgxv5.BatchSender
 // starts with BEGIN, START, COMMIT, END, ROLLBACK, ABORT or PREPARE
 // TRANSACTION (any of the statements in one string of several, which the
 // simple protocol runs) is refused before anything is sent, with an error
-// matching sqlstore.ErrTransactionControl. Behind that check the server
-// enforces it: the fence arms a guard (a deferred trigger,
-// fencegate_write_guard) that turns any COMMIT before the batch's own into a rollback of
-// everything; a ROLLBACK takes the guard with it, so the batch's end fails
-// and rolls back what ran after it; and a procedure or DO block cannot end
-// a transaction block at all. Each fails the batch with
-// sqlstore.ErrTransactionControl, nothing of it committed. What the check
-// cannot read (a statement queued by a prepared statement's name, or
+// matching sqlstore.ErrTransactionControl. A batch whose every statement
+// the check can vouch for (plain SELECT, INSERT, UPDATE, DELETE, WITH,
+// VALUES, TABLE or MERGE text it reads to the end, no pgx.QueryRewriter
+// among the arguments) cannot end its transaction, and runs as BEGIN, the
+// fence, b and COMMIT. Any other batch, and any batch in conn's
+// transaction, the server guards: the fence arms a guard (a deferred
+// trigger, fencegate_write_guard) that turns any COMMIT before the batch's
+// own into a rollback of everything; a ROLLBACK takes the guard with it, so
+// the batch's end fails and rolls back what ran after it; and a procedure
+// or DO block cannot end a transaction block at all. Each fails the batch
+// with sqlstore.ErrTransactionControl, nothing of it committed. What the
+// check cannot read (a statement queued by a prepared statement's name, or
 // rewritten by a pgx.QueryRewriter) has the guard alone, which cannot see a
 // ROLLBACK followed by a COMMIT of the batch's: what ran between the two
-// would commit, unfenced.
+// would commit, unfenced. A prepared statement named by the text of another
+// statement (its name "UPDATE t …", its SQL "COMMIT") would pass for that
+// text and run unguarded: name prepared statements by their own SQL or by
+// a name that is no statement.
 //
 // conn may also be a pgx.Tx; then the statements join that transaction, no
 // COMMIT is sent, and nothing commits until the caller commits it; any

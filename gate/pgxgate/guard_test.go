@@ -299,3 +299,68 @@ func TestBeginFencedBatchCannotCommitEarly(t *testing.T) {
 		assertNothingCommitted(t, d, g, "BeginFenced")
 	})
 }
+
+// Issue 39: the write guard costs a row written and deleted and a check at
+// COMMIT, so CommitBatch arms it only for a batch the Go-side scanner
+// cannot vouch for. A batch of plain statements runs without it; one
+// behind a QueryRewriter, or queued by a prepared statement's name, runs
+// under it, and a COMMIT so hidden still commits nothing.
+func TestCommitBatchGuardsWhatTheScannerCannotRead(t *testing.T) {
+	dbtest.ForEach(t, nil, func(t *testing.T, h dbtest.Harness[pgx.Tx]) {
+		ctx := context.Background()
+		d, g := pipelineHarness(t, h, nil)
+		if err := g.Admit(ctx, fence.Token{Resource: "r", Holder: "a", Fence: 4}); err != nil {
+			t.Fatal(err)
+		}
+		tok := fence.Token{Resource: "r", Holder: "b", Fence: 5}
+		const armed = `SELECT coalesce(current_setting('fencegate.batch_key', true), '') <> ''`
+		for _, c := range []struct {
+			name  string
+			args  []any
+			guard bool
+		}{
+			{"plain statements", nil, false},
+			{"behind a QueryRewriter", []any{sendAs(armed)}, true},
+		} {
+			var got bool
+			b := guardBatch(func(*pgx.Batch) {})
+			b.Queue(armed, c.args...).QueryRow(func(row pgx.Row) error { return row.Scan(&got) })
+			if err := pgxgate.CommitBatch(ctx, g, d.Pool(), tok, b); err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			if got != c.guard {
+				t.Errorf("%s: guard armed %v, want %v", c.name, got, c.guard)
+			}
+			if n := pgCount(t, d, `SELECT count(*) FROM items`); n != 2 {
+				t.Errorf("%s: %d rows committed, want 2", c.name, n)
+			}
+			if _, err := d.Pool().Exec(ctx, `DELETE FROM items`); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := d.Pool().Exec(ctx, `UPDATE fencegate_floor SET floor = 4, holder = 'a'`); err != nil {
+			t.Fatal(err)
+		}
+
+		// A prepared statement's name is not SQL text the scanner can read:
+		// pgx runs the statement prepared under it.
+		conn, err := d.Pool().Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Release()
+		if _, err := conn.Conn().Prepare(ctx, "ends", `COMMIT`); err != nil {
+			t.Fatal(err)
+		}
+		err = pgxgate.CommitBatch(ctx, g, conn, tok, guardBatch(func(b *pgx.Batch) { b.Queue(`ends`) }))
+		if err == nil {
+			t.Fatal("a batch that commits through a prepared statement's name was accepted")
+		}
+		simple := d.Pool().Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeSimpleProtocol
+		if !simple && !errors.Is(err, sqlstore.ErrTransactionControl) { // the simple protocol sends the name as SQL: a syntax error
+			t.Errorf("got %v, want ErrTransactionControl", err)
+		}
+		conn.Release()
+		assertNothingCommitted(t, d, g, "a prepared statement's name")
+	})
+}

@@ -34,6 +34,16 @@ type BatchSender interface {
 // says so, by the write guard, fencegate_write_guard, otherwise), one
 // run in a savepoint with sqlstore.ErrNestedTx.
 //
+// The write guard costs the server a row written and deleted and a check
+// at COMMIT, so it is armed only where it is needed: in conn's
+// transaction (a savepoint is refused there), and in a transaction of its
+// own when a statement of b is one the scanner cannot vouch for before
+// pgx sends it (pg.Vouches: a statement other than SELECT, INSERT,
+// UPDATE, DELETE, WITH, VALUES, TABLE or MERGE, text the scan is unsure
+// of, a prepared statement's name, or a pgx.QueryRewriter among its
+// arguments). A batch it vouches for cannot end its transaction, so it
+// runs as BeginFloorRaise's fence, b and COMMIT.
+//
 // tx is the transaction the caller must still end: whenever res is not an
 // admission or err is not nil, roll it back (it cannot commit; rolling back
 // returns a pool's connection); after an admission in a transaction of its
@@ -42,20 +52,30 @@ type BatchSender interface {
 // caller's to commit). It needs the gate's migration.
 func FloorRaiseBatch(ctx context.Context, conn BatchSender, p sqlstore.FloorRaiseParams, b *pgx.Batch) (tx pgx.Tx, res sqlstore.FloorRaiseResult, err error) {
 	callerTx, inTx := conn.(pgx.Tx)
-	full := &pgx.Batch{}
-	if !inTx {
-		full.BeginTx(pgx.TxOptions{})
-	}
-	full.Queue(pg.BatchFenceSQL, p.Resource, p.Fence, p.Holder, p.VerifyIssued, rand.Text())
+	guarded := inTx
 	if b != nil {
 		for _, qq := range b.QueuedQueries {
 			if w := pg.TxControl(qq.SQL); w != "" {
 				return callerTx, res, fmt.Errorf("%w: a statement of the batch runs %s", sqlstore.ErrTransactionControl, w)
 			}
+			guarded = guarded || !vouched(qq)
 		}
+	}
+	full := &pgx.Batch{}
+	if !inTx {
+		full.BeginTx(pgx.TxOptions{})
+	}
+	if guarded {
+		full.Queue(pg.BatchFenceSQL, p.Resource, p.Fence, p.Holder, p.VerifyIssued, rand.Text())
+	} else {
+		full.Queue(pg.PipelineFenceSQL(p.VerifyIssued), p.Resource, p.Fence, p.Holder)
+	}
+	if b != nil {
 		full.QueuedQueries = append(full.QueuedQueries, b.QueuedQueries...)
 	}
-	full.Queue(pg.BatchReleaseSQL)
+	if guarded {
+		full.Queue(pg.BatchReleaseSQL)
+	}
 	if !inTx {
 		full.Queue("COMMIT")
 	}
@@ -80,6 +100,18 @@ func FloorRaiseBatch(ctx context.Context, conn BatchSender, p sqlstore.FloorRais
 		return nil, admitted(), nil // the caller's to commit
 	}
 	return tx, admitted(), nil
+}
+
+// vouched reports whether pgx will send qq's text as it is (no
+// pgx.QueryRewriter among its arguments) and that text surely neither
+// begins, ends, nests nor prepares a transaction (pg.Vouches).
+func vouched(qq *pgx.QueuedQuery) bool {
+	for _, a := range qq.Arguments {
+		if _, rewrites := a.(pgx.QueryRewriter); rewrites {
+			return false
+		}
+	}
+	return pg.Vouches(qq.SQL)
 }
 
 // BeginFloorRaise is the driver's half of a fenced begin in one round trip

@@ -1,6 +1,7 @@
 package pg
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/fencegate/fencegate/sqlstore/internal/confine"
@@ -121,4 +122,112 @@ func dollarEnd(q string, i int) int {
 		return j + 1 + k + len(tag)
 	}
 	return len(q)
+}
+
+// plainWords are the first words of the statements Vouches accepts: reads
+// and writes that cannot begin, end, nest or prepare a transaction (a
+// procedure's CALL or a DO block could not end a transaction block either,
+// but Vouches leaves them to the write guard).
+var plainWords = []string{"SELECT", "INSERT", "UPDATE", "DELETE", "WITH", "VALUES", "TABLE", "MERGE"}
+
+// Vouches reports whether q is surely SQL text whose every statement only
+// reads or writes: each starts with one of plainWords followed by a space
+// or a parenthesis, and the scan is sure where every string, identifier,
+// comment and dollar-quoted body ends. It answers false whenever it is
+// unsure: a backslash in a quoted string (standard_conforming_strings off,
+// or a typed literal such as date'…', reads it otherwise), a $ right after
+// a letter or digit (part of a name, or a dollar quote?), a nested or
+// unterminated comment, an unterminated quote. Text that is not a
+// statement (the name of a prepared statement pgx would run instead)
+// fails the first word. Only a prepared statement named by the text of a
+// statement other than its own would pass for that text.
+//
+// A fenced batch whose statements Vouches accepts needs no write guard on
+// the server (pgxv5.FloorRaiseBatch): nothing in it can end its
+// transaction.
+func Vouches(q string) bool {
+	start := true
+	statements := 0
+	for i := 0; i < len(q); {
+		c := q[i]
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f':
+			i++
+			continue
+		case strings.HasPrefix(q[i:], "--"):
+			i = confine.LineCommentEnd(q, i)
+			continue
+		case strings.HasPrefix(q[i:], "/*"):
+			j := strings.Index(q[i+2:], "*/")
+			if j < 0 || strings.Contains(q[i+2:i+2+j], "/*") {
+				return false
+			}
+			i += j + 4
+			continue
+		case c == ';':
+			start = true
+			i++
+			continue
+		}
+		if start {
+			start = false
+			statements++
+			w := word(q, i)
+			j := i + len(w)
+			if j >= len(q) || (q[j] != ' ' && q[j] != '\t' && q[j] != '\n' && q[j] != '\r' && q[j] != '\f' && q[j] != '(') {
+				return false
+			}
+			if !slices.ContainsFunc(plainWords, func(p string) bool { return strings.EqualFold(w, p) }) {
+				return false
+			}
+			i = j
+			continue
+		}
+		switch {
+		case c == '\'' || c == '"':
+			j := i + 1
+			for {
+				k := strings.IndexByte(q[j:], c)
+				if k < 0 {
+					return false
+				}
+				if strings.IndexByte(q[j:j+k], '\\') >= 0 {
+					return false
+				}
+				j += k + 1
+				if j < len(q) && q[j] == c { // doubled: part of the body
+					j++
+					continue
+				}
+				break
+			}
+			i = j
+		case c == '$':
+			if i > 0 && identChar(q[i-1]) {
+				return false
+			}
+			j := i + 1
+			for j < len(q) && q[j] != '$' && identChar(q[j]) {
+				j++
+			}
+			if j == len(q) || q[j] != '$' || j > i+1 && q[i+1] >= '0' && q[i+1] <= '9' {
+				i++ // a parameter ($1), not a quote
+				continue
+			}
+			tag := q[i : j+1]
+			k := strings.Index(q[j+1:], tag)
+			if k < 0 {
+				return false
+			}
+			i = j + 1 + k + len(tag)
+		default:
+			i++
+		}
+	}
+	return statements > 0
+}
+
+// identChar reports whether c can continue a name.
+func identChar(c byte) bool {
+	return c == '_' || c == '$' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c >= 0x80
 }

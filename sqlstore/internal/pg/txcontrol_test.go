@@ -40,3 +40,46 @@ func TestTxControl(t *testing.T) {
 		}
 	}
 }
+
+func TestVouches(t *testing.T) {
+	for q, want := range map[string]bool{
+		`UPDATE t SET n = n + 1 WHERE id = $1`:                  true,
+		`update t set committed = true`:                         true,
+		`  /* a */ -- b` + "\n" + ` SELECT 1`:                   true,
+		`INSERT INTO t VALUES ($1, 'it''s; COMMIT')`:            true,
+		`WITH x AS (SELECT 1) SELECT * FROM x`:                  true,
+		`SELECT $q$; COMMIT$q$`:                                 true,
+		`SELECT "a;b"; DELETE FROM t`:                           true,
+		`SELECT(1)`:                                             true,
+		`VALUES (1)`:                                            true,
+		`MERGE INTO t USING s ON true WHEN MATCHED THEN DELETE`: true,
+		`SELECT 1; COMMIT`:                                      false,
+		`COMMIT`:                                                false,
+		`SAVEPOINT s`:                                           false,
+		`RELEASE SAVEPOINT s`:                                   false,
+		`CALL p()`:                                              false,
+		`DO $$ BEGIN NULL; END $$`:                              false,
+		`SET LOCAL x = 1`:                                       false,
+		`getUser`:                                               false, // a prepared statement's name
+		`update_user`:                                           false,
+		`SELECT`:                                                false,
+		`(SELECT 1)`:                                            false,
+		``:                                                      false,
+		` ; `:                                                   false,
+		`SELECT 'a\''; COMMIT; --'`:                             false, // standard_conforming_strings off
+		`SELECT time'a\'; COMMIT; --'`:                          false, // a typed literal, not an E'' string
+		`SELECT E'\'; COMMIT'`:                                  false,
+		`SELECT 1 AS a$b$; COMMIT; SELECT 1 AS c$b$`: false,
+		`SELECT 'unterminated`:                       false,
+		`SELECT $x$ unterminated`:                    false,
+		`SELECT 1 /* a /* nested */ ; COMMIT; */`:    false,
+		`SELECT 1 /* unterminated`:                   false,
+	} {
+		if got := Vouches(q); got != want {
+			t.Errorf("Vouches(%q) = %v, want %v", q, got, want)
+		}
+		if Vouches(q) && TxControl(q) != "" {
+			t.Errorf("Vouches(%q) but TxControl finds %q", q, TxControl(q))
+		}
+	}
+}
