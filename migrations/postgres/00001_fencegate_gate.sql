@@ -32,18 +32,25 @@ CREATE INDEX fencegate_rejection_resource_seq ON fencegate_rejection (resource, 
 -- (gate.CommitBatch): the fence statement calls it when the gate refuses the
 -- token, and Postgres then skips, and rolls back, everything after it in the
 -- pipeline. The SQLSTATEs are fencegate's own: FG001 stale fence, FG002
--- fence never issued. DETAIL carries the floor, HINT the floor's holder.
+-- fence never issued. DETAIL is the JSON object {"resource", "fence",
+-- "holder", "floor", "floor_holder"} (the floor's two null for FG002), the
+-- SQL protocol's documented refusal (docs/SQL.md, fencegate_check).
 -- +goose StatementBegin
 CREATE FUNCTION fencegate_refuse(p_resource text, p_holder text, p_fence bigint, p_floor bigint, p_floor_holder text)
 RETURNS boolean LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    v_detail text := json_build_object('resource', p_resource, 'fence', p_fence, 'holder', p_holder,
+                                       'floor', p_floor, 'floor_holder', p_floor_holder)::text;
 BEGIN
     IF p_floor IS NULL THEN
         RAISE EXCEPTION 'fencegate: %: fence % was never issued to %', p_resource, p_fence, p_holder
-            USING ERRCODE = 'FG002';
+            USING ERRCODE = 'FG002', DETAIL = v_detail,
+                  HINT = 'roll back the transaction; fencegate_log_refusal records the refusal';
     END IF;
     RAISE EXCEPTION 'fencegate: %: stale fence % from % is below floor % from %',
         p_resource, p_fence, p_holder, p_floor, p_floor_holder
-        USING ERRCODE = 'FG001', DETAIL = p_floor::text, HINT = p_floor_holder;
+        USING ERRCODE = 'FG001', DETAIL = v_detail,
+              HINT = 'roll back the transaction; fencegate_log_refusal records the refusal';
 END
 $$;
 -- +goose StatementEnd

@@ -15,7 +15,11 @@
 //   - 00002_fencegate_lease.sql: the coordinator's fence sequence, leases,
 //     requests, waiters and their announcements, semaphores, path claims,
 //     and the functions that acquire and hand over a lease;
-//   - 00003_fencegate_guard.sql: guarded tables' trigger and refusal.
+//   - 00003_fencegate_guard.sql: guarded tables' trigger and refusal;
+//   - 00004_fencegate_protocol.sql: the SQL protocol any client calls
+//     (docs/SQL.md, version 1): fencegate_claim, fencegate_claim_set,
+//     fencegate_renew, fencegate_release, fencegate_check, fencegate_admit,
+//     fencegate_log_refusal, fencegate_watch, fencegate_protocol_version.
 //
 // Each object is created by one file only; package migrations' doc has the
 // rule for changes after v0.1.0.

@@ -1,26 +1,29 @@
 package pg
 
 import (
+	"encoding/json"
 	"errors"
-	"strconv"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // The SQLSTATEs fencegate_refuse raises.
 const (
-	pgStaleFence = "FG001" // the fence is below the floor; DETAIL: floor, HINT: its holder
-	pgNotIssued  = "FG002" // VerifyIssued: no such lease
+	pgStaleFence = "FG001" // the fence is below the floor; DETAIL: RefusalDetail
+	pgNotIssued  = "FG002" // VerifyIssued: no such lease; DETAIL: RefusalDetail, floor null
 )
 
 // The pipelined fence is fencegate_fence in its strict form: it admits the
-// token exactly like FloorRaise and, when it would not, fails (FG001 stale,
-// FG002 never issued). Sent first in a pipeline (one Sync), or just after
-// BEGIN, the error makes Postgres skip every later statement and roll the
-// transaction back.
+// token exactly like FloorRaise and, when it would not, fails (FG001 stale).
+// With VerifyIssued it is the SQL protocol's fence check, fencegate_check
+// (docs/SQL.md), which also refuses a fence no lease holds (FG002 never
+// issued, or FG001 when it is below the floor). Sent first in a pipeline
+// (one Sync), or just after BEGIN, the error makes Postgres skip every later
+// statement and roll the transaction back. Both take (resource, fence,
+// holder).
 const (
 	pgPipelineFence         = `SELECT floor FROM fencegate_fence($1, $2, $3, false, true)`
-	pgPipelineFenceVerified = `SELECT floor FROM fencegate_fence($1, $2, $3, true, true)`
+	pgPipelineFenceVerified = `SELECT fencegate_check($1, $3, $2)`
 )
 
 // PipelineFenceSQL returns the statement that admits a token in a pipeline,
@@ -45,6 +48,17 @@ type PipelineRefusal struct {
 	NotIssued   bool   // VerifyIssued found no lease (resource, holder, fence)
 }
 
+// RefusalDetail is the DETAIL of a refusal fencegate_refuse raises (FG001,
+// FG002), a JSON object (docs/SQL.md, fencegate_check); Floor and
+// FloorHolder are null for FG002.
+type RefusalDetail struct {
+	Resource    string  `json:"resource"`
+	Fence       int64   `json:"fence"`
+	Holder      string  `json:"holder"`
+	Floor       *int64  `json:"floor"`
+	FloorHolder *string `json:"floor_holder"`
+}
+
 // AsPipelineRefusal reports whether err is the refusal raised by the
 // statement of PipelineFenceSQL, and what it said.
 func AsPipelineRefusal(err error) (PipelineRefusal, bool) {
@@ -56,11 +70,11 @@ func AsPipelineRefusal(err error) (PipelineRefusal, bool) {
 	case pgNotIssued:
 		return PipelineRefusal{NotIssued: true}, true
 	case pgStaleFence:
-		floor, perr := strconv.ParseInt(pgErr.Detail, 10, 64)
-		if perr != nil {
+		var d RefusalDetail
+		if json.Unmarshal([]byte(pgErr.Detail), &d) != nil || d.Floor == nil || d.FloorHolder == nil {
 			return PipelineRefusal{}, false
 		}
-		return PipelineRefusal{Floor: floor, FloorHolder: pgErr.Hint}, true
+		return PipelineRefusal{Floor: *d.Floor, FloorHolder: *d.FloorHolder}, true
 	}
 	return PipelineRefusal{}, false
 }

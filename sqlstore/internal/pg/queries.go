@@ -123,14 +123,11 @@ UPDATE fencegate_lease SET holder = $2, fence = $3, request_id = $4, granted_at 
        expires_at = now.t + $5::bigint * interval '1 microsecond', released = false
   FROM now WHERE resource = $1
 RETURNING ` + pgLeaseCols + `, (extract(epoch FROM now.t) * 1000000)::bigint`,
-	// A renewal never ends a term earlier than it was (GREATEST): a
-	// holder may already have been given the later deadline.
-	LeaseRenew: `
-WITH now AS (SELECT clock_timestamp() AS t)
-UPDATE fencegate_lease SET expires_at = GREATEST(expires_at, now.t + $4::bigint * interval '1 microsecond')
-  FROM now
- WHERE resource = $1 AND holder = $2 AND fence = $3 AND NOT released AND expires_at > now.t
-RETURNING ` + pgLeaseCols + `, (extract(epoch FROM now.t) * 1000000)::bigint`,
+	// fencegate_renew_lease, the SQL protocol's renewal (fencegate_renew
+	// answers the same in milliseconds left): never ends a term earlier
+	// than it was (GREATEST), for a holder may already have been given the
+	// later deadline.
+	LeaseRenew: `SELECT * FROM fencegate_renew_lease($1, $2, $3, $4::bigint)`,
 	// One clock reading for the whole batch; a request's ordinality (from
 	// 1) tells its row. Never shorter, as LeaseRenew. Two requests for one
 	// row renew it once, and only one of them is answered (the lease
@@ -147,31 +144,19 @@ RETURNING req.i, l.resource, l.holder, l.fence, l.request_id,
   (extract(epoch FROM l.granted_at) * 1000000)::bigint,
   (extract(epoch FROM l.expires_at) * 1000000)::bigint,
   l.released, (extract(epoch FROM now.t) * 1000000)::bigint`,
-	LeaseRelease: `
-UPDATE fencegate_lease SET released = true, expires_at = LEAST(expires_at, clock_timestamp())
- WHERE resource = $1 AND holder = $2 AND fence = $3 AND NOT released AND expires_at > clock_timestamp()`,
+	// The releases are the SQL protocol's fencegate_release; a row when it
+	// released the lease.
+	LeaseRelease: `SELECT 1 FROM fencegate_release($1, $2, $3) r WHERE r.released`,
 	// On its own, a release commits without waiting for its WAL to reach
-	// disk (or a synchronous standby): a release lost in a crash only keeps
-	// the resource locked until the lease's expiry, and the next grant's
-	// synchronous commit flushes it. A row released joins the CTE, so its
-	// setting is in force whenever there is something to commit.
-	LeaseReleaseAutocommit: `
-WITH async AS (SELECT set_config('synchronous_commit', 'off', true))
-UPDATE fencegate_lease SET released = true, expires_at = LEAST(expires_at, clock_timestamp())
-  FROM async
- WHERE resource = $1 AND holder = $2 AND fence = $3 AND NOT released AND expires_at > clock_timestamp()`,
+	// disk (or a synchronous standby), fencegate_release's p_async: a
+	// release lost in a crash only keeps the resource locked until the
+	// lease's expiry, and the next grant's synchronous commit flushes it.
+	LeaseReleaseAutocommit: `SELECT 1 FROM fencegate_release($1, $2, $3, true) r WHERE r.released`,
 	// The same releases, also reading the first live waiter in the
 	// statement's snapshot (a waiter joining meanwhile looks for itself).
-	LeaseReleaseFirst: `
-UPDATE fencegate_lease SET released = true, expires_at = LEAST(expires_at, clock_timestamp())
- WHERE resource = $1 AND holder = $2 AND fence = $3 AND NOT released AND expires_at > clock_timestamp()
-RETURNING ` + pgFirstWaiter,
+	LeaseReleaseFirst: `SELECT ` + pgFirstWaiter + ` FROM fencegate_release($1, $2, $3) r WHERE r.released`,
 	LeaseReleaseFirstAutocommit: `
-WITH async AS (SELECT set_config('synchronous_commit', 'off', true))
-UPDATE fencegate_lease SET released = true, expires_at = LEAST(expires_at, clock_timestamp())
-  FROM async
- WHERE resource = $1 AND holder = $2 AND fence = $3 AND NOT released AND expires_at > clock_timestamp()
-RETURNING ` + pgFirstWaiter,
+SELECT ` + pgFirstWaiter + ` FROM fencegate_release($1, $2, $3, true) r WHERE r.released`,
 	// The prunes delete by a batch of row ids, Postgres's DELETE having no
 	// LIMIT.
 	RequestPrune: `
