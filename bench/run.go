@@ -69,9 +69,10 @@ func RunAll(ctx context.Context, cfg Config, outDir, only string, quick bool) er
 		{"sets", func() error { return Sets(ctx, cfg, r) }},
 		{"notify", func() error { return Notify(ctx, cfg, r) }},
 		{"soak", func() error { return Soak(ctx, cfg, r) }},
+		{"wal", func() error { return WAL(ctx, cfg, r) }},
 	}
 	for _, s := range steps {
-		if !want(s.id) || ((s.id == "elect" || s.id == "notify" || s.id == "soak") && only == "") { // elect, notify and soak run only when named
+		if !want(s.id) || ((s.id == "elect" || s.id == "notify" || s.id == "soak" || s.id == "wal") && only == "") { // elect, notify, soak and wal run only when named
 			continue
 		}
 		if err := s.run(); err != nil {
