@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/fencegate/fencegate/bench"
-	"github.com/fencegate/fencegate/sqlstore/mysql/mysqltest"
+	"github.com/fencegate/fencegate/internal/mysqltest"
 )
 
 // The MariaDB column's workloads run once without error on the test server

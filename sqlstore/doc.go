@@ -66,7 +66,7 @@
 // database/sql driver also has DB, Migrations and Close (sqlopen.Driver),
 // and sqlopen.Open gets one case for its scheme. The shared tests write
 // their own SQL with $1 placeholders; a database that takes others says how
-// in its line (mysql's rebinds them to ?, mysqltest.Rebind).
+// in its line (mysql's rebinds them to ?, internal/mysqltest.Rebind).
 //
 // Optionally, a database/sql driver implements Confiner: Confine(ctx, conn,
 // fn) hands fn a ConfinedSession over one connection, which begins the

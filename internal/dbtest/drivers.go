@@ -8,9 +8,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/fencegate/fencegate/internal/mysqltest"
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/mysql"
-	"github.com/fencegate/fencegate/sqlstore/mysql/mysqltest"
 	"github.com/fencegate/fencegate/sqlstore/pgsql"
 	"github.com/fencegate/fencegate/sqlstore/pgxv5/distributed"
 	"github.com/fencegate/fencegate/sqlstore/sqlite"

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fencegate/fencegate/internal/mysqltest"
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/mysql"
-	"github.com/fencegate/fencegate/sqlstore/mysql/mysqltest"
 )
 
 func TestConfig(t *testing.T) {

@@ -14,8 +14,8 @@ import (
 
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/internal/mysqltest"
 	"github.com/fencegate/fencegate/sqlstore/mysql"
-	"github.com/fencegate/fencegate/sqlstore/mysql/mysqltest"
 )
 
 // isolationVar is the session variable that sets the isolation level:

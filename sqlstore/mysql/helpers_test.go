@@ -5,8 +5,8 @@ import (
 	"net/url"
 	"testing"
 
+	"github.com/fencegate/fencegate/internal/mysqltest"
 	"github.com/fencegate/fencegate/sqlstore/mysql"
-	"github.com/fencegate/fencegate/sqlstore/mysql/mysqltest"
 )
 
 // databaseURL returns a fresh database's URL with params added.

@@ -5,8 +5,8 @@ import (
 	"os"
 	"testing"
 
+	"github.com/fencegate/fencegate/internal/mysqltest"
 	"github.com/fencegate/fencegate/sqlstore/mysql"
-	"github.com/fencegate/fencegate/sqlstore/mysql/mysqltest"
 )
 
 // TestMariaDBCrash: a row committed before the SIGKILL is there after the

@@ -5,9 +5,9 @@ import (
 	"net/url"
 	"testing"
 
+	"github.com/fencegate/fencegate/internal/mysqltest"
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/mysql"
-	"github.com/fencegate/fencegate/sqlstore/mysql/mysqltest"
 )
 
 // The MySQL proxy reads the MySQL protocol: a cut after COMMIT loses the
