@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencegate/fencegate/internal/dbtest"
+	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/pgxv5"
 )
 
@@ -375,6 +376,34 @@ func TestProtocolCheckAndRefusalLog(t *testing.T) {
 	var after int
 	if err := db.QueryRow(ctx, `SELECT count(*) FROM fencegate_rejection`).Scan(&after); err != nil || after != before {
 		t.Fatalf("rejections %d -> %d (%v)", before, after, err)
+	}
+}
+
+// The Go driver's refusal log is fencegate_log_refusal's rule
+// (fencegate_refusal_record): the record of a stale fence names both
+// holders, and a fence the gate admits records nothing.
+func TestGoRefusalLogIsTheProtocols(t *testing.T) {
+	db := protocolDB(t)
+	ctx := context.Background()
+	l, ok := pgxv5.New(db).Executor().(interface {
+		LogRefusal(ctx context.Context, resource, holder string, fence int64) (sqlstore.Rejection, bool, error)
+	})
+	if !ok {
+		t.Fatal("the Postgres executor has no LogRefusal")
+	}
+	fa := granted(t, db, "r", "a")
+	expire(t, db, "r")
+	fb := granted(t, db, "r", "b")
+	r, logged, err := l.LogRefusal(ctx, "r", "a", fa)
+	if err != nil || !logged || r.Seq <= 0 || r.At.IsZero() || r.Fence != fa || r.Holder != "a" || r.Floor != fb || r.FloorHolder != "b" || r.NotIssued {
+		t.Fatalf("LogRefusal of a stale fence = %+v, %v, %v", r, logged, err)
+	}
+	r, logged, err = l.LogRefusal(ctx, "r", "x", fb+9)
+	if err != nil || !logged || !r.NotIssued || r.Floor != fb {
+		t.Fatalf("LogRefusal of a forged fence = %+v, %v, %v", r, logged, err)
+	}
+	if r, logged, err := l.LogRefusal(ctx, "r", "b", fb); err != nil || logged {
+		t.Fatalf("LogRefusal of the live fence = %+v, %v, %v; want nothing logged", r, logged, err)
 	}
 }
 

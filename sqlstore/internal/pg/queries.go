@@ -70,6 +70,9 @@ SELECT resource, floor, holder, (extract(epoch FROM updated_at) * 1000000)::bigi
 INSERT INTO fencegate_rejection (resource, fence, holder, floor, floor_holder, not_issued, at)
 VALUES ($1, $2, $3, $4, $5, $6, clock_timestamp())
 RETURNING seq, (extract(epoch FROM at) * 1000000)::bigint`,
+	// The refusal log's rule, the SQL protocol's (fencegate_log_refusal
+	// calls the same function).
+	RefusalLog: `SELECT seq, floor, floor_holder, not_issued, at_us FROM fencegate_refusal_record($1, $2, $3)`,
 	RejectionList: `
 SELECT seq, resource, fence, holder, floor, floor_holder, not_issued, (extract(epoch FROM at) * 1000000)::bigint
   FROM fencegate_rejection

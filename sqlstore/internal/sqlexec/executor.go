@@ -150,6 +150,32 @@ func (e *executor) RejectionInsert(ctx context.Context, r sqlstore.Rejection) (s
 	return r, nil
 }
 
+// LogRefusal records the refusal of (resource, holder, fence) by the
+// dialect's rule (Queries.RefusalLog): the database reads the floor again
+// and records the refusal only when the fence really is refused, below the
+// floor or never issued, reporting whether it did. It is the gate's
+// refusal log on Postgres (sqlstore.RefusalLogger), the same function a
+// client in any language calls after its refused transaction rolled back
+// (docs/SQL.md, fencegate_log_refusal). A dialect without the statement
+// records nothing and answers false, so that the gate writes its own
+// record (Executor.RejectionInsert).
+func (e *executor) LogRefusal(ctx context.Context, resource, holder string, fence int64) (sqlstore.Rejection, bool, error) {
+	if e.sql.RefusalLog == "" {
+		return sqlstore.Rejection{}, false, nil
+	}
+	r := sqlstore.Rejection{Resource: resource, Holder: holder, Fence: fence}
+	var us int64
+	err := e.q.QueryRow(ctx, e.sql.RefusalLog, resource, holder, fence).Scan(&r.Seq, &r.Floor, &r.FloorHolder, &r.NotIssued, &us)
+	if isNoRows(err) {
+		return sqlstore.Rejection{}, false, nil
+	}
+	if err != nil {
+		return sqlstore.Rejection{}, false, e.fail("log rejection", err)
+	}
+	r.At = Micros(us)
+	return r, true, nil
+}
+
 // ScanRejection reads a rejection row: seq, resource, fence, holder, floor,
 // floor_holder, not_issued, at (µs).
 func ScanRejection(s Scanner) (sqlstore.Rejection, error) {

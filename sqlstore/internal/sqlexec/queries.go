@@ -107,6 +107,12 @@ type Queries struct {
 	// Autocommit's copy; it fails as LeaseAcquireAutocommit does) or false
 	// for LeaseAcquire's. Same columns.
 	LeaseAcquireTurn string
+	// RefusalLog, when set, is the refusal log's rule in one statement
+	// (Postgres: fencegate_refusal_record, the SQL protocol's
+	// fencegate_log_refusal): $1 resource, $2 holder, $3 fence → seq,
+	// floor, floor holder, not issued, at µs; no row when the database
+	// finds the fence not refused (nothing recorded).
+	RefusalLog string
 
 	// leaseAcquireFirst is LeaseAcquireAutocommit in Autocommit's copy,
 	// empty in a transaction's, which such a failure would abort.
