@@ -36,9 +36,6 @@ func Elect(ctx context.Context, cfg Config, pg *PG, r *Report) error {
 		}
 		slices.Sort(lat)
 		r.f("| %s | %d | %s | %s |\n", name, len(lat), ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]))
-		if two {
-			r.Notes = append(r.Notes, fmt.Sprintf("election hand-over after a resignation, across two coordinators: p50 %s (target < 2 ms; client-go: up to its 2 s retry period)", ms(lat[len(lat)/2])))
-		}
 	}
 	prog(cfg, "elect: killed")
 	lat, err := electKilled(ctx, pg, 3)
@@ -47,7 +44,6 @@ func Elect(ctx context.Context, cfg Config, pg *PG, r *Report) error {
 	}
 	slices.Sort(lat)
 	r.f("| killed (ttl %v) | %d | %s | %s |\n\n", electKillTTL, len(lat), ms(lat[len(lat)/2]), ms(lat[len(lat)-1]))
-	r.Notes = append(r.Notes, fmt.Sprintf("new leader after the leader is killed: p50 %s with a %v ttl (bounded by the ttl; client-go's defaults: 15 s, plus up to its 2 s retry)", ms(lat[len(lat)/2]), electKillTTL))
 	return nil
 }
 

@@ -75,12 +75,7 @@ func Handover(ctx context.Context, cfg Config, pg *PG, r *Report) error {
 				afterP50 = ms(after[len(after)/2])
 			}
 			r.f("| %d | %s | %d | %.0f%% | %s | %s | %s |\n", n, v, len(lat), 100*float64(others)/float64(len(lat)), ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), afterP50)
-			if n == 64 && v == vHandWaitMany {
-				r.Notes = append(r.Notes, fmt.Sprintf("hand-over at 64 waiters, AcquireWait across 4 coordinators: p50 %s, p99 %s (target p50 < 2 ms)", ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100])))
-			}
-			if n == 64 && (v == vHandOff || v == vHandOffMany) {
-				r.Notes = append(r.Notes, fmt.Sprintf("hand-over in the write's commit at 64 waiters, %s: p50 %s from before the commit, %s from its return, p99 %s (target p50 < 0.5 ms)", v, ms(lat[len(lat)/2]), afterP50, ms(lat[len(lat)*99/100])))
-			}
+			r.set(float64(lat[len(lat)/2])/float64(time.Millisecond), "7", n, v, "p50 ms")
 		}
 	}
 	r.f("\n")
@@ -498,8 +493,11 @@ func Fairness(ctx context.Context, cfg Config, pg *PG, r *Report) error {
 			vs = fmt.Sprintf("%.2fx", per[len(per)/2])
 		}
 		r.f("| %s | %.0f | %s | %d | %d | %d | %s |\n", v, float64(total)/elapsed[v].Seconds(), vs, lo, med, hi, ratio)
-		if v == vHandOff || v == vHandOffMany {
-			r.Notes = append(r.Notes, fmt.Sprintf("fairness, %d workers, %s: %s the advisory lock's throughput (target ≥ 0.8x), cycles per worker min %d / median %d / max %d, max ÷ min %s (target < 1.5)", fairWorkers, v, vs, lo, med, hi, ratio))
+		if len(per) > 0 {
+			r.set(per[len(per)/2], "fairness", v, "vs advisory")
+		}
+		if lo > 0 {
+			r.set(float64(hi)/float64(lo), "fairness", v, "max/min")
 		}
 	}
 	bound := median(ratios(aloneRates[vHandWait], rates[vHandAdvisory]))
@@ -510,7 +508,6 @@ func Fairness(ctx context.Context, cfg Config, pg *PG, r *Report) error {
 	r.f("With the hand-over in the write's commit a turn costs one durable commit, as the advisory lock's does, so that bound no longer holds; the next is one worker's fenced writes back to back under one lease (%.0f/s): a turn cannot be cheaper than its write's commit, and it adds the waiter's wake-up (an announcement) and its read of its lease. Fenced write alone ÷ the advisory lock's queue = **%.2fx**: the most the hand-over variants can reach.\n\n", median(aloneRates[vWriteAlone]), boundOne)
 	boundBare := median(ratios(rates[vBareHandOff], rates[vHandAdvisory]))
 	r.f("Beside them, the *bare SQL hand-over*, with the same %d workers, is the protocol without fencegate's rules: a lease row whose fence the write's own commit checks and hands to the next holder (one round trip, one durable commit), that holder taken from a queue in this process's memory and woken by a channel. It has none of what makes fencegate's hand-over safe to use: no waiter rows (a waiter in another process, or after a crash, has no place), no request rows (a retried acquisition could be granted twice), no batch guard (the write's SQL could end its transaction), no floor, no announcement, no term dated from the waiter's touch. Bare SQL hand-over ÷ the advisory lock's queue = **%.2fx**: one durable commit per turn passes the advisory queue's three round trips; what fencegate's turn adds to it is the server time of those rules.\n\n", fairWorkers, boundBare)
-	r.Notes = append(r.Notes, fmt.Sprintf("fairness bound: fencegate's lone worker ÷ the advisory lock's queue with %d workers = %.2fx cycles/s (two durable commits per turn); fenced write alone ÷ advisory queue = %.2fx (the hand-over's bound: one commit per turn); bare SQL hand-over ÷ advisory queue = %.2fx", fairWorkers, bound, boundOne, boundBare))
 	return nil
 }
 

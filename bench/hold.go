@@ -225,8 +225,6 @@ func holdMany(ctx context.Context, cfg Config, pg *PG, api string, n int, ttl, w
 		float64(int64(m1.HeapInuse)-int64(m0.HeapInuse))/per/1024, float64(g1-g0)/per,
 		float64(counter.statements.Load())/window.Seconds(), float64(counter.rows.Load())/window.Seconds(),
 		counter.failure.Load(), lostInWindow, fail.Load())
-	r.Notes = append(r.Notes, fmt.Sprintf("hold (%s): %d leases at TTL %s, %s: %.1f MiB RSS while held (%.1f MiB settled), %.2f goroutines per lease, %.1f renewal statements/s, %d lost",
-		api, n, ttl, pg.Net, float64(rss1)/(1<<20), float64(rss2)/(1<<20), float64(g1-g0)/per, float64(counter.statements.Load())/window.Seconds(), lostInWindow))
 	if e := firstErr.Load(); e != nil {
 		r.f("\n%s, %d leases: first error `%v`\n\n", pg.Net, n, *e)
 	}
@@ -373,8 +371,6 @@ func QueuedAcquirers(ctx context.Context, cfg Config, r *Report) error {
 			r.f("| %s | %s | %s (%.1f%%) | %s (%.1f%%) | %s (%.1f%%) | %d |\n", pg.Net, v.name,
 				fmtDur(q(0.5)), 100*q(0.5).Seconds()/ttl.Seconds(), fmtDur(q(0.99)), 100*q(0.99).Seconds()/ttl.Seconds(),
 				fmtDur(v.lost[len(v.lost)-1]), 100*v.lost[len(v.lost)-1].Seconds()/ttl.Seconds(), none)
-			r.Notes = append(r.Notes, fmt.Sprintf("queue: 1k acquirers on %d connections, TTL 3s, %s, %s: term lost p50 %s, max %s, %d grants with no time left",
-				conns, pg.Net, v.name, fmtDur(q(0.5)), fmtDur(v.lost[len(v.lost)-1]), none))
 		}
 		prog(cfg, fmt.Sprintf("queue [%s]: done", pg.Net))
 	}

@@ -58,7 +58,7 @@ func MariaDB(ctx context.Context, cfg Config, r *Report) error {
 	}, 1, Distinct, cfg.Duration, cfg.Rounds, prefix(cfg, "mariadb/overhead"))
 	r.table(res, 0)
 	r.f("The fence's statement on MariaDB is an `INSERT … ON DUPLICATE KEY UPDATE` that takes the floor record's exclusive lock and changes nothing when the fence is the floor's; its cost is that round trip, the lock, and the statement's work in the commit.\n\n")
-	r.Notes = append(r.Notes, fmt.Sprintf("MariaDB, 1 writer, loopback: fenced tx (gate.Commit) ÷ unfenced tx = %.2fx", Ratio(res[1], res[0])))
+	r.set(Ratio(res[1], res[0]), "mariadb", "commit")
 
 	r.f("### Guarded write on one key: fencegate vs GET_LOCK\n\n")
 	r.f("Every worker writes row 1 under one resource. fencegate workers present the resource's current fence in BEGIN, gate.Commit, UPDATE, COMMIT; GET_LOCK workers take `GET_LOCK('<database>/item/1', %d)` on a pooled connection, run the UPDATE (autocommit) and `RELEASE_LOCK` on the same connection, as users of MySQL's advisory lock do.\n\n", getLockWait)
@@ -76,7 +76,7 @@ func MariaDB(ctx context.Context, cfg Config, r *Report) error {
 			}
 			r.f("| %d | %s | %.0f | %s | %s | %s | %d |\n", w, x.Name, x.MedianThroughput(), fmtDur(x.Latency(0.5)), fmtDur(x.Latency(0.99)), ratio, x.Errors())
 		}
-		r.Notes = append(r.Notes, fmt.Sprintf("MariaDB, one key, %d writers: fencegate tx ÷ GET_LOCK = %.2fx", w, Ratio(res[0], res[1])))
+		r.set(Ratio(res[0], res[1]), "mariadb", w, "get_lock")
 	}
 	r.f("\nThe guarantees differ as on Postgres: GET_LOCK is mutual exclusion among cooperating sessions, held as long as the session lives; the gate refuses a stale holder's late write (below).\n\n")
 	return wedgedMariaDB(ctx, cfg, m, r)
@@ -85,6 +85,6 @@ func MariaDB(ctx context.Context, cfg Config, r *Report) error {
 func skipMariaDB(cfg Config, r *Report, why string) error {
 	prog(cfg, "MariaDB column skipped: "+why)
 	r.f("Skipped in this run: %s.\n\n", why)
-	r.Notes = append(r.Notes, "MariaDB column skipped: "+why)
+	r.Failed = append(r.Failed, "MariaDB skipped: "+why)
 	return nil
 }

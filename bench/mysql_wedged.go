@@ -120,7 +120,10 @@ func wedgedMariaDB(ctx context.Context, cfg Config, m *MySQL, r *Report) error {
 	for _, o := range outs {
 		who := map[int64]string{writerA: "**A (stale: the late write landed)**", writerB: "B (correct)"}[o.final]
 		r.f("| %s | %s | %s | %s |\n", o.mode, o.successorWait, strings.ReplaceAll(o.childSaid, "|", "/"), who)
-		r.Notes = append(r.Notes, fmt.Sprintf("MariaDB wedged holder, %s: last writer %s", o.mode, map[int64]string{writerA: "A (stale write landed)", writerB: "B (stale write kept out)"}[o.final]))
+		if r.wedged == nil {
+			r.wedged = map[string]bool{}
+		}
+		r.wedged["mariadb "+o.mode] = r.wedged["mariadb "+o.mode] || o.final == writerA
 	}
 	r.f("\nA session that stalls keeps its GET_LOCK for as long as it lives; once it is killed, a holder that writes through another connection of its pool writes late and wins. The floor refuses A's write at the database.\n\n")
 	return nil

@@ -244,13 +244,13 @@ func Notify(ctx context.Context, cfg Config, r *Report) error {
 			return Result{}, ""
 		}
 		for i, x := range res {
-			ref, refLabel := on(rows[i].net, vNotifyPglock)
+			ref, _ := on(rows[i].net, vNotifyPglock)
 			r.f("| %d | %s | %s | %.0f | %s | %s | %.2fx | %s |\n", w, rows[i].net, rows[i].name, x.MedianThroughput(), fmtDur(x.Latency(0.5)), fmtDur(x.Latency(0.99)),
 				LatencyRatio(x, ref, 0.5), s.summary(rows[i].label))
 			if rows[i].name == vNotifyGate {
 				bare, _ := on(rows[i].net, vNotifyBare)
-				r.Notes = append(r.Notes, fmt.Sprintf("notify, %d acquirers, %s: fencegate ÷ pglock p50 = %.2fx, the bare SQL lease's %.2fx (%s; pglock: %s); target ≤ 0.8x: %s",
-					w, rows[i].net, LatencyRatio(x, ref, 0.5), LatencyRatio(bare, ref, 0.5), s.summary(rows[i].label), s.summary(refLabel), verdict(LatencyRatio(x, ref, 0.5) <= 0.8)))
+				r.set(LatencyRatio(x, ref, 0.5), "notify", w, rows[i].net, "pglock")
+				r.set(LatencyRatio(x, bare, 0.5), "notify", w, rows[i].net, "bare")
 			}
 		}
 	}

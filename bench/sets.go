@@ -146,11 +146,6 @@ func Sets(ctx context.Context, cfg Config, r *Report) error {
 		res := g.rows(s.name, names...)
 		r.f("### %s\n\n", s.name)
 		r.table(res, 0)
-		for i, k := range setSizes {
-			c, l := res[1+i], res[1+len(setSizes)+i]
-			r.Notes = append(r.Notes, fmt.Sprintf("sets, %s, k = %d: Commit ÷ unfenced = %.2fx; acquire+release p50 %s",
-				s.name, k, Ratio(c, res[0]), fmtDur(l.Latency(0.5))))
-		}
 	}
 	return nil
 }

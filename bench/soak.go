@@ -121,8 +121,7 @@ func Soak(ctx context.Context, cfg Config, r *Report) error {
 	if err := <-prunerDone; err != nil {
 		return fmt.Errorf("prune: %w", err)
 	}
-	r.f("\nPruned in all: %d request rows, %d waiter rows. p99 first window %s, last %s.\n\n", pruned.Requests, pruned.Waiters, fmtDur(Quantile(first.Lat, 0.99)), fmtDur(Quantile(last.Lat, 0.99)))
-	r.Notes = append(r.Notes, fmt.Sprintf("soak %s (autovacuum %s%s): cycles/s %.0f → %.0f, p99 %s → %s; %d request rows pruned; tables at the end: %s", total, autovacuum, map[bool]string{true: ", VACUUM by the soak"}[vacuum],
-		first.Throughput(), last.Throughput(), fmtDur(Quantile(first.Lat, 0.99)), fmtDur(Quantile(last.Lat, 0.99)), pruned.Requests, sizes()))
+	r.f("\nPruned in all: %d request rows, %d waiter rows. Cycles/s first window %.0f, last %.0f; p99 first window %s, last %s. Tables at the end: %s.\n\n", pruned.Requests, pruned.Waiters,
+		first.Throughput(), last.Throughput(), fmtDur(Quantile(first.Lat, 0.99)), fmtDur(Quantile(last.Lat, 0.99)), sizes())
 	return nil
 }

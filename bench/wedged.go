@@ -216,7 +216,10 @@ func Wedged(ctx context.Context, cfg Config, r *Report) error {
 	r.f("\nA live-but-stalled session keeps its advisory lock forever: without the kill, B would still be waiting. With the kill, a session lock's holder that does its work on another connection (the usual pool pattern) writes late and wins; a transaction-scoped lock is safe only because the kill also aborts A's transaction, which works only when all of A's writes share that one transaction and connection. ")
 	r.f("pglock's lease does what it promises: a frozen holder stops heartbeating, and B takes the lock over once a lease has passed, with or without the heartbeat. But nothing at the database refuses A's late write, so it lands; pglock's heartbeat only tells A afterwards (its next heartbeat fails and `IsReleased` turns true). The network's round trip changes none of this.\n\n")
 	for _, o := range outs {
-		r.Notes = append(r.Notes, fmt.Sprintf("wedged holder, %s, %s: last writer %s", o.mode, o.net, map[int64]string{writerA: "A (stale write landed)", writerB: "B (stale write kept out)"}[o.final]))
+		if r.wedged == nil {
+			r.wedged = map[string]bool{}
+		}
+		r.wedged[o.mode] = r.wedged[o.mode] || o.final == writerA
 	}
 	return nil
 }

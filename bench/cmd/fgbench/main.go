@@ -34,7 +34,7 @@ func main() {
 		dur     = flag.Duration("duration", 1500*time.Millisecond, "run time per variant per round")
 		rounds  = flag.Int("rounds", 3, "interleaved A/B rounds")
 		out     = flag.String("out", ".", "directory for RESULTS.md and chart.svg")
-		only    = flag.String("only", "", "comma-separated scenarios to run (1,fencesql,guard,batch,2,3,4,5,6,7,fairness,mariadb,hold,queue,otel,elect,sets,notify,soak,wal); default all but elect, notify, soak and wal")
+		only    = flag.String("only", "", "comma-separated scenarios to run (1,fencesql,guard,batch,2,3,4,5,6,7,fairness,mariadb,hold,queue,otel,elect,sets,notify,soak,wal); default every one")
 		fair    = flag.Duration("fair", 10*time.Second, "run time per variant of the fairness scenario (-quick: 2s)")
 		writers = flag.String("writers", "1,16,64", "writer counts for scenario 2 and notify")
 		soak    = flag.Duration("soak", time.Minute, "length of the soak scenario")
