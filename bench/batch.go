@@ -79,8 +79,8 @@ func Batch(ctx context.Context, cfg Config, pg *PG, r *Report) error {
 		r.f("### %s\n\n", n.Name)
 		res := g.rows(n.Name, vAutocommit, vFencedCTE, vBatchPlain, vBatchGuarded, vPlainTx, vBeginTx)
 		r.table(res, 0)
-		r.Notes = append(r.Notes, fmt.Sprintf("batch, %s, ÷ autocommit UPDATE: CommitBatch %.2fx, guard armed %.2fx, bound (fenced CTE) %.2fx; BeginFenced ÷ unfenced tx %.2fx",
-			n.Name, Ratio(res[2], res[0]), Ratio(res[3], res[0]), Ratio(res[1], res[0]), Ratio(res[5], res[4])))
+		r.set(Ratio(res[2], res[0]), "batch", n.Name, "batch/auto")
+		r.set(Ratio(res[1], res[0]), "batch", n.Name, "bound/auto")
 	}
 	return nil
 }

@@ -128,6 +128,13 @@ func RunAll(ctx context.Context, cfg Config, outDir, only string, quick bool) er
 		fmt.Fprintf(&doc, "![throughput and p99 against writers, log scales](chart.svg)\n\n(Scenario 2: throughput and p99 against writers, both on log scales; solid lines loopback, dashed the delayed path.)\n\n")
 	}
 	doc.WriteString(r.Markdown())
+	if len(r.Notes) > 0 {
+		fmt.Fprintf(&doc, "## Notes\n\n")
+		for _, n := range r.Notes {
+			fmt.Fprintf(&doc, "- %s\n", n)
+		}
+		fmt.Fprintf(&doc, "\n")
+	}
 	if err := os.WriteFile(filepath.Join(outDir, "RESULTS.md"), []byte(doc.String()), 0o644); err != nil {
 		return err
 	}

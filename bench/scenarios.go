@@ -39,6 +39,9 @@ type Report struct {
 	Chart []Series
 	// Failed lists the scenarios that failed in this run, for the top.
 	Failed []string
+	// Notes are one-line findings a scenario adds beyond its tables; they
+	// close RESULTS.md (the opening quotes the figures set with set).
+	Notes []string
 	// key holds the figures the opening sections quote, by name (see
 	// keyName); wedged, scenario 5's outcome per guard and network: true
 	// when the stalled holder's late write landed.
