@@ -122,7 +122,6 @@ func WAL(ctx context.Context, cfg Config, r *Report) error {
 			return err
 		}
 		r.f("| %s | %.0f | %.2f | %.0f | %s |\n", v.name, float64(bytes)/walCycles, float64(recs)/walCycles, float64(fpi)/walCycles, strings.Join(parts, "; "))
-		r.Notes = append(r.Notes, fmt.Sprintf("WAL per acquire+release cycle, %s: %.0f B (%.0f B of full-page images), %.2f records", v.name, float64(bytes)/walCycles, float64(fpi)/walCycles, float64(recs)/walCycles))
 	}
 	r.f("\n")
 	return nil
