@@ -269,7 +269,7 @@ func PostgresAppRoleSQL(schema, role string) (string, error) {
 GRANT USAGE ON SCHEMA %[1]s TO %[2]s;
 GRANT SELECT ON %[1]s.fencegate_floor, %[1]s.fencegate_lease, %[1]s.fencegate_rejection TO %[2]s;
 GRANT INSERT ON %[1]s.fencegate_rejection TO %[2]s;
-GRANT SELECT, INSERT, UPDATE, DELETE ON %[1]s.fencegate_write_guard TO %[2]s;
+GRANT SELECT, INSERT, UPDATE, DELETE ON %[1]s.fencegate_write_guard, %[1]s.fencegate_batch_guard TO %[2]s;
 ALTER FUNCTION %[1]s.fencegate_fence(text, bigint, text, boolean, boolean) SECURITY DEFINER SET search_path = %[1]s, pg_temp;`, s, r), nil
 }
 

@@ -61,7 +61,7 @@ type BatchSender = pgxv5.BatchSender
 // among the arguments) cannot end its transaction, and runs as BEGIN, the
 // fence, b and COMMIT. Any other batch, and any batch in conn's
 // transaction, the server guards: the fence arms a guard (a deferred
-// trigger, fencegate_write_guard) that turns any COMMIT before the batch's
+// trigger, fencegate_batch_guard) that turns any COMMIT before the batch's
 // own into a rollback of everything; a ROLLBACK takes the guard with it, so
 // the batch's end fails and rolls back what ran after it; and a procedure
 // or DO block cannot end a transaction block at all. Each fails the batch
@@ -90,7 +90,7 @@ type BatchSender = pgxv5.BatchSender
 // above: a round trip per member more, the same refusals and logs.
 //
 // The fence statement needs fencegate's Postgres migrations (the gate's:
-// fencegate_fence_batch and the write guard).
+// fencegate_fence_batch and the batch guard).
 func CommitBatch(ctx context.Context, g *gate.Gate[pgx.Tx], conn BatchSender, token fence.Token, b *pgx.Batch) error {
 	ctx, c := g.StartCheck(ctx, "commit_batch", token)
 	if !pipelined(token) {

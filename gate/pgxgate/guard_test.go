@@ -53,7 +53,7 @@ func assertNothingCommitted(t *testing.T, d *pgxv5.Driver, g *gate.Gate[pgx.Tx],
 		t.Errorf("%s: floor = %+v, %v; the refused batch raised it", what, f, err)
 		_, _ = d.Pool().Exec(context.Background(), `UPDATE fencegate_floor SET floor = 4, holder = 'a'`)
 	}
-	if n := pgCount(t, d, `SELECT count(*) FROM fencegate_write_guard`); n != 0 {
+	if n := pgCount(t, d, `SELECT count(*) FROM fencegate_batch_guard`); n != 0 {
 		t.Errorf("%s: %d guard rows committed", what, n)
 	}
 	idle(t, d)
@@ -184,7 +184,7 @@ func TestCommitBatchGuardInCallerTx(t *testing.T) {
 		if n := pgCount(t, d, `SELECT count(*) FROM items`); n != 3 {
 			t.Fatalf("%d rows, want 3", n)
 		}
-		if n := pgCount(t, d, `SELECT count(*) FROM fencegate_write_guard`); n != 0 {
+		if n := pgCount(t, d, `SELECT count(*) FROM fencegate_batch_guard`); n != 0 {
 			t.Fatalf("%d guard rows committed", n)
 		}
 	})
@@ -313,7 +313,7 @@ func TestCommitBatchGuardsWhatTheScannerCannotRead(t *testing.T) {
 			t.Fatal(err)
 		}
 		tok := fence.Token{Resource: "r", Holder: "b", Fence: 5}
-		const armed = `SELECT coalesce(current_setting('fencegate.batch_key', true), '') <> ''`
+		const armed = `SELECT coalesce(current_setting('fencegate.batch_guard', true), '') <> ''`
 		for _, c := range []struct {
 			name  string
 			args  []any

@@ -165,48 +165,73 @@ CREATE CONSTRAINT TRIGGER fencegate_write_guard_commit
 ALTER TABLE fencegate_write_guard ENABLE ALWAYS TRIGGER fencegate_write_guard_commit;
 
 -- fencegate_fence_batch and fencegate_batch_release put a fenced pipeline
--- (pgxv5.CommitBatch) under the write guard, so that a batch that ends its
--- own transaction cannot commit the caller's writes:
+-- (pgxv5.CommitBatch) under a write guard of its own, so that a batch that
+-- ends its own transaction cannot commit the caller's writes. The Go side
+-- arms it only where it cannot vouch for the batch's statements (a
+-- statement it cannot read, or the caller's transaction):
 --
---   fencegate_fence_batch   first in the pipeline: checks that it runs in
---                           the outermost transaction (a savepoint's refusal
---                           would roll back only the savepoint), arms the
---                           guard (a row of fencegate_write_guard, whose
---                           deferred trigger fails any COMMIT until the
---                           transaction's write key is set) and runs the
+--   fencegate_fence_batch   first in the pipeline: arms the guard, a row of
+--                           fencegate_batch_guard whose deferred trigger
+--                           fails the transaction's COMMIT while the
+--                           transaction-local setting fencegate.batch_guard
+--                           is set, and whose xmin tells whether it runs in
+--                           the outermost transaction (FG005: a savepoint's
+--                           refusal would roll back only the savepoint),
+--                           sets the setting to the row's ctid, and runs the
 --                           strict fence;
---   fencegate_batch_release last, after the caller's statements: fails
---                           unless the guard armed in this transaction is
---                           still there, then sets the write key so that
+--   fencegate_batch_release last, after the caller's statements: deletes
+--                           the row by that ctid, failing (FG004) unless it
+--                           is still there, and clears the setting, so that
 --                           the transaction's COMMIT goes through.
 --
 -- A COMMIT (END, COMMIT AND CHAIN, PREPARE TRANSACTION) among the caller's
 -- statements fires the guard: FG003, the transaction rolls back and the
--- pipeline skips the rest. A ROLLBACK (ABORT) among them takes the guard
--- with it, so the release fails (FG004) and rolls back what ran after it.
--- Procedures and DO blocks cannot end a transaction block at all.
+-- pipeline skips the rest. A ROLLBACK (ABORT) among them takes the row and
+-- the setting with it, so the release fails (FG004) and rolls back what ran
+-- after it. Procedures and DO blocks cannot end a transaction block at all.
+-- Each batch of one transaction (pgxv5.CommitBatch given a pgx.Tx may run
+-- several) arms and releases a row of its own.
 --
--- One guard row serves every batch of one transaction (pgxv5.CommitBatch
--- given a pgx.Tx may run several): its key is kept in the transaction-local
--- setting fencegate.batch_key, and each batch clears the write key again
--- until its own release. Each batch rewrites the row, so that its xmin tells
--- whether this batch runs in a subtransaction (FG005).
+-- The check at COMMIT is one comparison of a setting: the row is deleted
+-- by the release (a TID lookup), not by the trigger, and the table is
+-- UNLOGGED and has no index, since no row of it outlives its transaction:
+-- arming and releasing the guard write no WAL.
+CREATE UNLOGGED TABLE fencegate_batch_guard (
+    armed boolean NOT NULL DEFAULT true
+);
+
 -- +goose StatementBegin
-CREATE FUNCTION fencegate_fence_batch(p_resource text, p_fence bigint, p_holder text, p_verify boolean, p_key text)
+CREATE FUNCTION fencegate_batch_guard_check() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF coalesce(current_setting('fencegate.batch_guard', true), '') <> '' THEN
+        RAISE EXCEPTION 'fencegate: the SQL of a fenced write tried to end its transaction; nothing was committed'
+            USING ERRCODE = 'FG003';
+    END IF;
+    RETURN NULL;
+END
+$$;
+-- +goose StatementEnd
+
+CREATE CONSTRAINT TRIGGER fencegate_batch_guard_commit
+    AFTER INSERT ON fencegate_batch_guard
+    DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW EXECUTE FUNCTION fencegate_batch_guard_check();
+ALTER TABLE fencegate_batch_guard ENABLE ALWAYS TRIGGER fencegate_batch_guard_commit;
+
+-- +goose StatementBegin
+CREATE FUNCTION fencegate_fence_batch(p_resource text, p_fence bigint, p_holder text, p_verify boolean)
 RETURNS bigint LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
-    v_key   text := coalesce(nullif(current_setting('fencegate.batch_key', true), ''), p_key);
+    v_ctid  tid;
     v_xmin  xid;
     v_floor bigint;
 BEGIN
-    INSERT INTO fencegate_write_guard AS g (key_hash) VALUES (sha256(convert_to(v_key, 'UTF8')))
-    ON CONFLICT (key_hash) DO UPDATE SET key_hash = g.key_hash
-    RETURNING xmin INTO v_xmin;
+    INSERT INTO fencegate_batch_guard DEFAULT VALUES RETURNING ctid, xmin INTO v_ctid, v_xmin;
     IF v_xmin <> pg_current_xact_id()::xid THEN
         RAISE EXCEPTION 'fencegate: a fenced batch cannot run in a savepoint; pass the outermost transaction'
             USING ERRCODE = 'FG005';
     END IF;
-    PERFORM set_config('fencegate.batch_key', v_key, true), set_config('fencegate.write_key', '', true);
+    PERFORM set_config('fencegate.batch_guard', v_ctid::text, true);
     SELECT f.floor INTO v_floor FROM fencegate_fence(p_resource, p_fence, p_holder, p_verify, true) f;
     RETURN v_floor;
 END
@@ -216,20 +241,26 @@ $$;
 -- +goose StatementBegin
 CREATE FUNCTION fencegate_batch_release() RETURNS void LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
-    v_key text := coalesce(current_setting('fencegate.batch_key', true), '');
+    v_ctid text := coalesce(current_setting('fencegate.batch_guard', true), '');
 BEGIN
-    IF v_key = '' OR NOT EXISTS (SELECT 1 FROM fencegate_write_guard WHERE key_hash = sha256(convert_to(v_key, 'UTF8'))) THEN
-        RAISE EXCEPTION 'fencegate: the fenced batch ended its transaction before its end (ROLLBACK or the like); what ran after that was rolled back'
-            USING ERRCODE = 'FG004';
+    IF v_ctid <> '' THEN
+        DELETE FROM fencegate_batch_guard WHERE ctid = v_ctid::tid;
+        IF FOUND THEN
+            PERFORM set_config('fencegate.batch_guard', '', true);
+            RETURN;
+        END IF;
     END IF;
-    PERFORM set_config('fencegate.write_key', v_key, true);
+    RAISE EXCEPTION 'fencegate: the fenced batch ended its transaction before its end (ROLLBACK or the like); what ran after that was rolled back'
+        USING ERRCODE = 'FG004';
 END
 $$;
 -- +goose StatementEnd
 
 -- +goose Down
 DROP FUNCTION fencegate_batch_release();
-DROP FUNCTION fencegate_fence_batch(text, bigint, text, boolean, text);
+DROP FUNCTION fencegate_fence_batch(text, bigint, text, boolean);
+DROP TABLE fencegate_batch_guard;
+DROP FUNCTION fencegate_batch_guard_check();
 DROP TABLE fencegate_write_guard;
 DROP FUNCTION fencegate_write_guard_check();
 DROP FUNCTION fencegate_fence(text, bigint, text, boolean, boolean);

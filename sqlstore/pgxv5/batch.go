@@ -2,7 +2,6 @@ package pgxv5
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -31,11 +30,11 @@ type BatchSender interface {
 // one of b's statements, rolls back everything and is returned: a statement
 // of b that would end or prepare the transaction fails with
 // sqlstore.ErrTransactionControl (before anything is sent when its text
-// says so, by the write guard, fencegate_write_guard, otherwise), one
+// says so, by the write guard, fencegate_batch_guard, otherwise), one
 // run in a savepoint with sqlstore.ErrNestedTx.
 //
-// The write guard costs the server a row written and deleted and a check
-// at COMMIT, so it is armed only where it is needed: in conn's
+// The write guard costs the server a row written and deleted (unlogged)
+// and a trigger at COMMIT, so it is armed only where it is needed: in conn's
 // transaction (a savepoint is refused there), and in a transaction of its
 // own when a statement of b is one the scanner cannot vouch for before
 // pgx sends it (pg.Vouches: a statement other than SELECT, INSERT,
@@ -66,7 +65,7 @@ func FloorRaiseBatch(ctx context.Context, conn BatchSender, p sqlstore.FloorRais
 		full.BeginTx(pgx.TxOptions{})
 	}
 	if guarded {
-		full.Queue(pg.BatchFenceSQL, p.Resource, p.Fence, p.Holder, p.VerifyIssued, rand.Text())
+		full.Queue(pg.BatchFenceSQL, p.Resource, p.Fence, p.Holder, p.VerifyIssued)
 	} else {
 		full.Queue(pg.PipelineFenceSQL(p.VerifyIssued), p.Resource, p.Fence, p.Holder)
 	}

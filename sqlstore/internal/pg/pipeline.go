@@ -90,14 +90,14 @@ const (
 )
 
 // BatchFenceSQL admits a token in a pipeline as PipelineFenceSQL does, and
-// first arms the write guard of the transaction: until BatchReleaseSQL runs
-// in it, any COMMIT of the transaction fails and rolls it back. It takes
-// (resource, fence, holder, verifyIssued, key), key a fresh random string,
-// and fails as PipelineFenceSQL does, or, in a savepoint, with an error
-// AsBatchGuard reports as nested.
+// first arms the batch's write guard (a row of fencegate_batch_guard): until
+// BatchReleaseSQL runs in the transaction, any COMMIT of it fails and rolls
+// it back. It takes (resource, fence, holder, verifyIssued) and fails as
+// PipelineFenceSQL does, or, in a savepoint, with an error AsBatchGuard
+// reports as nested.
 //
-// It needs the gate's migration (fencegate_fence_batch, the write guard).
-const BatchFenceSQL = `SELECT fencegate_fence_batch($1, $2, $3, $4, $5)`
+// It needs the gate's migration (fencegate_fence_batch, the batch guard).
+const BatchFenceSQL = `SELECT fencegate_fence_batch($1, $2, $3, $4)`
 
 // BatchReleaseSQL releases the guard BatchFenceSQL armed, last in the
 // pipeline; it fails when the guard is gone (the transaction ended).

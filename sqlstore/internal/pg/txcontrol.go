@@ -18,7 +18,7 @@ var txControlWords = []string{"BEGIN", "START", "COMMIT", "END", "ROLLBACK", "AB
 // identifiers, and dollar-quoted bodies (a DO block's BEGIN is not one).
 //
 // It is a check in front, for a clear error before anything is sent: what
-// it misses, the write guard (fencegate_write_guard) still refuses.
+// it misses, the write guard (fencegate_batch_guard) still refuses.
 func TxControl(q string) string {
 	start := true // at the start of a statement
 	for i := 0; i < len(q); {
