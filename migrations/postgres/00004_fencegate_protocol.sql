@@ -242,6 +242,7 @@ $$;
 CREATE FUNCTION fencegate_release(p_resource text, p_holder text, p_fence bigint, p_async boolean DEFAULT false)
 RETURNS TABLE (released boolean, reason text)
 LANGUAGE plpgsql VOLATILE AS $$
+#variable_conflict use_column
 DECLARE
     l fencegate_lease%ROWTYPE;
 BEGIN
@@ -252,17 +253,17 @@ BEGIN
     UPDATE fencegate_lease f SET released = true, expires_at = LEAST(f.expires_at, clock_timestamp())
      WHERE f.resource = p_resource AND f.holder = p_holder AND f.fence = p_fence
        AND NOT f.released AND f.expires_at > clock_timestamp();
-    IF FOUND THEN
-        RETURN QUERY SELECT true, NULL::text;
-        RETURN;
+    released := FOUND;
+    IF NOT released THEN
+        SELECT * INTO l FROM fencegate_lease f WHERE f.resource = p_resource;
+        reason := CASE
+            WHEN NOT FOUND THEN 'never_held'
+            WHEN l.fence = p_fence AND l.holder = p_holder THEN
+                CASE WHEN l.released THEN 'already_released' ELSE 'expired' END
+            WHEN l.fence > p_fence THEN 'superseded'
+            ELSE 'never_held' END;
     END IF;
-    SELECT * INTO l FROM fencegate_lease f WHERE f.resource = p_resource;
-    RETURN QUERY SELECT false, CASE
-        WHEN NOT FOUND THEN 'never_held'
-        WHEN l.fence = p_fence AND l.holder = p_holder THEN
-            CASE WHEN l.released THEN 'already_released' ELSE 'expired' END
-        WHEN l.fence > p_fence THEN 'superseded'
-        ELSE 'never_held' END;
+    RETURN NEXT;
 END
 $$;
 -- +goose StatementEnd
