@@ -259,7 +259,7 @@ func (g *Gate[TTx]) refuse(ctx context.Context, token fence.Token, res sqlstore.
 	}
 	var errs []error
 	notIssued := !res.Issued && token.Fence >= res.Floor
-	rej, logErr := g.driver.Executor().RejectionInsert(ctx, sqlstore.Rejection{
+	rej, logErr := g.logRefusal(ctx, sqlstore.Rejection{
 		Resource: token.Resource, Fence: token.Fence, Holder: token.Holder,
 		Floor: res.Floor, FloorHolder: res.FloorHolder, NotIssued: notIssued,
 	})
@@ -278,6 +278,23 @@ func (g *Gate[TTx]) refuse(ctx context.Context, token fence.Token, res sqlstore.
 		return errors.Join(append([]error{stale}, errs...)...)
 	}
 	return stale
+}
+
+// logRefusal writes r, a refusal's record: by the SQL protocol's
+// fencegate_log_refusal where the driver has it (sqlstore.RefusalLogger),
+// the call a client in any language makes, which records the refusal as the
+// database finds it; as given otherwise, or when the database finds none
+// (which a refusal seen here cannot be, short of a fence forged ahead of
+// the counter and issued since: a record is never lost).
+func (g *Gate[TTx]) logRefusal(ctx context.Context, r sqlstore.Rejection) (sqlstore.Rejection, error) {
+	ex := g.driver.Executor()
+	if l, ok := ex.(sqlstore.RefusalLogger); ok {
+		rej, logged, err := l.LogRefusal(ctx, r.Resource, r.Holder, r.Fence)
+		if err != nil || logged {
+			return rej, err
+		}
+	}
+	return ex.RejectionInsert(ctx, r)
 }
 
 // readFloor reads a resource's floor for a refusal's record, trying again

@@ -459,6 +459,20 @@ type Rejection struct {
 	At          time.Time
 }
 
+// RefusalLogger is an optional capability of an Executor: recording a
+// refusal as the SQL protocol's fencegate_log_refusal does (docs/SQL.md),
+// the call a client in any language makes after its refused transaction
+// rolled back. The database reads the floor again and records (resource,
+// fence, holder, floor, floor holder) only when the fence is below the
+// floor or was never issued, and reports whether it did; no caller can
+// forge the evidence. gate's refusal log uses it where the executor of
+// Driver.Executor has it, and Executor.RejectionInsert elsewhere.
+//
+// mysql's executor implements it.
+type RefusalLogger interface {
+	LogRefusal(ctx context.Context, resource, holder string, fence int64) (r Rejection, logged bool, err error)
+}
+
 // RejectionListParams select records for Executor.RejectionList.
 type RejectionListParams struct {
 	Resource string // all resources when empty

@@ -12,6 +12,9 @@
 // atomic; each statement is idempotent instead, and a run cut short is
 // finished by the next.
 //
-// One file, 00001_fencegate_baseline.sql, creates every table; package
-// migrations' doc has the rule for changes after v0.1.0.
+// 00001_fencegate_baseline.sql creates every table;
+// 00002_fencegate_protocol.sql the stored procedures of the SQL protocol
+// (docs/SQL.md), which clients in any language CALL and the Go driver
+// calls for its fence check and refusal log. Package migrations' doc has
+// the rule for changes after v0.1.0.
 package mysql

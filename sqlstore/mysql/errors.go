@@ -14,6 +14,7 @@ const (
 	erLockDeadlock     = 1213 // chosen as a deadlock victim: the transaction was rolled back
 	erCheckRead        = 1020 // MariaDB's snapshot isolation: a row changed since the snapshot
 	erNoSuchTable      = 1146 // not migrated
+	erNoSuchProcedure  = 1305 // not migrated (the SQL protocol's procedures, migrations/mysql/00002)
 	erServerShutdown   = 1053
 	erNormalShutdown   = 1077
 	erGotSignal        = 1078

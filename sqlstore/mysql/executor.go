@@ -32,12 +32,12 @@ type executor struct {
 var _ sqlstore.Executor = (*executor)(nil)
 
 // fail labels a failed statement's error and marks its class; a missing
-// table also matches sqlstore.ErrNotMigrated. nil stays nil.
+// table or procedure also matches sqlstore.ErrNotMigrated. nil stays nil.
 func fail(what string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if me, ok := errors.AsType[*gomysql.MySQLError](err); ok && me.Number == erNoSuchTable {
+	if me, ok := errors.AsType[*gomysql.MySQLError](err); ok && (me.Number == erNoSuchTable || me.Number == erNoSuchProcedure) {
 		return fmt.Errorf("%s: %w: %w", what, sqlstore.ErrNotMigrated, err)
 	}
 	return fmt.Errorf("%s: %w", what, mark(err))
@@ -66,34 +66,30 @@ func (e *executor) exec(ctx context.Context, query string, args ...any) (n, id i
 	return n, id, err
 }
 
+// FloorRaise is the SQL protocol's fence check, fencegate_raise (the floor
+// rule fencegate_check runs for clients in other languages), in e's
+// transaction or, on the pool, one of its own: the procedure's statements
+// must share one.
 func (e *executor) FloorRaise(ctx context.Context, p *sqlstore.FloorRaiseParams) (sqlstore.FloorRaiseResult, error) {
-	query := floorRaise
-	if p.VerifyIssued {
-		query = floorRaiseVerified
-	}
-	n, id, err := e.exec(ctx, query, p.Resource, p.Fence, p.Holder, p.Fence, p.Holder, p.Fence, p.Fence)
-	if err != nil {
-		return sqlstore.FloorRaiseResult{}, fail("raise floor", err)
-	}
-	admitted := sqlstore.FloorRaiseResult{Issued: true, Admitted: true, Floor: p.Fence, FloorHolder: p.Holder}
-	switch {
-	case n == 1 && id == 0: // inserted
-		return admitted, nil
-	case (n == 2 || n == 0) && id == p.Fence: // raised, or equal
-		return admitted, nil
-	case n == 0 && id == 0 && p.VerifyIssued: // no such lease: nothing written
-		return sqlstore.FloorRaiseResult{}, nil
-	case n == 0 && id > p.Fence: // refused: the floor is above the fence
-		r := sqlstore.FloorRaiseResult{Issued: true, Floor: id}
-		if err := e.c.QueryRowContext(ctx, floorHolder, p.Resource).Scan(&r.FloorHolder); err != nil {
-			return sqlstore.FloorRaiseResult{}, fail("read floor holder", err)
+	var r sqlstore.FloorRaiseResult
+	err := e.atomic(ctx, func(e *executor) error {
+		var admitted, issued bool
+		var floor sql.NullInt64
+		var holder sql.NullString
+		err := e.c.QueryRowContext(ctx, floorRaiseCall, p.Resource, p.Holder, p.Fence, p.VerifyIssued).
+			Scan(&admitted, &issued, &floor, &holder)
+		if err != nil {
+			return fail("raise floor", err)
 		}
-		return r, nil
+		if issued {
+			r = sqlstore.FloorRaiseResult{Issued: true, Admitted: admitted, Floor: floor.Int64, FloorHolder: holder.String}
+		}
+		return nil
+	})
+	if err != nil {
+		return sqlstore.FloorRaiseResult{}, err
 	}
-	// Anything else would be misread, so it is an error: clientFoundRows=true
-	// on the connection reports an unchanged row as 1 row affected.
-	return sqlstore.FloorRaiseResult{}, fmt.Errorf("raise floor: unexpected outcome (%d rows affected, floor %d) "+
-		"for fence %d: is clientFoundRows set on the connection?", n, id, p.Fence)
+	return r, nil
 }
 
 func (e *executor) FloorGet(ctx context.Context, resource string) (sqlstore.Floor, error) {
@@ -116,8 +112,12 @@ func (e *executor) RejectionInsert(ctx context.Context, r sqlstore.Rejection) (s
 	if err != nil {
 		return sqlstore.Rejection{}, fail("log rejection", err)
 	}
-	// The record is written (and, on the pool, committed): from here an
-	// error only loses its time.
+	return e.rejectionAt(ctx, r, seq)
+}
+
+// rejectionAt reads the time of the record seq, which is written (and, on
+// the pool, committed): from here an error only loses its time.
+func (e *executor) rejectionAt(ctx context.Context, r sqlstore.Rejection, seq int64) (sqlstore.Rejection, error) {
 	r.Seq = seq
 	var us int64
 	if err := e.c.QueryRowContext(ctx, rejectionAt, seq).Scan(&us); err != nil {
@@ -125,6 +125,35 @@ func (e *executor) RejectionInsert(ctx context.Context, r sqlstore.Rejection) (s
 	}
 	r.At = sqlexec.Micros(us)
 	return r, nil
+}
+
+var _ sqlstore.RefusalLogger = (*executor)(nil)
+
+// LogRefusal records a refusal by the SQL protocol's fencegate_log_refusal,
+// the one call every client makes after its refused transaction rolled
+// back: the database reads the floor again and records the refusal as it
+// finds it, or nothing when it finds none. The procedure runs in a
+// transaction of its own, so e must be the pool's executor.
+func (e *executor) LogRefusal(ctx context.Context, resource, holder string, fence int64) (sqlstore.Rejection, bool, error) {
+	if e.tx != nil {
+		return sqlstore.Rejection{}, false, errors.New("log refusal: fencegate_log_refusal runs in a transaction of its own, not the caller's")
+	}
+	var logged bool
+	var seq, floor sql.NullInt64
+	var floorHolder sql.NullString
+	var notIssued sql.NullBool
+	err := e.c.QueryRowContext(ctx, logRefusalCall, resource, holder, fence).Scan(&logged, &seq, &floor, &floorHolder, &notIssued)
+	if err != nil {
+		return sqlstore.Rejection{}, false, fail("log refusal", err)
+	}
+	if !logged {
+		return sqlstore.Rejection{}, false, nil
+	}
+	r, err := e.rejectionAt(ctx, sqlstore.Rejection{
+		Resource: resource, Fence: fence, Holder: holder,
+		Floor: floor.Int64, FloorHolder: floorHolder.String, NotIssued: notIssued.Bool,
+	}, seq.Int64)
+	return r, true, err
 }
 
 func (e *executor) RejectionList(ctx context.Context, p *sqlstore.RejectionListParams) ([]sqlstore.Rejection, error) {

@@ -22,50 +22,28 @@ const (
 	floorCols  = `resource, floor, holder, ` + epoch + `updated_at)`
 )
 
-// The floor upsert. ON DUPLICATE KEY UPDATE takes an exclusive lock on the
-// existing record whether or not it changes anything, so an equal fence
-// (every write of a lease after its first) holds the same lock a raise
-// needs: the floor cannot rise while such a writer is in flight, and writers
-// of a resource queue on that record. InnoDB reads the newest committed row
-// for the update at any isolation level, so a writer that waited on a raise
-// sees the raised floor.
-//
-// Assignments run left to right and see the columns already assigned, so
-// floor goes last. LAST_INSERT_ID(expr) hands the floor back in the OK
-// packet; with clientFoundRows off (RowsAffected, LastInsertId) is (1, 0)
-// inserted, (2, fence) raised or taken over by another holder at the same
-// fence, (0, fence) equal, (0, floor) refused with floor > fence. Arguments:
-// resource, fence, holder, then fence, holder, fence, fence.
+// The fence check is the SQL protocol's (migrations/mysql/00002,
+// docs/SQL.md): fencegate_raise runs fencegate_raise_floor, the one floor
+// rule fencegate_check and fencegate_admit run for clients in any language.
+// Its upsert takes an exclusive lock on the floor's record whether or not it
+// changes anything, so an equal fence (every write of a lease after its
+// first) holds the same lock a raise needs: the floor cannot rise while such
+// a writer is in flight, and writers of a resource queue on that record.
+// Arguments: resource, holder, fence, verify issued → admitted, issued,
+// floor, floor_holder.
 const (
-	floorUpdate = `
-ON DUPLICATE KEY UPDATE
-  holder     = IF(? >= fencegate_floor.floor, ?, fencegate_floor.holder),
-  updated_at = IF(? > fencegate_floor.floor, ` + now + `, fencegate_floor.updated_at),
-  floor      = LAST_INSERT_ID(GREATEST(fencegate_floor.floor, ?))`
-
-	floorRaise = `
-INSERT INTO fencegate_floor (resource, floor, holder, updated_at)
-VALUES (?, ?, ?, ` + now + `)` + floorUpdate
-
-	// The same, only for the issued lease (resource, fence, holder): with no
-	// such lease nothing is selected, nothing written, and the result is
-	// (0, 0).
-	floorRaiseVerified = `
-INSERT INTO fencegate_floor (resource, floor, holder, updated_at)
-SELECT l.resource, l.fence, l.holder, ` + now + `
-  FROM fencegate_lease l
- WHERE l.resource = ? AND l.fence = ? AND l.holder = ?` + floorUpdate
-
-	// floorHolder names who raised the floor, after a refusal. The upsert
-	// holds the row's lock, so this never waits; FOR UPDATE reads the newest
-	// row rather than the REPEATABLE READ snapshot.
-	floorHolder = `SELECT holder FROM fencegate_floor WHERE resource = ? FOR UPDATE`
+	floorRaiseCall = `CALL fencegate_raise(?, ?, ?, ?)`
 
 	floorGet  = `SELECT ` + floorCols + ` FROM fencegate_floor WHERE resource = ?`
 	floorList = `SELECT ` + floorCols + ` FROM fencegate_floor ORDER BY resource`
 )
 
 const (
+	// logRefusalCall is the refusal's record as every client writes it
+	// after the rollback: the database reads the floor again and records
+	// only a real refusal. Arguments: resource, holder, fence → logged,
+	// seq, floor, floor_holder, not_issued.
+	logRefusalCall  = `CALL fencegate_log_refusal(?, ?, ?)`
 	rejectionInsert = `
 INSERT INTO fencegate_rejection (resource, fence, holder, floor, floor_holder, not_issued, at)
 VALUES (?, ?, ?, ?, ?, ?, ` + now + `)`
