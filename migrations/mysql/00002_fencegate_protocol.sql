@@ -436,8 +436,8 @@ BEGIN
             END IF;
         END IF;
         IF v_live THEN
-            SET p_status = 'held', p_holder_out = v_holder,
-                p_ttl_left = TIMESTAMPDIFF(MICROSECOND, v_now, v_expires) DIV 1000;
+            SET p_status = 'held', p_holder_out = v_holder, -- time until it frees, rounded up
+                p_ttl_left = (TIMESTAMPDIFF(MICROSECOND, v_now, v_expires) + 999) DIV 1000;
             LEAVE attempts;
         END IF;
         -- Free (never leased, expired or released): a new generation. The
@@ -507,7 +507,7 @@ BEGIN
             COMMIT;
         ELSE
             ROLLBACK; -- nothing granted: a floor ahead's grant is undone
-            SET v_fence = IF(v_status = 'request_expired', v_fence, NULL);
+            SET v_fence = NULL;
         END IF;
     END;
     SELECT v_status AS status, v_fence AS fence, CONVERT(v_holder USING utf8mb4) AS holder,
@@ -618,13 +618,13 @@ BEGIN
                 IF v_answer IS NULL THEN
                     SET v_answer = 'request_expired', v_answer_fence = v_request_fence;
                 END IF;
-                SET v_row = JSON_OBJECT('i', v_ord, 'r', CONVERT(v_member USING utf8mb4), 'found', IF(v_found, 1, 0), 's', 'not_taken');
+                SET v_row = JSON_OBJECT('i', v_ord, 'r', CONVERT(v_member USING utf8mb4), 'found', IF(v_found, 1, 0), 's', 'request_expired');
             ELSEIF v_live THEN
                 IF v_answer IS NULL THEN
                     SET v_answer = 'held';
                 END IF;
                 SET v_row = JSON_OBJECT('i', v_ord, 'r', CONVERT(v_member USING utf8mb4), 'found', 1, 's', 'held',
-                    'h', CONVERT(v_holder USING utf8mb4), 't', TIMESTAMPDIFF(MICROSECOND, v_now, v_expires) DIV 1000);
+                    'h', CONVERT(v_holder USING utf8mb4), 't', (TIMESTAMPDIFF(MICROSECOND, v_now, v_expires) + 999) DIV 1000);
             ELSE
                 SET v_row = JSON_OBJECT('i', v_ord, 'r', CONVERT(v_member USING utf8mb4), 'found', IF(v_found, 1, 0), 's', 'not_taken');
             END IF;
@@ -694,8 +694,13 @@ BEGIN
     SET i = 0;
     WHILE i < v_n DO
         SET v_row = JSON_EXTRACT(v_rows, CONCAT('$[', i, ']'));
-        IF v_answer = 'request_expired' THEN
-            SET v_row = JSON_SET(v_row, '$.s', 'request_expired', '$.f', v_answer_fence, '$.h', NULL, '$.t', NULL);
+        -- Nothing granted: a member this request holds is not taken either;
+        -- when part of its grant is over (a member released on its own, the
+        -- request's record pruned), the members that are free say why.
+        IF v_answer NOT IN ('granted', 'retried') AND JSON_UNQUOTE(JSON_EXTRACT(v_row, '$.s')) = 'retried' THEN
+            SET v_row = JSON_SET(v_row, '$.s', 'not_taken', '$.f', NULL, '$.h', NULL, '$.t', NULL);
+        ELSEIF v_answer = 'request_expired' AND v_answer_fence IS NULL AND JSON_UNQUOTE(JSON_EXTRACT(v_row, '$.s')) = 'not_taken' THEN
+            SET v_row = JSON_SET(v_row, '$.s', 'request_expired');
         END IF;
         SET v_out = JSON_ARRAY_APPEND(v_out, '$', JSON_EXTRACT(v_row, '$'));
         SET i = i + 1;

@@ -5,12 +5,16 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"io/fs"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 
 	gomysql "github.com/go-sql-driver/mysql"
 
-	"github.com/fencegate/fencegate/sqlstore/mysql"
+	migrations "github.com/fencegate/fencegate/migrations/mysql"
+	"github.com/fencegate/fencegate/sqlstore"
 )
 
 // The SQL protocol's procedures (migrations/mysql/00002, docs/SQL.md), called
@@ -204,7 +208,7 @@ func TestProtocolClaim(t *testing.T) {
 	// Over: the old request is never granted again; another one is.
 	expire(t, db, "orders/42")
 	want(t, one(t, db, `CALL fencegate_claim(?, ?, ?, ?)`, "orders/42", "agent-a", 60000, "req-a"),
-		row{"status": "request_expired", "fence": "1", "holder": nil})
+		row{"status": "request_expired", "fence": nil, "holder": nil})
 	want(t, one(t, db, `CALL fencegate_claim(?, ?, ?, ?)`, "orders/42", "agent-b", 60000, "req-b"),
 		row{"status": "granted", "fence": "2", "holder": "agent-b"})
 
@@ -303,9 +307,9 @@ func TestProtocolClaimSet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range rows {
-		want(t, rows[i], row{"status": "request_expired"})
-	}
+	want(t, rows[0], row{"resource": "c", "status": "not_taken", "fence": nil, "holder": nil})
+	want(t, rows[1], row{"resource": "b", "status": "not_taken", "fence": nil})
+	want(t, rows[2], row{"resource": "a", "status": "request_expired", "fence": nil})
 }
 
 // refusal is a fence check's SIGNAL, read back.
@@ -481,4 +485,81 @@ func atoi(t *testing.T, v any) int64 {
 	return n
 }
 
-var _ = mysql.Classify
+// A confined write (an XA transaction: fencegatecli, the MCP server) runs
+// CALL fencegate_check like any statement, and its refusal comes back as
+// the server's FG001 error; a procedure that begins a transaction of its
+// own is refused there by the server.
+func TestProtocolCallInConfinedWrite(t *testing.T) {
+	d := open(t)
+	db := d.DB()
+	ctx := context.Background()
+	one(t, db, `CALL fencegate_claim(?, ?, ?, ?)`, "r", "a", 60000, nil) // fence 1
+	expire(t, db, "r")
+	one(t, db, `CALL fencegate_claim(?, ?, ?, ?)`, "r", "b", 60000, nil) // fence 2
+	if err := d.CheckStatement(`CALL fencegate_check(?, ?, ?)`); err != nil {
+		t.Fatalf("CheckStatement(CALL) = %v, want nil", err)
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	err = d.Confine(ctx, conn, func(s sqlstore.ConfinedSession) error {
+		tx, err := s.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if _, _, err := s.Exec(ctx, `CALL fencegate_check(?, ?, ?)`, []any{"r", "b", int64(2)}); err != nil {
+			t.Errorf("confined CALL fencegate_check of the live fence: %v", err)
+		}
+		_, _, err = s.Exec(ctx, `CALL fencegate_check(?, ?, ?)`, []any{"r", "a", int64(1)})
+		if got := sqlState(err); got != "FG001" {
+			t.Errorf("confined CALL fencegate_check of the stale fence: %v (SQLSTATE %q), want FG001", err, got)
+		}
+		_, _, err = s.Exec(ctx, `CALL fencegate_admit(?, ?, ?)`, []any{"r", "b", int64(2)})
+		if err == nil {
+			t.Errorf("confined CALL fencegate_admit (START TRANSACTION inside) succeeded, want the server's refusal")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Every procedure the MySQL migrations create is documented in docs/SQL.md's
+// MySQL section, and every procedure Go calls is one of them.
+func TestProtocolProceduresDocumented(t *testing.T) {
+	b, err := os.ReadFile("../../docs/SQL.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## MySQL / MariaDB\n")
+	if !ok {
+		t.Fatal("docs/SQL.md has no MySQL / MariaDB section")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	created := map[string]bool{}
+	files, err := fs.Glob(migrations.FS(), "*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		text, err := fs.ReadFile(migrations.FS(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`(?m)^CREATE PROCEDURE (\w+)`).FindAllStringSubmatch(string(text), -1) {
+			created[m[1]] = true
+			if !strings.Contains(section, "`"+m[1]+"`") && !strings.Contains(section, " "+m[1]+"(") && !strings.Contains(section, "`"+m[1]+"(") {
+				t.Errorf("%s creates procedure %s, which docs/SQL.md's MySQL section does not list", f, m[1])
+			}
+		}
+	}
+	for _, p := range []string{"fencegate_raise", "fencegate_log_refusal"} { // sqlstore/mysql/queries.go
+		if !created[p] {
+			t.Errorf("Go calls %s, which no migration creates", p)
+		}
+	}
+}
