@@ -468,7 +468,9 @@ type Rejection struct {
 // forge the evidence. gate's refusal log uses it where the executor of
 // Driver.Executor has it, and Executor.RejectionInsert elsewhere.
 //
-// mysql's executor implements it.
+// mysql's executor implements it, and so do the Postgres drivers' (pgxv5,
+// pgsql: fencegate_refusal_record, the rule fencegate_log_refusal calls);
+// SQLite's answers false, leaving the record to RejectionInsert.
 type RefusalLogger interface {
 	LogRefusal(ctx context.Context, resource, holder string, fence int64) (r Rejection, logged bool, err error)
 }

@@ -159,6 +159,8 @@ func (e *executor) RejectionInsert(ctx context.Context, r sqlstore.Rejection) (s
 // (docs/SQL.md, fencegate_log_refusal). A dialect without the statement
 // records nothing and answers false, so that the gate writes its own
 // record (Executor.RejectionInsert).
+var _ sqlstore.RefusalLogger = (*executor)(nil)
+
 func (e *executor) LogRefusal(ctx context.Context, resource, holder string, fence int64) (sqlstore.Rejection, bool, error) {
 	if e.sql.RefusalLog == "" {
 		return sqlstore.Rejection{}, false, nil
