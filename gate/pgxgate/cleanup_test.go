@@ -30,8 +30,8 @@ func (d *deadlines) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.T
 	switch {
 	case strings.EqualFold(data.SQL, "rollback"):
 		key = "rollback"
-	case strings.Contains(data.SQL, "fencegate_rejection"):
-		key = "log"
+	case strings.Contains(data.SQL, "fencegate_rejection"), strings.Contains(data.SQL, "fencegate_refusal_record"):
+		key = "log" // the record, by the refusal log's rule on Postgres
 	default:
 		return ctx
 	}
