@@ -141,11 +141,14 @@ class Client {
 
   // write is a fenced write: the effect's row and fencegate_check in one
   // transaction, then COMMIT; a refusal rolls it all back.
-  async write(resource, holder, fence, table = 'kit_effect') {
+  // beforeCheck, when given, is awaited between the two (the pause
+  // scenario stops the process there).
+  async write(resource, holder, fence, table = 'kit_effect', beforeCheck = null) {
     const ph = this.mysql ? '?, ?, ?' : '$1, $2, $3';
     try {
       await this.raw('BEGIN', []);
       await this.raw(`INSERT INTO ${table} (resource, holder, fence) VALUES (${ph})`, [resource, holder, fence]);
+      if (beforeCheck) await beforeCheck();
       const got = await this.one('fencegate_check', [resource, holder, fence], 'floor');
       await this.raw(got.error ? 'ROLLBACK' : 'COMMIT', []);
       return got;

@@ -183,9 +183,11 @@ class Client:
     def log_refusal(self, resource, holder, fence):
         return self._one("fencegate_log_refusal", [resource, holder, fence], "logged")
 
-    def write(self, resource, holder, fence, table="kit_effect"):
+    def write(self, resource, holder, fence, table="kit_effect", before_check=None):
         """A fenced write: the effect's row and fencegate_check in one
-        transaction, then COMMIT; a refusal rolls it all back."""
+        transaction, then COMMIT; a refusal rolls it all back. before_check,
+        when given, is called between the two (the pause scenario stops the
+        process there)."""
         ph = "%s, %s, %s"
         args = [self._arg(resource), self._arg(holder), fence]
         try:
@@ -196,6 +198,8 @@ class Client:
                 self.conn.execute("BEGIN")
                 cur = self.conn.cursor()
             cur.execute(f"INSERT INTO {table} (resource, holder, fence) VALUES ({ph})", args)
+            if before_check:
+                before_check()
             got = self._one("fencegate_check", [resource, holder, fence], "floor", cur)
             if "error" in got:
                 self.conn.rollback() if self.mysql else self.conn.execute("ROLLBACK")
