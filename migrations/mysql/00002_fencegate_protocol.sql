@@ -313,75 +313,131 @@ BEGIN
 END
 -- +goose StatementEnd
 
--- fencegate_renew extends a live lease to at least ttl_ms from now; it
--- never shortens a term (a holder may have been given the later deadline
+-- fencegate_renew_rule is the renewal, which fencegate_renew and the Go
+-- driver (fencegate_renew_lease) run: extend the live lease (resource,
+-- holder, fence) to end no earlier than p_ttl_us from now. It never
+-- shortens a term (a holder may have been given the later deadline
 -- already), and a lease that expired, was released or superseded is not
--- renewed. One row: renewed, ttl_ms (the term left; NULL when not
--- renewed). Sqlstore's LeaseRenew rule. A transaction of its own.
+-- renewed (p_expires NULL). One UPDATE, then a locking read of the lease
+-- it kept live (an UPDATE that left a later expiry as it was changes no
+-- row). In the caller's transaction.
+DROP PROCEDURE IF EXISTS fencegate_renew_rule;
+-- +goose StatementBegin
+CREATE PROCEDURE fencegate_renew_rule(IN p_resource VARBINARY(256), IN p_holder VARBINARY(256), IN p_fence BIGINT,
+                                      IN p_ttl_us BIGINT, OUT p_now DATETIME(6), OUT p_expires DATETIME(6))
+    COMMENT 'fencegate internal: the renewal rule'
+BEGIN
+    DECLARE CONTINUE HANDLER FOR NOT FOUND SET p_expires = NULL;
+    SET p_now = UTC_TIMESTAMP(6), p_expires = NULL;
+    UPDATE fencegate_lease SET expires_at = GREATEST(expires_at, p_now + INTERVAL p_ttl_us MICROSECOND)
+     WHERE resource = p_resource AND holder = p_holder AND fence = p_fence AND NOT released AND expires_at > p_now;
+    SELECT expires_at INTO p_expires FROM fencegate_lease
+     WHERE resource = p_resource AND holder = p_holder AND fence = p_fence AND NOT released AND expires_at > p_now
+       FOR UPDATE;
+END
+-- +goose StatementEnd
+
+-- fencegate_renew_lease is the renewal as the Go driver runs it
+-- (sqlstore.Executor.LeaseRenew): arguments checked by the caller, the
+-- term in µs, and the renewed lease row (times in µs since the epoch, then
+-- the renewal's clock), no row when not renewed. In the caller's
+-- transaction.
+DROP PROCEDURE IF EXISTS fencegate_renew_lease;
+-- +goose StatementBegin
+CREATE PROCEDURE fencegate_renew_lease(IN p_resource VARBINARY(256), IN p_holder VARBINARY(256), IN p_fence BIGINT, IN p_ttl_us BIGINT)
+    COMMENT 'fencegate internal: the Go driver''s renewal'
+BEGIN
+    DECLARE v_now, v_expires DATETIME(6);
+    CALL fencegate_renew_rule(p_resource, p_holder, p_fence, p_ttl_us, v_now, v_expires);
+    SELECT resource, holder, fence, request_id, TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', granted_at), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', expires_at), released, TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', v_now)
+      FROM fencegate_lease WHERE resource = p_resource AND v_expires IS NOT NULL;
+END
+-- +goose StatementEnd
+
+-- fencegate_renew extends a live lease to at least ttl_ms from now, by
+-- fencegate_renew_rule. One row: renewed, ttl_ms (the term left, rounded
+-- down; NULL when not renewed). A transaction of its own.
 DROP PROCEDURE IF EXISTS fencegate_renew;
 -- +goose StatementBegin
 CREATE PROCEDURE fencegate_renew(IN p_resource LONGBLOB, IN p_holder LONGBLOB, IN p_fence BIGINT, IN p_ttl_ms BIGINT)
     COMMENT 'fencegate protocol 1: renew a live lease, never shortening it'
 BEGIN
-    DECLARE v_now DATETIME(6);
-    DECLARE v_expires DATETIME(6) DEFAULT NULL;
-    DECLARE CONTINUE HANDLER FOR NOT FOUND BEGIN END; -- no row: the variable keeps its default
+    DECLARE v_now, v_expires DATETIME(6);
     CALL fencegate_valid_args(p_resource, p_holder, 'fence', p_fence, FALSE);
     CALL fencegate_valid_args(p_resource, p_holder, 'ttl_ms', p_ttl_ms, FALSE);
     BEGIN
         DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
         START TRANSACTION;
-        SELECT expires_at INTO v_expires FROM fencegate_lease
-         WHERE resource = p_resource AND holder = p_holder AND fence = p_fence AND NOT released FOR UPDATE;
-        SET v_now = UTC_TIMESTAMP(6); -- after the lock wait
-        IF v_expires > v_now THEN
-            SET v_expires = GREATEST(v_expires, v_now + INTERVAL p_ttl_ms * 1000 MICROSECOND);
-            UPDATE fencegate_lease SET expires_at = v_expires WHERE resource = p_resource;
-        ELSE
-            SET v_expires = NULL;
-        END IF;
+        CALL fencegate_renew_rule(p_resource, p_holder, p_fence, p_ttl_ms * 1000, v_now, v_expires);
         COMMIT;
     END;
     SELECT v_expires IS NOT NULL AS renewed, TIMESTAMPDIFF(MICROSECOND, v_now, v_expires) DIV 1000 AS ttl_ms;
 END
 -- +goose StatementEnd
 
--- fencegate_release ends a live lease now; a stale release (expired,
--- released, superseded or never held) frees nothing. One row: released,
--- reason (NULL when released). A transaction of its own.
-DROP PROCEDURE IF EXISTS fencegate_release;
+-- fencegate_release_rule is the release, which fencegate_release and the
+-- Go driver (fencegate_release_lease) run: one UPDATE ends the live lease
+-- (resource, holder, fence) now, atomic on its own; a stale release frees
+-- nothing, and p_reason says why: already_released, expired, superseded
+-- (the resource's lease has a later fence) or never_held (no lease, a lower
+-- fence, or this fence with another holder). NULL when released.
+DROP PROCEDURE IF EXISTS fencegate_release_rule;
 -- +goose StatementBegin
-CREATE PROCEDURE fencegate_release(IN p_resource LONGBLOB, IN p_holder LONGBLOB, IN p_fence BIGINT)
-    COMMENT 'fencegate protocol 1: release a live lease'
+CREATE PROCEDURE fencegate_release_rule(IN p_resource VARBINARY(256), IN p_holder VARBINARY(256), IN p_fence BIGINT,
+                                        OUT p_reason VARCHAR(16))
+    COMMENT 'fencegate internal: the release rule'
 BEGIN
-    DECLARE v_now DATETIME(6);
+    DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
     DECLARE v_found BOOLEAN DEFAULT TRUE;
     DECLARE v_holder VARBINARY(256);
     DECLARE v_fence BIGINT;
     DECLARE v_expires DATETIME(6);
     DECLARE v_released BOOLEAN;
-    DECLARE v_reason VARCHAR(16) DEFAULT NULL;
+    DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_found = FALSE;
+    SET p_reason = NULL;
+    UPDATE fencegate_lease SET released = TRUE, expires_at = LEAST(expires_at, v_now)
+     WHERE resource = p_resource AND holder = p_holder AND fence = p_fence AND NOT released AND expires_at > v_now;
+    IF ROW_COUNT() = 0 THEN
+        SELECT holder, fence, expires_at, released INTO v_holder, v_fence, v_expires, v_released
+          FROM fencegate_lease WHERE resource = p_resource;
+        SET p_reason = CASE
+            WHEN NOT v_found OR v_fence < p_fence OR (v_fence = p_fence AND v_holder <> p_holder) THEN 'never_held'
+            WHEN v_fence > p_fence THEN 'superseded'
+            WHEN v_released THEN 'already_released'
+            ELSE 'expired' END;
+    END IF;
+END
+-- +goose StatementEnd
+
+-- fencegate_release_lease is the release as the Go driver runs it
+-- (sqlstore.Executor.LeaseRelease): arguments checked by the caller; one
+-- row, released. In the caller's transaction, or on its own.
+DROP PROCEDURE IF EXISTS fencegate_release_lease;
+-- +goose StatementBegin
+CREATE PROCEDURE fencegate_release_lease(IN p_resource VARBINARY(256), IN p_holder VARBINARY(256), IN p_fence BIGINT)
+    COMMENT 'fencegate internal: the Go driver''s release'
+BEGIN
+    DECLARE v_reason VARCHAR(16);
+    CALL fencegate_release_rule(p_resource, p_holder, p_fence, v_reason);
+    SELECT v_reason IS NULL AS released;
+END
+-- +goose StatementEnd
+
+-- fencegate_release ends a live lease now, by fencegate_release_rule; a
+-- stale release frees nothing. One row: released, reason (NULL when
+-- released). A transaction of its own.
+DROP PROCEDURE IF EXISTS fencegate_release;
+-- +goose StatementBegin
+CREATE PROCEDURE fencegate_release(IN p_resource LONGBLOB, IN p_holder LONGBLOB, IN p_fence BIGINT)
+    COMMENT 'fencegate protocol 1: release a live lease'
+BEGIN
+    DECLARE v_reason VARCHAR(16);
     CALL fencegate_valid_args(p_resource, p_holder, 'fence', p_fence, FALSE);
     BEGIN
-        DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_found = FALSE;
-        BEGIN
-            DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
-            START TRANSACTION;
-            SELECT holder, fence, expires_at, released INTO v_holder, v_fence, v_expires, v_released
-              FROM fencegate_lease WHERE resource = p_resource FOR UPDATE;
-            SET v_now = UTC_TIMESTAMP(6);
-            SET v_reason = CASE
-                WHEN NOT v_found OR v_fence < p_fence OR (v_fence = p_fence AND v_holder <> p_holder) THEN 'never_held'
-                WHEN v_fence > p_fence THEN 'superseded'
-                WHEN v_released THEN 'already_released'
-                WHEN v_expires <= v_now THEN 'expired'
-                ELSE NULL END;
-            IF v_reason IS NULL THEN
-                UPDATE fencegate_lease SET released = TRUE, expires_at = LEAST(expires_at, v_now)
-                 WHERE resource = p_resource;
-            END IF;
-            COMMIT;
-        END;
+        DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+        START TRANSACTION;
+        CALL fencegate_release_rule(p_resource, p_holder, p_fence, v_reason);
+        COMMIT;
     END;
     SELECT v_reason IS NULL AS released, v_reason AS reason;
 END
@@ -722,7 +778,11 @@ DROP PROCEDURE IF EXISTS fencegate_claim_set;
 DROP PROCEDURE IF EXISTS fencegate_claim;
 DROP PROCEDURE IF EXISTS fencegate_claim_one;
 DROP PROCEDURE IF EXISTS fencegate_release;
+DROP PROCEDURE IF EXISTS fencegate_release_lease;
+DROP PROCEDURE IF EXISTS fencegate_release_rule;
 DROP PROCEDURE IF EXISTS fencegate_renew;
+DROP PROCEDURE IF EXISTS fencegate_renew_lease;
+DROP PROCEDURE IF EXISTS fencegate_renew_rule;
 DROP PROCEDURE IF EXISTS fencegate_admit;
 DROP PROCEDURE IF EXISTS fencegate_log_refusal;
 DROP PROCEDURE IF EXISTS fencegate_check;

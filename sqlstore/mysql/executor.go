@@ -341,28 +341,17 @@ func (e *executor) RequestFence(ctx context.Context, resource, requestID string)
 	return fence, nil
 }
 
-// LeaseRenew extends the lease, then reads it back; Now is the renewal's
-// clock, the new expiry less the ttl. A renewal that left a later expiry as
-// it was changed no row: the live lease is read, with the clock, instead.
+// LeaseRenew is the SQL protocol's renewal rule (fencegate_renew_rule,
+// which fencegate_renew runs for clients in other languages), by
+// fencegate_renew_lease: the renewed row with the renewal's clock, none
+// when the lease is not live. In e's transaction, or on the pool one of
+// its own (the rule's UPDATE and its locking read of the kept lease).
 func (e *executor) LeaseRenew(ctx context.Context, p *sqlstore.LeaseRenewParams) (sqlstore.LeaseRow, error) {
 	var r sqlstore.LeaseRow
-	ttl := p.TTL.Microseconds()
 	err := e.atomic(ctx, func(e *executor) error {
-		n, _, err := e.exec(ctx, leaseRenew, ttl, p.Resource, p.Holder, p.Fence)
-		if err != nil {
-			return fail("renew lease", err)
-		}
-		if n == 0 {
-			// Live a moment later means live at the renewal: an expiry
-			// that passed moves again only by a grant, a new fence.
-			r, err = e.leaseRow(ctx, leaseLive, new(int64), p.Resource, p.Holder, p.Fence)
-			return fail("renew lease: read the kept lease", err)
-		}
-		if r, err = e.readBack(ctx, "renew lease", p.Resource); err != nil {
-			return err
-		}
-		r.Now = r.ExpiresAt.Add(-time.Duration(ttl) * time.Microsecond)
-		return nil
+		var err error
+		r, err = e.leaseRow(ctx, leaseRenewCall, new(int64), p.Resource, p.Holder, p.Fence, p.TTL.Microseconds())
+		return fail("renew lease", err)
 	})
 	if err != nil {
 		return sqlstore.LeaseRow{}, err
@@ -370,14 +359,16 @@ func (e *executor) LeaseRenew(ctx context.Context, p *sqlstore.LeaseRenewParams)
 	return r, nil
 }
 
-// LeaseRelease releases in one statement. It names no first waiter (0:
-// unknown), whatever NameFirstWaiter asks.
+// LeaseRelease is the SQL protocol's release rule (fencegate_release_rule,
+// which fencegate_release runs for clients in other languages), by
+// fencegate_release_lease: one UPDATE, atomic on its own. It names no
+// first waiter (0: unknown), whatever NameFirstWaiter asks.
 func (e *executor) LeaseRelease(ctx context.Context, p *sqlstore.LeaseReleaseParams) (sqlstore.LeaseReleaseResult, error) {
-	n, _, err := e.exec(ctx, leaseRelease, p.Resource, p.Holder, p.Fence)
-	if err != nil {
+	var released bool
+	if err := e.c.QueryRowContext(ctx, leaseReleaseCall, p.Resource, p.Holder, p.Fence).Scan(&released); err != nil {
 		return sqlstore.LeaseReleaseResult{}, fail("release lease", err)
 	}
-	return sqlstore.LeaseReleaseResult{Released: n > 0}, nil
+	return sqlstore.LeaseReleaseResult{Released: released}, nil
 }
 
 // LeaseAcquire runs the shared steps (package steps), in e's transaction

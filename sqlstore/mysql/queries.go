@@ -112,18 +112,13 @@ UPDATE fencegate_lease
    SET holder = ?, fence = ?, request_id = ?, granted_at = ` + now + `,
        expires_at = ` + now + ` + INTERVAL ? MICROSECOND, released = FALSE
  WHERE resource = ?`
-	// Arguments: ttl µs, resource, holder, fence. A renewal never ends a
-	// term earlier than it was (GREATEST): a holder may already have been
-	// given the later deadline. One that leaves the expiry as it was
-	// affects no row (clientFoundRows is off): leaseLive tells it from a
-	// lease that is over.
-	leaseRenew = `
-UPDATE fencegate_lease SET expires_at = GREATEST(expires_at, ` + now + ` + INTERVAL ? MICROSECOND)
- WHERE resource = ? AND holder = ? AND fence = ? AND NOT released AND expires_at > ` + now
-	// leaseLive reads the live lease (resource, holder, fence), with the
-	// clock. Arguments: resource, holder, fence.
-	leaseLive = `SELECT ` + leaseCols + `, ` + epoch + now + `) FROM fencegate_lease
- WHERE resource = ? AND holder = ? AND fence = ? AND NOT released AND expires_at > ` + now
+	// The renewal and the release are the SQL protocol's rules
+	// (fencegate_renew_rule, fencegate_release_rule), as the Go driver
+	// calls them. Arguments: resource, holder, fence, ttl µs → the lease
+	// columns and the renewal's clock, no row when not renewed; resource,
+	// holder, fence → released.
+	leaseRenewCall   = `CALL fencegate_renew_lease(?, ?, ?, ?)`
+	leaseReleaseCall = `CALL fencegate_release_lease(?, ?, ?)`
 	// Arguments: resource, request id, fence.
 	requestInsert = `
 INSERT INTO fencegate_request (resource, request_id, fence, made_at) VALUES (?, ?, ?, ` + now + `)
@@ -135,10 +130,6 @@ ON DUPLICATE KEY UPDATE resource = resource`
 	rejectionMax   = `SELECT coalesce(max(seq), 0) FROM fencegate_rejection`
 	rejectionPrune = `DELETE FROM fencegate_rejection WHERE seq <= ? ORDER BY seq LIMIT ?`
 	requestFence   = `SELECT fence FROM fencegate_request WHERE resource = ? AND request_id = ?`
-
-	leaseRelease = `
-UPDATE fencegate_lease SET released = TRUE, expires_at = LEAST(expires_at, ` + now + `)
- WHERE resource = ? AND holder = ? AND fence = ? AND NOT released AND expires_at > ` + now
 )
 
 // The waiter queue. MySQL has no RETURNING: a waiter's place is the
