@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/fencegate/fencegate/elect"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore/pgxv5"
 )
@@ -22,7 +23,7 @@ const electKillTTL = time.Second
 // leaderelection defaults for context.
 func Elect(ctx context.Context, cfg Config, pg *PG, r *Report) error {
 	r.f("## Elections: time to a new leader\n\n")
-	r.f("Two electors (lease.Elector) take turns on one election, loopback: the leader resigns (Term.Resign) and the other, waiting in line (Campaign), leads. The latency is from just before the resignation is sent to the other's Campaign returning, on one process's monotonic clock, for %v per variant. *One coordinator*: both electors share a Coordinator, which wakes the waiter in-process. *Two coordinators*: each has its own pool and Coordinator, so the waiter is woken by LISTEN/NOTIFY, as in another process. *Killed*: the leader's lease (ttl %v) is renewed once and then abandoned, as by a killed process: the time from that last renewal to the next leader is the ttl plus the waiter's look at the expiry. client-go's defaults for context: a 15 s lease, a 10 s renew deadline, a 2 s retry period, so a released lease is taken at a candidate's next try (up to 2 s) and a crashed leader's after its 15 s lease (and up to 2 s more).\n\n", cfg.Duration, electKillTTL)
+	r.f("Two electors (elect.Elector) take turns on one election, loopback: the leader resigns (Term.Resign) and the other, waiting in line (Campaign), leads. The latency is from just before the resignation is sent to the other's Campaign returning, on one process's monotonic clock, for %v per variant. *One coordinator*: both electors share a Coordinator, which wakes the waiter in-process. *Two coordinators*: each has its own pool and Coordinator, so the waiter is woken by LISTEN/NOTIFY, as in another process. *Killed*: the leader's lease (ttl %v) is renewed once and then abandoned, as by a killed process: the time from that last renewal to the next leader is the ttl plus the waiter's look at the expiry. client-go's defaults for context: a 15 s lease, a 10 s renew deadline, a 2 s retry period, so a released lease is taken at a candidate's next try (up to 2 s) and a crashed leader's after its 15 s lease (and up to 2 s more).\n\n", cfg.Duration, electKillTTL)
 	r.f("| variant | hand-overs | p50 | p99 |\n| --- | ---: | ---: | ---: |\n")
 	for _, two := range []bool{false, true} {
 		name := "resign, one coordinator"
@@ -62,13 +63,13 @@ func electResign(ctx context.Context, cfg Config, pg *PG, two bool) ([]time.Dura
 	} else {
 		coords = append(coords, coords[0])
 	}
-	els := make([]*lease.Elector, 2)
+	els := make([]*elect.Elector, 2)
 	for i := range els {
 		c, err := lease.NewClient(&lease.ClientOptions{Holder: fmt.Sprintf("elector-%d", i), TTL: 10 * time.Second})
 		if err != nil {
 			return nil, err
 		}
-		if els[i], err = lease.NewElector(coords[i], c, &lease.ElectorOptions{Name: name}); err != nil {
+		if els[i], err = elect.New(coords[i], c, &elect.Options{Name: name}); err != nil {
 			return nil, err
 		}
 	}
@@ -80,7 +81,7 @@ func electResign(ctx context.Context, cfg Config, pg *PG, two bool) ([]time.Dura
 	leader := 0
 	for end := time.Now().Add(cfg.Duration); time.Now().Before(end); {
 		next := 1 - leader
-		won := make(chan *lease.Term, 1)
+		won := make(chan *elect.Term, 1)
 		errc := make(chan error, 1)
 		go func() {
 			t, err := els[next].Campaign(ctx)
@@ -156,7 +157,7 @@ func electKilled(ctx context.Context, pg *PG, n int) ([]time.Duration, error) {
 		if err != nil {
 			return nil, err
 		}
-		e, err := lease.NewElector(coord, c, &lease.ElectorOptions{Name: name})
+		e, err := elect.New(coord, c, &elect.Options{Name: name})
 		if err != nil {
 			return nil, err
 		}

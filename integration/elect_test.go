@@ -17,7 +17,7 @@ import (
 )
 
 // The electors' histories: two to five worker processes, one agent each,
-// every agent a participant of one election (lease.Elector: it campaigns,
+// every agent a participant of one election (elect.Elector: it campaigns,
 // leads, writes under its term's token, resigns, and observes the election
 // all its life) and of one semaphore of fewer permits than electors (one of
 // two, two of five), so that acquirers wait for permits and a semaphore

@@ -420,6 +420,19 @@ func (l *Lease) Grant() Grant {
 	return l.grant
 }
 
+// Age returns how long ago, on the holder's clock, the request of the
+// lease's current grant (its acquisition or its latest renewal) was sent:
+// the term is counted from then, so while the lease lasts, Age plus
+// Remaining is the term less ClientOptions.ClockSkew. A renewal is due once
+// Age passes a third of the term (Grant().TTL / 3); for health checks.
+// Advisory, as Remaining.
+func (l *Lease) Age() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	sentAt := l.deadline.Add(l.client.skew - l.grant.TTL)
+	return l.client.clock.Now().Sub(sentAt)
+}
+
 // Remaining returns the time left until the deadline on the holder's clock,
 // and 0 once it has passed or the lease was released.
 //

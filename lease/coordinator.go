@@ -750,6 +750,19 @@ func (c *Coordinator) applyStartFence(ctx context.Context) error {
 	return nil
 }
 
+// Store returns the store c coordinates over, as NewCoordinator was given
+// it: for a client of the coordinator that keeps state of its own there
+// (the semaphore package stores its N there) or listens for releases
+// (Store.WatchLeases).
+func (c *Coordinator) Store() sqlstore.Store { return c.store }
+
+// WaiterTTL returns how long a waiting acquisition keeps its place in the
+// queue without touching it: CoordinatorOptions.WaiterTTL, or its default.
+// A waiter touches its place, and looks again, every third of it; a client
+// that polls on its own (an election's observer, a semaphore's head of the
+// line) can keep the same pace.
+func (c *Coordinator) WaiterTTL() time.Duration { return c.waiterTTL }
+
 // wrap labels a database error, marking retryable ones with ErrBusy.
 func (c *Coordinator) wrap(op, resource string, err error) error {
 	var target *fence.InvalidInputError

@@ -141,50 +141,12 @@
 // and fencegate_lease yourself, or the tables' files grow though their
 // rows do not (bench/, scenario soak, measures both).
 //
-// # Elections
+// # Elections and semaphores
 //
-// An Elector is one participant of a leader election built on a lease: the
-// leader is the holder of the lease on the election's name, a term is one
-// generation of that lease, and the term's fence is what the gate checks
-// on the leader's writes, so a deposed leader (paused, partitioned, sure of
-// itself) is refused by the database, not merely told. Campaign waits in
-// the election's line (AcquireWait's queue, in the order participants
-// joined); Term.Resign hands over at once; a leader that dies blocks the
-// election until its term ends. A term's context ends at the lease's
-// deadline on the holder's clock, which comes before the coordinator's
-// expiry, so two participants never both believe they lead while
-// ClientOptions.ClockSkew bounds the clocks' drift; the gate holds even
-// when it does not. Run gives client-go's callbacks (OnStartedLeading,
-// OnStoppedLeading only for a participant that led, OnNewLeader), Check a
-// health check for a leader that cannot renew.
-//
-// Observe reads the leader from the election's lease row (the Status every
-// participant can read), so every participant, in any process, reports
-// leaders in strictly increasing fence order, each once, and only ones
-// that led. It coalesces: a term shorter than the time an observer takes
-// to look again can be missed (see Elector.Observe), never reordered.
-//
-// # Semaphores
-//
-// A Semaphore is N permits on a name; permit i is the lease on the resource
-// "name#i", with its own fence and floor, so at most N are live at any
-// instant. Waiters line up in the queue of "name#line" and are granted in
-// the order they joined; TryAcquire does not jump that line. A permit's
-// token fences writes of that permit's slot: a holder whose permit expired
-// and was granted again is refused on "name#i". It does not fence writes
-// to a resource the permits share: two live permits are two writers, by
-// design; guard a shared row with a lease of its own.
-//
-// N is stored in the database once Semaphore.SetPermits stores it (table
-// fencegate_semaphore, on every driver of this module): each participant
-// reads it before each grant, so a change reaches all of them at once,
-// whatever n each was built with; until then each grants by its own n.
-// N is 1 to MaxPermits (1024). Lowering N revokes no live permit: permits
-// of slots at N and above run out as leases do (or are released), and
-// until the permits live are fewer than the new N nothing is granted (a
-// participant finds them by reading the slots above N; slots are taken
-// lowest first, so that read stops at the first slot never leased). A
-// slot taken while that read runs is given back at once, unhanded.
+// Leader elections (package elect) and N-permit semaphores (package
+// semaphore) are clients of the Coordinator built on this package's
+// exported API: their terms and permits are leases, fenced at the gate
+// like any other.
 //
 // # Fences
 //

@@ -86,10 +86,19 @@ func hold(ctx context.Context, c *Client, coord *Coordinator, members []string, 
 	return fnErr
 }
 
-// release releases l at the coordinator, even when ctx is cancelled, but no
-// longer than the Client's ReleaseTimeout.
-func release(ctx context.Context, c *Client, coord *Coordinator, l *Lease) error {
-	token, _ := c.Release(l) // cannot fail: l is c's
+// Release releases l, which c acquired from coord: c stops counting on it
+// (Client.Release) and coord releases its token (Coordinator.Release), even
+// when ctx is cancelled, but no longer than ClientOptions.ReleaseTimeout, as
+// Kept.Release and the end of Hold do. Releasing twice is harmless (the
+// second is a no-op, as a stale release is). Errors: fence.ErrInvalidInput
+// for a lease that is not c's (nothing is released); otherwise its error says
+// that the lease may not have been released: it then expires at the end of
+// its term.
+func Release(ctx context.Context, c *Client, coord *Coordinator, l *Lease) error {
+	token, err := c.Release(l)
+	if err != nil {
+		return err
+	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(releasing(ctx, l)), c.releaseTimeout)
 	defer cancel()
 	if _, err := coord.Release(rctx, token); err != nil {

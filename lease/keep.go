@@ -47,7 +47,7 @@ func Keep(ctx context.Context, c *Client, coord *Coordinator, l *Lease) (*Kept, 
 		// skew as long as the term): never report it as held.
 		lost := &LostError{Resource: l.token.Name(), Fence: l.token.Fence, Reason: "it had no time left when granted"}
 		coord.obs.lose(ctx, l, "born_expired")
-		return nil, errors.Join(lost, release(ctx, c, coord, l))
+		return nil, errors.Join(lost, Release(ctx, c, coord, l))
 	}
 	k := &Kept{entry: kept{l: l, coord: coord}}
 	k.entry.ctx, k.entry.lose = context.WithCancelCause(ctx)
@@ -74,7 +74,7 @@ func (k *Kept) Release(ctx context.Context) error {
 		if k.lost() == nil { // a loss was counted when it happened
 			k.entry.coord.obs.held(ctx, k.entry.l, "released")
 		}
-		k.releaseErr = release(ctx, k.entry.l.client, k.entry.coord, k.entry.l)
+		k.releaseErr = Release(ctx, k.entry.l.client, k.entry.coord, k.entry.l)
 	})
 	return k.releaseErr
 }

@@ -298,6 +298,25 @@ func (c *Coordinator) queueEmpty(ctx context.Context, resource string) (bool, er
 	return len(ws) == 0, err
 }
 
+// TryAcquire acquires resource for client's holder at once, or returns a
+// *HeldError (ErrHeld) naming who holds it, without waiting: BeginAcquire,
+// Acquire and CompleteAcquire in one call, for a client that does not keep
+// the request. An acquisition whose outcome is unknown (ctx ended while it
+// was out, or its reply was lost) releases what it may have been granted,
+// as AcquireWait does, and returns its error. It does not jump
+// AcquireWait's queue: with waiters in line the resource is held by one of
+// them or free for the first. Errors otherwise: as Acquire's.
+func (c *Coordinator) TryAcquire(ctx context.Context, client *Client, resource string) (*Lease, error) {
+	if err := fence.ValidateResource(resource); err != nil {
+		return nil, err
+	}
+	l, out, err := c.tryAcquire(ctx, client, []string{resource}, 0)
+	if err == nil && l == nil {
+		return nil, heldError(cmp.Or(out.HeldResource, resource), out)
+	}
+	return l, err
+}
+
 // tryAcquire makes one acquisition of resource with a fresh request, for the
 // waiter at place waiter (0 for none), which a grant takes out of the queue.
 // When the acquisition was sent and its outcome is unknown (ctx ended, or

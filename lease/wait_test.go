@@ -821,3 +821,44 @@ func TestHoldReleasesAGrantWhoseReplyWasLost(t *testing.T) {
 		}
 	})
 }
+
+// TryAcquire grants a free resource at once and answers a held one with a
+// *HeldError naming its holder, the caller's own lease with AlreadyHeld;
+// the lease's Age counts from the grant's request on the holder's clock.
+func TestTryAcquire(t *testing.T) {
+	ctx := context.Background()
+	coord := NewCoordinator(dbtest.SQLite(t), &CoordinatorOptions{TTL: time.Minute})
+	clock := NewManualClock(time.Hour, 0)
+	a := newClient(t, "a", ClientOptions{Clock: clock})
+	l, err := coord.TryAcquire(ctx, a, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(3 * time.Second)
+	if age := l.Age(); age != 3*time.Second {
+		t.Errorf("Age 3s after the grant's request = %v", age)
+	}
+	_, err = coord.TryAcquire(ctx, newClient(t, "b", ClientOptions{}), "job")
+	if held, ok := errors.AsType[*HeldError](err); !ok || held.HeldBy != "a" || held.Resource != "job" || held.AlreadyHeld {
+		t.Errorf("TryAcquire of a held resource = %v, want a *HeldError naming a", err)
+	}
+	_, err = coord.TryAcquire(ctx, a, "job")
+	if held, ok := errors.AsType[*HeldError](err); !ok || !held.AlreadyHeld {
+		t.Errorf("TryAcquire by the holder = %v, want a *HeldError with AlreadyHeld", err)
+	}
+	if _, err := coord.TryAcquire(ctx, a, ""); !errors.Is(err, fence.ErrInvalidInput) {
+		t.Errorf("TryAcquire of an empty name = %v, want ErrInvalidInput", err)
+	}
+	if err := Release(ctx, newClient(t, "b", ClientOptions{}), coord, l); !errors.Is(err, fence.ErrInvalidInput) {
+		t.Errorf("Release by another client = %v, want ErrInvalidInput", err)
+	}
+	if err := Release(ctx, a, coord, l); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := coord.Status(ctx, "job"); err != nil || st.Held {
+		t.Errorf("after Release: %+v (%v)", st, err)
+	}
+	if got := coord.WaiterTTL(); got != 3*time.Second {
+		t.Errorf("WaiterTTL = %v, want the default 3s", got)
+	}
+}

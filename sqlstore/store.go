@@ -307,7 +307,7 @@ type Executor interface {
 	LeaseHandOver(ctx context.Context, p *LeaseHandOverParams) (LeaseHandOverResult, error)
 
 	// SemaphorePermits returns the number of permits stored for the
-	// semaphore name (lease.Semaphore, table fencegate_semaphore), and false
+	// semaphore name (semaphore.Semaphore, table fencegate_semaphore), and false
 	// when none is stored.
 	SemaphorePermits(ctx context.Context, name string) (permits int, found bool, err error)
 	// SetSemaphorePermits stores permits for the semaphore name, replacing

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/cmd/fencegate/internal/ops"
+	"github.com/fencegate/fencegate/elect"
 	"github.com/fencegate/fencegate/lease"
 )
 
@@ -69,7 +70,7 @@ blocks the election until its --ttl ends.`,
 		if err != nil {
 			return err
 		}
-		e, err := lease.NewElector(b.Coord, client, &lease.ElectorOptions{Name: *name})
+		e, err := elect.New(b.Coord, client, &elect.Options{Name: *name})
 		if err != nil {
 			return usagef("%s", err)
 		}
@@ -80,7 +81,7 @@ blocks the election until its --ttl ends.`,
 
 // lead campaigns for e and runs argv (supervised as run's child is) while
 // e leads, then resigns.
-func (c *cli) lead(ctx context.Context, cmd *command, b *ops.Backend, e *lease.Elector, grace time.Duration, argv []string) error {
+func (c *cli) lead(ctx context.Context, cmd *command, b *ops.Backend, e *elect.Elector, grace time.Duration, argv []string) error {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwardedSignals...)
 	defer signal.Stop(sigs)

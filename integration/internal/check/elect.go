@@ -14,7 +14,7 @@ import (
 	"github.com/fencegate/fencegate/integration/internal/workload"
 )
 
-// The checks of elections (lease.Elector) and semaphores (lease.Semaphore).
+// The checks of elections (elect.Elector) and semaphores (semaphore.Semaphore).
 // An election is a lease resource like any other, so every check above
 // applies to its terms and to the leaders' writes (a deposed leader's write
 // that committed after the next term's grant is stale-after-grant; one

@@ -38,10 +38,10 @@ const (
 	// live, and is released or handed over), To and Granted (the waiter
 	// handed the resource and its fence; "" and 0 for none).
 	HandOver = "handover"
-	// Permit is lease.Semaphore.Acquire on the semaphore Resource of
+	// Permit is semaphore.Semaphore.Acquire on the semaphore Resource of
 	// Permits permits; it returns the slot granted (Slot) and its fence.
 	Permit = "permit"
-	// Observe is one leader lease.Elector.Observe reported on the election
+	// Observe is one leader elect.Elector.Observe reported on the election
 	// Resource (Granted, HeldBy), invoked and returned at its receipt.
 	Observe = "observe"
 	// Claim is Coordinator.Acquire of a claim of several resources, or of
@@ -92,7 +92,7 @@ type Record struct {
 	Via      string   `json:"via,omitempty"`     // write: "commit" (gate.Commit), "do" (gate.Do), "batch" (pgxgate.CommitBatch), "begin" (pgxgate.BeginFenced) or "bypass"
 	Late     bool     `json:"late,omitempty"`    // renew: sent after the holder's own deadline had passed
 	Wait     bool     `json:"wait,omitempty"`    // acquire: waited its turn in the queue (AcquireWait, lease.Wait)
-	Elect    bool     `json:"elect,omitempty"`   // acquire, release: a term of the election Resource (lease.Elector's Campaign, Resign)
+	Elect    bool     `json:"elect,omitempty"`   // acquire, release: a term of the election Resource (elect.Elector's Campaign, Resign)
 	Permits  int      `json:"permits,omitempty"` // permit: the semaphore's N
 	Members  []string `json:"members,omitempty"` // claim, claim-write, claim-release: the resources claimed, sorted
 	Target   string   `json:"target,omitempty"`  // claim-write: the file (path resource) or member written

@@ -7,16 +7,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fencegate/fencegate/elect"
 	"github.com/fencegate/fencegate/integration/internal/history"
-	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/semaphore"
 )
 
 // Coordination is the part of a Config that runs elections and semaphores
-// (lease.Elector, lease.Semaphore) beside the plain leases. It is embedded
+// (elect.Elector, semaphore.Semaphore) beside the plain leases. It is embedded
 // in Config; its zero value runs none.
 type Coordination struct {
 	// Elections are election names: a cycle that campaigns picks one. Each
-	// agent is a participant of every election (a lease.Elector of its own,
+	// agent is a participant of every election (an elect.Elector of its own,
 	// on its own Client) and observes each of them (Elector.Observe) for
 	// as long as it lives, recording every leader reported.
 	Elections []string `json:"elections"`
@@ -29,7 +30,7 @@ type Coordination struct {
 	Permits   int    `json:"permits"`
 	// PermitProb is the chance that a cycle takes a permit.
 	PermitProb float64 `json:"permitProb"`
-	// ObserveInterval is ElectorOptions.ObserveInterval; 0 for a third of
+	// ObserveInterval is elect.Options.ObserveInterval; 0 for a third of
 	// the TTL. A leader keeps its term for at least three of them, so that
 	// every observer that is not stopped can read it.
 	ObserveInterval time.Duration `json:"observeInterval"`
@@ -41,8 +42,8 @@ type Coordination struct {
 // coordAgent is an agent's side of the elections and the semaphore, made
 // on its first such cycle and kept for its life.
 type coordAgent struct {
-	electors map[string]*lease.Elector
-	sem      *lease.Semaphore
+	electors map[string]*elect.Elector
+	sem      *semaphore.Semaphore
 	stop     context.CancelFunc
 	wg       sync.WaitGroup // the observers
 }
@@ -90,16 +91,16 @@ func (e *env[TTx]) coordStart(ctx context.Context, a *agent) error {
 		return nil
 	}
 	c := e.cfg.Coordination
-	ca := &coordAgent{electors: map[string]*lease.Elector{}}
+	ca := &coordAgent{electors: map[string]*elect.Elector{}}
 	for _, name := range c.Elections {
-		el, err := lease.NewElector(e.coord, a.client, &lease.ElectorOptions{Name: name, ObserveInterval: e.observeInterval()})
+		el, err := elect.New(e.coord, a.client, &elect.Options{Name: name, ObserveInterval: e.observeInterval()})
 		if err != nil {
 			return err
 		}
 		ca.electors[name] = el
 	}
 	if c.Semaphore != "" {
-		s, err := lease.NewSemaphore(e.coord, a.client, c.Semaphore, c.Permits)
+		s, err := semaphore.New(e.coord, a.client, c.Semaphore, c.Permits)
 		if err != nil {
 			return err
 		}
@@ -151,7 +152,7 @@ func (a *agent) coordStop() {
 // it ran (its process stopped past its term, its connection cut) writes
 // once more with the old token: the gate must refuse it if the next term
 // was granted. It returns how long to wait before the next cycle.
-func (e *env[TTx]) electCycle(ctx context.Context, a *agent, el *lease.Elector) time.Duration {
+func (e *env[TTx]) electCycle(ctx context.Context, a *agent, el *elect.Elector) time.Duration {
 	name := el.Name()
 	inv := e.invoke(a, history.Record{Type: history.Acquire, Resource: name, Request: fmt.Sprintf("%s/elect#%d", a.ops, a.seq+1), Hold: true, Wait: true, Elect: true})
 	// Eight terms: a waiter ahead that was killed or stopped keeps its

@@ -1,6 +1,7 @@
-package lease
+package elect
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/internal/dbtest"
+	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
@@ -60,8 +62,8 @@ func (o *observed) allSawLocked(fence int64) bool {
 type electTerm struct {
 	identity string
 	fence    int64
-	granted  DBTime // the lease row's grant, read at the term's start
-	lostBy   DBTime // for a term lost by its deadline: the coordinator's last expiry of it
+	granted  lease.DBTime // the lease row's grant, read at the term's start
+	lostBy   lease.DBTime // for a term lost by its deadline: the coordinator's last expiry of it
 }
 
 // Three electors on separate connections and Coordinators campaign in
@@ -93,9 +95,9 @@ func testElection[TTx any](t *testing.T, h harness[TTx]) {
 		// A term with a wide margin for a loaded machine: a grant that took
 		// 700 ms was born expired with 1 s. The skew keeps a deposed
 		// leader's belief well inside the coordinator's term.
-		coord := NewCoordinator(cuts[i], &CoordinatorOptions{TTL: 4 * time.Second, WaiterTTL: 600 * time.Millisecond})
-		c := newClient(t, fmt.Sprintf("elector-%d", i), ClientOptions{ClockSkew: 300 * time.Millisecond})
-		e, err := NewElector(coord, c, &ElectorOptions{Name: "leader"})
+		coord := lease.NewCoordinator(cuts[i], &lease.CoordinatorOptions{TTL: 4 * time.Second, WaiterTTL: 600 * time.Millisecond})
+		c := newClient(t, fmt.Sprintf("elector-%d", i), lease.ClientOptions{ClockSkew: 300 * time.Millisecond})
+		e, err := New(coord, c, &Options{Name: "leader"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,7 +145,7 @@ func testElection[TTx any](t *testing.T, h harness[TTx]) {
 					cuts[i].fail.Store(true)
 					<-term.Context().Done()
 					believers.Add(-1)
-					if !errors.Is(context.Cause(term.Context()), ErrLeaseLost) {
+					if !errors.Is(context.Cause(term.Context()), lease.ErrLeaseLost) {
 						errs <- fmt.Errorf("the cut term ended with %v", context.Cause(term.Context()))
 					}
 					if e.IsLeader() {
@@ -175,7 +177,7 @@ func testElection[TTx any](t *testing.T, h harness[TTx]) {
 	stopObserving()
 	observers.Wait()
 
-	slices.SortFunc(terms, func(a, b electTerm) int { return compareInt(a.fence, b.fence) })
+	slices.SortFunc(terms, func(a, b electTerm) int { return cmp.Compare(a.fence, b.fence) })
 	if len(terms) != electors*rounds {
 		t.Fatalf("%d terms, want %d", len(terms), electors*rounds)
 	}
@@ -216,10 +218,10 @@ func TestElectorRunCallbacks(t *testing.T) {
 		ctx := context.Background()
 		// Nothing here waits for a term to run out; a renewal ran 581 ms
 		// overdue under load with a 1 s term, and Check said so.
-		coord := NewCoordinator(store, &CoordinatorOptions{TTL: time.Minute})
-		mk := func(holder string, cb ElectorOptions) *Elector {
+		coord := lease.NewCoordinator(store, &lease.CoordinatorOptions{TTL: time.Minute})
+		mk := func(holder string, cb Options) *Elector {
 			cb.Name = "run"
-			e, err := NewElector(coord, newClient(t, holder, ClientOptions{}), &cb)
+			e, err := New(coord, newClient(t, holder, lease.ClientOptions{}), &cb)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -230,7 +232,7 @@ func TestElectorRunCallbacks(t *testing.T) {
 		note := func(s string) { mu.Lock(); events = append(events, s); mu.Unlock() }
 		started := make(chan struct{})
 		release := make(chan struct{})
-		a := mk("a", ElectorOptions{
+		a := mk("a", Options{
 			OnStartedLeading: func(ctx context.Context, tm *Term) {
 				note(fmt.Sprintf("a started %d", tm.Fence()))
 				close(started)
@@ -240,7 +242,7 @@ func TestElectorRunCallbacks(t *testing.T) {
 		})
 		newLeaders := make(chan string, 4)
 		bctx, stopB := context.WithCancel(ctx)
-		b := mk("b", ElectorOptions{
+		b := mk("b", Options{
 			OnStartedLeading: func(context.Context, *Term) { t.Error("b led") },
 			OnStoppedLeading: func() { t.Error("OnStoppedLeading for b, which never led") },
 			OnNewLeader:      func(id string, fence int64) { newLeaders <- fmt.Sprintf("%s %d", id, fence) },
@@ -258,8 +260,8 @@ func TestElectorRunCallbacks(t *testing.T) {
 			t.Errorf("Check while leading: %v", err)
 		}
 		stopB() // b gives up its campaign: no callback but OnNewLeader
-		if err := <-bDone; !errors.Is(err, context.Canceled) || !errors.Is(err, ErrHeld) {
-			t.Errorf("b's Run = %v, want Canceled and ErrHeld", err)
+		if err := <-bDone; !errors.Is(err, context.Canceled) || !errors.Is(err, lease.ErrHeld) {
+			t.Errorf("b's Run = %v, want Canceled and lease.ErrHeld", err)
 		}
 		close(release)
 		if err := <-aDone; err != nil {
@@ -283,9 +285,9 @@ func TestElectorRunCallbacks(t *testing.T) {
 func TestElectorCheck(t *testing.T) {
 	ctx := context.Background()
 	store := &failingRenewals{Store: dbtest.SQLite(t)}
-	coord := NewCoordinator(store, &CoordinatorOptions{TTL: 3 * time.Second})
-	clock := NewManualClock(time.Hour, 0)
-	e, err := NewElector(coord, newClient(t, "a", ClientOptions{Clock: clock}), &ElectorOptions{Name: "health", HealthTimeout: 500 * time.Millisecond})
+	coord := lease.NewCoordinator(store, &lease.CoordinatorOptions{TTL: 3 * time.Second})
+	clock := lease.NewManualClock(time.Hour, 0)
+	e, err := New(coord, newClient(t, "a", lease.ClientOptions{Clock: clock}), &Options{Name: "health", HealthTimeout: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,24 +320,24 @@ func TestElectorCheck(t *testing.T) {
 func TestElectorBadInput(t *testing.T) {
 	ctx := context.Background()
 	store := dbtest.SQLite(t)
-	coord := NewCoordinator(store, nil)
-	c := newClient(t, "a", ClientOptions{})
-	for name, opts := range map[string]ElectorOptions{
+	coord := lease.NewCoordinator(store, nil)
+	c := newClient(t, "a", lease.ClientOptions{})
+	for name, opts := range map[string]Options{
 		"empty name":       {},
 		"control in name":  {Name: "a\x00b"},
 		"negative observe": {Name: "x", ObserveInterval: -1},
 	} {
-		if _, err := NewElector(coord, c, &opts); !errors.Is(err, fence.ErrInvalidInput) {
-			t.Errorf("%s: NewElector = %v, want ErrInvalidInput", name, err)
+		if _, err := New(coord, c, &opts); !errors.Is(err, fence.ErrInvalidInput) {
+			t.Errorf("%s: New = %v, want ErrInvalidInput", name, err)
 		}
 	}
-	if _, err := NewElector(coord, c, nil); !errors.Is(err, fence.ErrInvalidInput) {
+	if _, err := New(coord, c, nil); !errors.Is(err, fence.ErrInvalidInput) {
 		t.Errorf("nil options (no name): %v", err)
 	}
-	if _, err := NewElector(nil, c, &ElectorOptions{Name: "x"}); !errors.Is(err, fence.ErrInvalidInput) {
+	if _, err := New(nil, c, &Options{Name: "x"}); !errors.Is(err, fence.ErrInvalidInput) {
 		t.Errorf("nil coordinator: %v", err)
 	}
-	e, err := NewElector(coord, c, &ElectorOptions{Name: "x"})
+	e, err := New(coord, c, &Options{Name: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package lease
+package semaphore
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/internal/dbtest"
+	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
@@ -44,9 +45,9 @@ func testSemaphore[TTx any](t *testing.T, h harness[TTx]) {
 		t.Cleanup(closeStore)
 		// A term with a wide margin: each worker writes before its permit
 		// runs out, on a loaded machine too.
-		coord := NewCoordinator(store, &CoordinatorOptions{TTL: 4 * time.Second, WaiterTTL: 600 * time.Millisecond})
-		c := newClient(t, fmt.Sprintf("worker-%d", i), ClientOptions{ClockSkew: 300 * time.Millisecond})
-		s, err := NewSemaphore(coord, c, "pool", permits)
+		coord := lease.NewCoordinator(store, &lease.CoordinatorOptions{TTL: 4 * time.Second, WaiterTTL: 600 * time.Millisecond})
+		c := newClient(t, fmt.Sprintf("worker-%d", i), lease.ClientOptions{ClockSkew: 300 * time.Millisecond})
+		s, err := New(coord, c, "pool", permits)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,8 +101,8 @@ func testSemaphore[TTx any](t *testing.T, h harness[TTx]) {
 	// Every permit, once the killed one's term is over: its slot is
 	// granted again, and its late write refused.
 	tok := <-killed
-	coord := NewCoordinator(h.Driver, &CoordinatorOptions{TTL: time.Minute})
-	last, err := NewSemaphore(coord, newClient(t, "last", ClientOptions{}), "pool", permits)
+	coord := lease.NewCoordinator(h.Driver, &lease.CoordinatorOptions{TTL: time.Minute})
+	last, err := New(coord, newClient(t, "last", lease.ClientOptions{}), "pool", permits)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,8 +123,8 @@ func testSemaphore[TTx any](t *testing.T, h harness[TTx]) {
 func TestSemaphoreLowered(t *testing.T) {
 	forEachStore(t, func(t *testing.T, store sqlstore.Store) {
 		ctx := context.Background()
-		coord := NewCoordinator(store, &CoordinatorOptions{TTL: time.Minute})
-		three, err := NewSemaphore(coord, newClient(t, "old", ClientOptions{}), "pool", 3)
+		coord := lease.NewCoordinator(store, &lease.CoordinatorOptions{TTL: time.Minute})
+		three, err := New(coord, newClient(t, "old", lease.ClientOptions{}), "pool", 3)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,18 +136,18 @@ func TestSemaphoreLowered(t *testing.T) {
 			}
 			ps = append(ps, p)
 		}
-		two, err := NewSemaphore(coord, newClient(t, "new", ClientOptions{}), "pool", 2)
+		two, err := New(coord, newClient(t, "new", lease.ClientOptions{}), "pool", 2)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := two.TryAcquire(ctx); !errors.Is(err, ErrHeld) {
-			t.Fatalf("TryAcquire with 3 live of 2 = %v, want ErrHeld", err)
+		if _, err := two.TryAcquire(ctx); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("TryAcquire with 3 live of 2 = %v, want lease.ErrHeld", err)
 		}
 		if err := ps[0].Release(ctx); err != nil { // slot 0: 2 live, with slot 2
 			t.Fatal(err)
 		}
-		if _, err := two.TryAcquire(ctx); !errors.Is(err, ErrHeld) {
-			t.Fatalf("TryAcquire with 2 live of 2 (one above N) = %v, want ErrHeld", err)
+		if _, err := two.TryAcquire(ctx); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("TryAcquire with 2 live of 2 (one above N) = %v, want lease.ErrHeld", err)
 		}
 		if st, _ := coord.Status(ctx, "pool#0"); st.Held {
 			t.Errorf("the refused grant of slot 0 was not released: %+v", st)
@@ -172,12 +173,11 @@ func TestSemaphoreLowered(t *testing.T) {
 // Waiters are granted in the order they joined the line.
 func TestSemaphoreOrder(t *testing.T) {
 	ctx := context.Background()
-	store := dbtest.SQLite(t)
-	coord := NewCoordinator(store, &CoordinatorOptions{TTL: time.Minute})
 	queued := make(chan string, 3)
-	coord.waits.hooks = &waitHooks{queued: func(resource string, _ int64) { queued <- resource }}
-	c := newClient(t, "first", ClientOptions{})
-	first, err := NewSemaphore(coord, c, "pool", 1)
+	store := queueingStore{Store: dbtest.SQLite(t), queued: queued}
+	coord := lease.NewCoordinator(store, &lease.CoordinatorOptions{TTL: time.Minute})
+	c := newClient(t, "first", lease.ClientOptions{})
+	first, err := New(coord, c, "pool", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func TestSemaphoreOrder(t *testing.T) {
 	got := make(chan string, 3)
 	var wg sync.WaitGroup
 	for i := range 3 {
-		s, err := NewSemaphore(coord, newClient(t, fmt.Sprintf("w%d", i), ClientOptions{}), "pool", 1)
+		s, err := New(coord, newClient(t, fmt.Sprintf("w%d", i), lease.ClientOptions{}), "pool", 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -209,8 +209,8 @@ func TestSemaphoreOrder(t *testing.T) {
 		}()
 		<-queued // the next joins only once this one stands in line
 	}
-	if _, err := first.TryAcquire(ctx); !errors.Is(err, ErrHeld) {
-		t.Errorf("TryAcquire past the line = %v, want ErrHeld", err)
+	if _, err := first.TryAcquire(ctx); !errors.Is(err, lease.ErrHeld) {
+		t.Errorf("TryAcquire past the line = %v, want lease.ErrHeld", err)
 	}
 	if _, err := coord.Release(ctx, line.Token()); err != nil {
 		t.Fatal(err)
@@ -234,18 +234,18 @@ func TestSemaphoreOrder(t *testing.T) {
 func TestSemaphoreBadInput(t *testing.T) {
 	ctx := context.Background()
 	store := dbtest.SQLite(t)
-	coord := NewCoordinator(store, nil)
-	c := newClient(t, "a", ClientOptions{})
+	coord := lease.NewCoordinator(store, nil)
+	c := newClient(t, "a", lease.ClientOptions{})
 	for name, n := range map[string]int{"": 1, "zero": 0, "negative": -1, "too many": MaxPermits + 1, strings.Repeat("x", fence.MaxNameLen): 1} {
-		if _, err := NewSemaphore(coord, c, name, n); !errors.Is(err, fence.ErrInvalidInput) {
-			t.Errorf("NewSemaphore(%.10q, %d) = %v, want ErrInvalidInput", name, n, err)
+		if _, err := New(coord, c, name, n); !errors.Is(err, fence.ErrInvalidInput) {
+			t.Errorf("New(%.10q, %d) = %v, want ErrInvalidInput", name, n, err)
 		}
 	}
-	a, err := NewSemaphore(coord, c, "a", 2)
+	a, err := New(coord, c, "a", 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := NewSemaphore(coord, c, "ab", 2)
+	other, err := New(coord, c, "ab", 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,12 +272,12 @@ func TestSemaphoreBadInput(t *testing.T) {
 func TestSemaphoreStoredPermits(t *testing.T) {
 	forEachStore(t, func(t *testing.T, store sqlstore.Store) {
 		ctx := context.Background()
-		coord := NewCoordinator(store, &CoordinatorOptions{TTL: time.Minute})
-		a, err := NewSemaphore(coord, newClient(t, "a", ClientOptions{}), "stored", 3)
+		coord := lease.NewCoordinator(store, &lease.CoordinatorOptions{TTL: time.Minute})
+		a, err := New(coord, newClient(t, "a", lease.ClientOptions{}), "stored", 3)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := NewSemaphore(coord, newClient(t, "b", ClientOptions{}), "stored", 3)
+		b, err := New(coord, newClient(t, "b", lease.ClientOptions{}), "stored", 3)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -311,14 +311,14 @@ func TestSemaphoreStoredPermits(t *testing.T) {
 			}
 		}
 		// a was built with 3, but the stored 2 rules it.
-		if _, err := a.TryAcquire(ctx); !errors.Is(err, ErrHeld) {
-			t.Fatalf("TryAcquire with 3 live of a stored 2 = %v, want ErrHeld", err)
+		if _, err := a.TryAcquire(ctx); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("TryAcquire with 3 live of a stored 2 = %v, want lease.ErrHeld", err)
 		}
 		if err := ps[0].Release(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := a.TryAcquire(ctx); !errors.Is(err, ErrHeld) {
-			t.Fatalf("TryAcquire with 2 live (one above N) of a stored 2 = %v, want ErrHeld", err)
+		if _, err := a.TryAcquire(ctx); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("TryAcquire with 2 live (one above N) of a stored 2 = %v, want lease.ErrHeld", err)
 		}
 		if st, _ := coord.Status(ctx, "stored#0"); st.Held {
 			t.Errorf("the refused grant of slot 0 was not given back: %+v", st)
@@ -341,8 +341,8 @@ func TestSemaphoreStoredPermits(t *testing.T) {
 				t.Fatalf("TryAcquire under N = 4 = %v, %v; want slot %d", q, err, want)
 			}
 		}
-		if _, err := b.TryAcquire(ctx); !errors.Is(err, ErrHeld) {
-			t.Fatalf("TryAcquire with 4 live of 4 = %v, want ErrHeld", err)
+		if _, err := b.TryAcquire(ctx); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("TryAcquire with 4 live of 4 = %v, want lease.ErrHeld", err)
 		}
 		for _, n := range []int{0, -1, MaxPermits + 1} {
 			if err := b.SetPermits(ctx, n); !errors.Is(err, fence.ErrInvalidInput) {
@@ -379,7 +379,7 @@ func (e cancellingExecutor) SemaphorePermits(ctx context.Context, name string) (
 }
 
 // A wait for a permit whose context ends while no slot has answered yet
-// still says who it waited for: ctx's error joined with a *HeldError (a
+// still says who it waited for: ctx's error joined with a *lease.HeldError (a
 // nil one, joined, made the error's text panic).
 func TestSemaphoreAcquireEndsBeforeAnySlotAnswered(t *testing.T) {
 	forEachStore(t, func(t *testing.T, store sqlstore.Store) {
@@ -387,14 +387,14 @@ func TestSemaphoreAcquireEndsBeforeAnySlotAnswered(t *testing.T) {
 		defer cancel()
 		hctx, hcancel := context.WithCancel(ctx)
 		defer hcancel()
-		coord := NewCoordinator(cancellingStore{store, hcancel}, nil)
-		s, err := NewSemaphore(coord, newClient(t, "a", ClientOptions{}), resourceName(t), 2)
+		coord := lease.NewCoordinator(cancellingStore{store, hcancel}, nil)
+		s, err := New(coord, newClient(t, "a", lease.ClientOptions{}), "pool", 2)
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, err = s.Acquire(hctx)
-		if !errors.Is(err, context.Canceled) || !errors.Is(err, ErrHeld) {
-			t.Fatalf("Acquire = %v; want context.Canceled joined with a *HeldError", err)
+		if !errors.Is(err, context.Canceled) || !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("Acquire = %v; want context.Canceled joined with a *lease.HeldError", err)
 		}
 		_ = err.Error() // must not panic
 	})

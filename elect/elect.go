@@ -1,4 +1,4 @@
-package lease
+package elect
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/internal/wakeup"
+	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
@@ -26,10 +28,10 @@ var ErrCampaigning = errors.New("fencegate: this elector already campaigns or le
 // whose renewals are overdue.
 var ErrUnhealthy = errors.New("fencegate: leader unable to renew")
 
-// ElectorOptions configure an Elector (NewElector takes a pointer, as every
-// constructor of fencegate's takes its options). Name is required; the zero
+// Options configure an Elector (New takes a pointer, as every constructor
+// of fencegate's takes its options). Name is required; the zero
 // value of every other field is its default.
-type ElectorOptions struct {
+type Options struct {
 	// Name is the election: the lease resource its leaders hold, under the
 	// rules of fence.ValidateResource. Every participant of one election
 	// uses the same Name, and the leader's writes are fenced on it.
@@ -55,7 +57,7 @@ type ElectorOptions struct {
 	// when nothing wakes it sooner (on Postgres a release wakes it at once
 	// by LISTEN/NOTIFY; a grant by this Elector always does). It bounds
 	// how late an observer in another process learns of a new leader on
-	// SQLite and MySQL. Defaults to a third of the Coordinator's
+	// SQLite and MySQL. Defaults to a third of the lease.Coordinator's
 	// WaiterTTL (1s by default).
 	ObserveInterval time.Duration
 
@@ -77,19 +79,19 @@ type Leader struct {
 	Live bool
 	// ExpiresAt is the term's end in the database's clock unless renewed,
 	// for display.
-	ExpiresAt DBTime
+	ExpiresAt lease.DBTime
 }
 
 // Elector is one participant of a leader election built on a lease: the
 // leader is the holder of the lease on ElectorOptions.Name, its term the
 // lease's generation, and the term's fence is what the gate checks on the
-// leader's writes. See the package documentation's section on elections.
+// leader's writes. See the package documentation.
 //
-// An Elector is safe for concurrent use. It must come from NewElector.
+// An Elector is safe for concurrent use. It must come from New.
 type Elector struct {
-	coord  *Coordinator
-	client *Client
-	opts   ElectorOptions
+	coord  *lease.Coordinator
+	client *lease.Client
+	opts   Options
 	period time.Duration
 
 	mu          sync.Mutex
@@ -102,21 +104,21 @@ type Elector struct {
 // Term is one leadership term of an Elector: a kept lease on the election.
 type Term struct {
 	e    *Elector
-	kept *Kept
+	kept *lease.Kept
 
 	mu       sync.Mutex
 	resigned bool
 }
 
-// NewElector returns a participant of the election opts.Name for client's
+// New returns a participant of the election opts.Name for client's
 // holder over coord. Give each participant a Client of its own: two
 // Electors of one holder on one election are one participant to the
-// database (the second's Campaign is refused with ErrHeld while the first
+// database (the second's Campaign is refused with lease.ErrHeld while the first
 // leads). Errors: fence.ErrInvalidInput for a nil coord or client,
 // or an invalid Name (a nil opts has none); nothing is written. The
 // Elector keeps a copy of *opts.
-func NewElector(coord *Coordinator, client *Client, o *ElectorOptions) (*Elector, error) {
-	var opts ElectorOptions
+func New(coord *lease.Coordinator, client *lease.Client, o *Options) (*Elector, error) {
+	var opts Options
 	if o != nil {
 		opts = *o
 	}
@@ -137,9 +139,9 @@ func NewElector(coord *Coordinator, client *Client, o *ElectorOptions) (*Elector
 	}
 	period := opts.ObserveInterval
 	if period == 0 {
-		period = coord.waiterTTL / 3
+		period = coord.WaiterTTL() / 3
 	}
-	return &Elector{coord: coord, client: client, opts: opts, period: max(period, MinTTL)}, nil
+	return &Elector{coord: coord, client: client, opts: opts, period: max(period, lease.MinTTL)}, nil
 }
 
 // Name returns the election's name.
@@ -148,14 +150,14 @@ func (e *Elector) Name() string { return e.opts.Name }
 // Identity returns this participant's identity: its Client's holder.
 func (e *Elector) Identity() string { return e.client.Holder() }
 
-// Campaign waits in the election's line (Coordinator.AcquireWait: the
+// Campaign waits in the election's line (lease.Coordinator.AcquireWait: the
 // database's queue, in the order participants joined it) until this
 // participant leads or ctx ends, and returns its term, kept alive by the
 // Client's keeper until Resign or loss. ctx bounds the wait only, not the
 // term.
 //
 // Errors: ErrCampaigning while this Elector campaigns or leads; as
-// AcquireWait's otherwise (ctx's error joined with a *HeldError naming the
+// AcquireWait's otherwise (ctx's error joined with a *lease.HeldError naming the
 // leader when ctx ends).
 func (e *Elector) Campaign(ctx context.Context) (*Term, error) {
 	e.mu.Lock()
@@ -177,7 +179,7 @@ func (e *Elector) Campaign(ctx context.Context) (*Term, error) {
 	}
 	// The term outlives Campaign's ctx: Keep's context ends with the lease
 	// (its deadline, a lost renewal, Resign), which bounds it.
-	kept, err := Keep(context.WithoutCancel(ctx), e.client, e.coord, l)
+	kept, err := lease.Keep(context.WithoutCancel(ctx), e.client, e.coord, l)
 	if err != nil {
 		return nil, err // born expired: never reported as leading
 	}
@@ -213,15 +215,15 @@ func (e *Elector) Term() *Term {
 }
 
 // IsLeader reports whether this Elector holds a term that is neither
-// resigned nor lost. ADVISORY, as Lease.Expired: the answer can be stale
+// resigned nor lost. ADVISORY, as lease.Lease.Expired: the answer can be stale
 // before the caller acts on it; fence the leader's writes with the term's
 // Token at the gate.
 func (e *Elector) IsLeader() bool { return e.Term() != nil }
 
-// Leader reads who leads the election now from its lease row (the
-// Coordinator's Status): the latest generation, with Live false when its
+// Leader reads who leads the election now from its lease row (as
+// lease.Coordinator.Status reads it): the latest generation, with Live false when its
 // term is over and nobody has taken the next one yet. The zero Leader means
-// the election never had one. Advisory, as Status.
+// the election never had one. Advisory, as lease.Coordinator.Status.
 func (e *Elector) Leader(ctx context.Context) (Leader, error) {
 	st, err := e.coord.Status(ctx, e.opts.Name)
 	if err != nil {
@@ -230,7 +232,7 @@ func (e *Elector) Leader(ctx context.Context) (Leader, error) {
 	return leaderOf(st), nil
 }
 
-func leaderOf(st Status) Leader {
+func leaderOf(st lease.Status) Leader {
 	return Leader{Identity: st.Holder, Fence: st.Fence, Live: st.Held, ExpiresAt: st.ExpiresAt}
 }
 
@@ -258,8 +260,8 @@ func (e *Elector) Observe(ctx context.Context) <-chan Leader {
 		defer e.unwatch(wake)
 		lctx, stop := context.WithCancel(ctx)
 		defer stop()
-		if n := e.coord.store; n.SupportsListener() {
-			go listenFor(lctx, n, sqlstore.Watch{Resource: e.opts.Name}, func(res string) bool { return res == e.opts.Name }, wake)
+		if n := e.coord.Store(); n.SupportsListener() {
+			go wakeup.Listen(lctx, n, sqlstore.Watch{Resource: e.opts.Name}, func(res string) bool { return res == e.opts.Name }, wake)
 		}
 		var last int64
 		follow := time.Millisecond // re-read soon after a term ended: a successor is likely
@@ -276,7 +278,7 @@ func (e *Elector) Observe(ctx context.Context) <-chan Leader {
 					}
 				}
 				if st.Held {
-					delay = min(delay, st.Remaining+e.coord.store.ClockPrecision())
+					delay = min(delay, st.Remaining+e.coord.Store().ClockPrecision())
 					follow = time.Millisecond
 				} else {
 					delay = min(delay, follow)
@@ -296,33 +298,6 @@ func (e *Elector) Observe(ctx context.Context) <-chan Leader {
 		}
 	}()
 	return ch
-}
-
-// listenFor pokes wake at each announcement of a resource match accepts,
-// and each time it starts listening, until ctx ends. It listens as a
-// watcher of w: the listener has no waiter row for those resources, without
-// which their releases are not announced.
-func listenFor(ctx context.Context, n sqlstore.Store, w sqlstore.Watch, match func(string) bool, wake chan struct{}) {
-	for ctx.Err() == nil {
-		_ = n.WatchLeases(ctx, w, func() { poke(wake) }, func(ch sqlstore.LeaseChange) {
-			if match(ch.Resource) {
-				poke(wake)
-			}
-		})
-		t := time.NewTimer(listenRetry)
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
-		t.Stop()
-	}
-}
-
-func poke(wake chan struct{}) {
-	select {
-	case wake <- struct{}{}:
-	default:
-	}
 }
 
 func (e *Elector) watch() chan struct{} {
@@ -346,7 +321,7 @@ func (e *Elector) wakeWatchers() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for w := range e.watchers {
-		poke(w)
+		wakeup.Poke(w)
 	}
 }
 
@@ -358,7 +333,7 @@ func (e *Elector) wakeWatchers() {
 // per Elector, and one leader per fence: the database grants a fence once.
 //
 // It returns nil after a term that ended by OnStartedLeading returning
-// with the term intact; the *LostError (matching ErrLeaseLost) when the
+// with the term intact; the *lease.LostError (matching lease.ErrLeaseLost) when the
 // term was lost first; Campaign's error when it never led (ctx ended: ctx's
 // error); and the resignation's error joined to these.
 func (e *Elector) Run(ctx context.Context) error {
@@ -384,9 +359,7 @@ func (e *Elector) Run(ctx context.Context) error {
 			defer func() {
 				if r := recover(); r != nil {
 					e.setLeading(false)
-					rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.client.releaseTimeout)
-					defer cancel()
-					_ = t.Resign(rctx)
+					_ = t.Resign(ctx) // bounded by ReleaseTimeout even when ctx ended
 					panic(r)
 				}
 			}()
@@ -397,7 +370,7 @@ func (e *Elector) Run(ctx context.Context) error {
 	}
 	e.setLeading(false)
 	var lost error
-	if l := t.kept.lost(); l != nil {
+	if l := lostCause(t.Context()); l != nil {
 		lost = l
 	}
 	rerr := t.Resign(ctx)
@@ -433,21 +406,19 @@ func (e *Elector) Check(_ *http.Request) error {
 	}
 	l := t.kept.Lease()
 	g := l.Grant()
-	// The last renewal's send instant is deadline - TTL + skew: a renewal
-	// is due a third of the term after it.
-	renewed := l.Deadline().Add(e.client.skew - g.TTL)
 	timeout := e.opts.HealthTimeout
 	if timeout == 0 {
 		timeout = g.TTL / 3
 	}
-	if overdue := e.client.clock.Now().Sub(renewed) - g.TTL/3; overdue > timeout {
+	// A renewal is due a third of the term after the last one was sent.
+	if overdue := l.Age() - g.TTL/3; overdue > timeout {
 		return fmt.Errorf("%w: %s: the renewal of fence %d is %v overdue", ErrUnhealthy, e.opts.Name, t.Fence(), overdue)
 	}
 	return nil
 }
 
-// Context returns the term's context: cancelled, with a *LostError cause,
-// the moment the term can no longer be trusted (see Keep), or when it is
+// Context returns the term's context: cancelled, with a *lease.LostError cause,
+// the moment the term can no longer be trusted (see lease.Keep), or when it is
 // resigned.
 func (t *Term) Context() context.Context { return t.kept.Context() }
 
@@ -459,7 +430,7 @@ func (t *Term) Token() fence.Token { return t.kept.Lease().Token() }
 func (t *Term) Fence() int64 { return t.Token().Fence }
 
 // Lease returns the term's lease; its deadline moves with each renewal.
-func (t *Term) Lease() *Lease { return t.kept.Lease() }
+func (t *Term) Lease() *lease.Lease { return t.kept.Lease() }
 
 // current reports whether t is neither resigned nor lost.
 func (t *Term) current() bool {
@@ -469,12 +440,12 @@ func (t *Term) current() bool {
 }
 
 // Resign ends the term: it stops renewing and releases the lease (bounded
-// by ClientOptions.ReleaseTimeout even when ctx is cancelled), so the next
+// by lease.ClientOptions.ReleaseTimeout even when ctx is cancelled), so the next
 // participant in line leads at once. The term's context is cancelled before
 // the release is sent. Errors: ErrNotLeader for a term already resigned
 // (nothing is sent); the release's error otherwise (the lease then expires
 // by itself at the end of its term). A term that was lost is still
-// released, as Kept.Release does.
+// released, as lease.Kept.Release does.
 func (t *Term) Resign(ctx context.Context) error {
 	t.mu.Lock()
 	if t.resigned {
@@ -491,4 +462,16 @@ func (t *Term) Resign(ctx context.Context) error {
 	t.e.mu.Unlock()
 	t.e.wakeWatchers()
 	return err
+}
+
+// lostCause returns the *LostError a term's context ended with, or nil.
+func lostCause(ctx context.Context) *lease.LostError {
+	if lost, ok := errors.AsType[*lease.LostError](context.Cause(ctx)); ok {
+		return lost
+	}
+	return nil
+}
+
+func invalid(field, reason string) error {
+	return &fence.InvalidInputError{Field: field, Reason: reason}
 }

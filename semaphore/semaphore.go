@@ -1,4 +1,4 @@
-package lease
+package semaphore
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/internal/wakeup"
+	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
@@ -19,13 +21,12 @@ const MaxPermits = 1024
 
 // Semaphore is N permits on a name, each permit a fenced lease of its own:
 // the resource "name#i" for slot i in 0..N-1, with its own fence and its
-// own floor at the gate. See the package documentation's section on
-// semaphores.
+// own floor at the gate. See the package documentation.
 //
-// A Semaphore is safe for concurrent use. It must come from NewSemaphore.
+// A Semaphore is safe for concurrent use. It must come from New.
 type Semaphore struct {
-	coord  *Coordinator
-	client *Client
+	coord  *lease.Coordinator
+	client *lease.Client
 	name   string
 	n      int
 	line   string        // the resource whose queue orders waiters: "name#line"
@@ -37,16 +38,16 @@ type Semaphore struct {
 type Permit struct {
 	s    *Semaphore
 	slot int
-	l    *Lease
+	l    *lease.Lease
 }
 
-// NewSemaphore returns client's side of the semaphore name with n permits,
+// New returns client's side of the semaphore name with n permits,
 // over coord. n rules until N is stored in the database (SetPermits); from
 // then on the stored N rules every participant, whatever n each was built
 // with (see the package documentation on changing N). Errors:
 // fence.ErrInvalidInput for a nil coord or client, an empty or invalid name,
 // or n outside 1..MaxPermits; nothing is written.
-func NewSemaphore(coord *Coordinator, client *Client, name string, n int) (*Semaphore, error) {
+func New(coord *lease.Coordinator, client *lease.Client, name string, n int) (*Semaphore, error) {
 	if coord == nil {
 		return nil, invalid("coordinator", "is nil")
 	}
@@ -85,20 +86,20 @@ func (s *Semaphore) SetPermits(ctx context.Context, n int) error {
 	if n <= 0 || n > MaxPermits {
 		return invalid("permits", "must be 1 to %d, got %d", MaxPermits, n)
 	}
-	if err := s.coord.store.Executor().SetSemaphorePermits(ctx, s.name, n); err != nil {
-		return s.coord.wrap("store the permits of", s.name, err)
+	if err := s.coord.Store().Executor().SetSemaphorePermits(ctx, s.name, n); err != nil {
+		return wrap("store the permits of", s.name, err)
 	}
-	poke(s.wake) // a raise frees slots for this Semaphore's head of the line
+	wakeup.Poke(s.wake) // a raise frees slots for this Semaphore's head of the line
 	return nil
 }
 
 // StoredPermits returns the N stored in the database for the semaphore,
 // and false when none is (then each participant grants by its own n).
-// Advisory, as Coordinator.Status.
+// Advisory, as lease.Coordinator.Status.
 func (s *Semaphore) StoredPermits(ctx context.Context) (int, bool, error) {
-	n, found, err := s.coord.store.Executor().SemaphorePermits(ctx, s.name)
+	n, found, err := s.coord.Store().Executor().SemaphorePermits(ctx, s.name)
 	if err != nil {
-		return 0, false, s.coord.wrap("read the permits of", s.name, err)
+		return 0, false, wrap("read the permits of", s.name, err)
 	}
 	return n, found, nil
 }
@@ -136,27 +137,27 @@ func (s *Semaphore) Slot(token fence.Token) (int, error) {
 
 // Acquire waits for a permit until one is granted or ctx ends. Waiters
 // line up in the database's queue of the resource "name#line"
-// (Coordinator.AcquireWait, so in the order they joined, across processes);
+// (lease.Coordinator.AcquireWait, so in the order they joined, across processes);
 // the one at the head holds that line's lease while it tries the slots,
 // and takes the first free one, so permits are granted in the order of the
 // line. The head looks again when a permit is released through this
 // Semaphore, on Postgres at any release of a slot (LISTEN/NOTIFY), when the
 // first held permit is due to expire, and otherwise every third of the
-// Coordinator's WaiterTTL. Acquisitions through one Semaphore line up in
+// lease.Coordinator.WaiterTTL. Acquisitions through one Semaphore line up in
 // it first (the line's lease is its Client's), so use one Semaphore per
 // Client and name.
 //
-// The permit's lease is not renewed: renew it as any lease (Keep,
-// Coordinator.Renew), or use Hold.
+// The permit's lease is not renewed: renew it as any lease (lease.Keep,
+// lease.Coordinator.Renew), or use Hold.
 //
-// Errors: as AcquireWait's; ctx's error joined with a *HeldError when ctx
+// Errors: as AcquireWait's; ctx's error joined with a *lease.HeldError when ctx
 // ends.
 func (s *Semaphore) Acquire(ctx context.Context) (*Permit, error) {
 	select {
 	case s.local <- struct{}{}:
 		defer func() { <-s.local }()
 	case <-ctx.Done():
-		return nil, errors.Join(context.Cause(ctx), &HeldError{Resource: s.name, Queued: true})
+		return nil, errors.Join(context.Cause(ctx), &lease.HeldError{Resource: s.name, Queued: true})
 	}
 	return s.acquire(ctx)
 }
@@ -166,7 +167,7 @@ func (s *Semaphore) acquire(ctx context.Context) (*Permit, error) {
 	if err != nil {
 		return nil, err
 	}
-	head, err := Keep(ctx, s.client, s.coord, turn)
+	head, err := lease.Keep(ctx, s.client, s.coord, turn)
 	if err != nil {
 		return nil, err
 	}
@@ -177,14 +178,14 @@ func (s *Semaphore) acquire(ctx context.Context) (*Permit, error) {
 	lctx, stop := context.WithCancel(hctx)
 	defer stop()
 	wake := make(chan struct{}, 1)
-	if n := s.coord.store; n.SupportsListener() {
-		go listenFor(lctx, n, sqlstore.Watch{Resource: s.name + "#", Prefix: true}, func(res string) bool { return strings.HasPrefix(res, s.name+"#") && res != s.line }, wake)
+	if n := s.coord.Store(); n.SupportsListener() {
+		go wakeup.Listen(lctx, n, sqlstore.Watch{Resource: s.name + "#", Prefix: true}, func(res string) bool { return strings.HasPrefix(res, s.name+"#") && res != s.line }, wake)
 	}
 	for {
 		p, held, err := s.try(hctx)
-		next := s.coord.waiterTTL / 3
+		next := s.coord.WaiterTTL() / 3
 		if held != nil && held.RetryAfter > 0 {
-			next = min(next, held.RetryAfter+s.coord.store.ClockPrecision())
+			next = min(next, held.RetryAfter+s.coord.Store().ClockPrecision())
 		}
 		switch {
 		case p != nil:
@@ -194,10 +195,10 @@ func (s *Semaphore) acquire(ctx context.Context) (*Permit, error) {
 			return s.acquire(ctx)
 		case ctx.Err() != nil:
 			if held == nil { // the last try failed before any slot answered
-				held = &HeldError{Resource: s.name, Queued: true}
+				held = &lease.HeldError{Resource: s.name, Queued: true}
 			}
 			return nil, errors.Join(context.Cause(ctx), held)
-		case err != nil && !errors.Is(err, ErrBusy):
+		case err != nil && !errors.Is(err, lease.ErrBusy):
 			return nil, err
 		case err != nil:
 			next = busyWait
@@ -213,19 +214,19 @@ func (s *Semaphore) acquire(ctx context.Context) (*Permit, error) {
 	}
 }
 
-// TryAcquire takes a free permit at once, or returns a *HeldError (ErrHeld):
+// TryAcquire takes a free permit at once, or returns a *lease.HeldError (lease.ErrHeld):
 // for the slot that frees first when every permit is held, for the
 // semaphore's name (Queued) when others wait in line or the permits of a
 // larger N are still live. It does not jump the line, though one that
 // joins the line as it tries may come second. Errors otherwise: the
-// Coordinator's.
+// lease.Coordinator's.
 func (s *Semaphore) TryAcquire(ctx context.Context) (*Permit, error) {
 	st, err := s.coord.Status(ctx, s.line)
 	if err != nil {
 		return nil, err
 	}
 	if st.Held {
-		return nil, &HeldError{Resource: s.name, HeldBy: st.Holder, Queued: true}
+		return nil, &lease.HeldError{Resource: s.name, HeldBy: st.Holder, Queued: true}
 	}
 	p, held, err := s.try(ctx)
 	if p != nil || err != nil {
@@ -238,22 +239,22 @@ func (s *Semaphore) TryAcquire(ctx context.Context) (*Permit, error) {
 // refusal of the held slot that frees first (nil if every slot is this
 // holder's). A slot is tried only after every lower one was held, so the
 // slots ever leased run from 0 without a gap.
-func (s *Semaphore) try(ctx context.Context) (*Permit, *HeldError, error) {
+func (s *Semaphore) try(ctx context.Context) (*Permit, *lease.HeldError, error) {
 	n, err := s.permits(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	var held *HeldError
+	var held *lease.HeldError
 	for i := 0; i < n; i++ {
-		l, out, err := s.coord.tryAcquire(ctx, s.client, []string{s.slot(i)}, 0)
-		if err != nil {
-			return nil, held, err
-		}
-		if l == nil {
-			if !out.AlreadyHeld && (held == nil || out.RetryAfter < held.RetryAfter) {
-				held = heldError(s.slot(i), out)
+		l, err := s.coord.TryAcquire(ctx, s.client, s.slot(i))
+		if h, ok := errors.AsType[*lease.HeldError](err); ok {
+			if !h.AlreadyHeld && (held == nil || h.RetryAfter < held.RetryAfter) {
+				held = h
 			}
 			continue
+		}
+		if err != nil {
+			return nil, held, err
 		}
 		over, err := s.over(ctx, n)
 		if err == nil && !over {
@@ -262,12 +263,12 @@ func (s *Semaphore) try(ctx context.Context) (*Permit, *HeldError, error) {
 		// Over N (permits of a larger N still live), or unknown: the
 		// permit is never handed out.
 		if err == nil {
-			held = &HeldError{Resource: s.name, Queued: true}
+			held = &lease.HeldError{Resource: s.name, Queued: true}
 		}
-		return nil, held, errors.Join(err, release(ctx, s.client, s.coord, l))
+		return nil, held, errors.Join(err, lease.Release(ctx, s.client, s.coord, l))
 	}
 	if held == nil {
-		held = &HeldError{Resource: s.name, HeldBy: s.client.Holder(), AlreadyHeld: true}
+		held = &lease.HeldError{Resource: s.name, HeldBy: s.client.Holder(), AlreadyHeld: true}
 	}
 	return nil, held, nil
 }
@@ -306,7 +307,7 @@ func (s *Semaphore) over(ctx context.Context, n int) (bool, error) {
 	return live > n, nil
 }
 
-// Release releases the permit the token names, as Coordinator.Release
+// Release releases the permit the token names, as lease.Coordinator.Release
 // does, and wakes this Semaphore's head of the line. Errors:
 // fence.ErrInvalidInput for a token that is not a permit of this semaphore
 // (nothing is released), and Release's.
@@ -316,55 +317,58 @@ func (s *Semaphore) Release(ctx context.Context, token fence.Token) (bool, error
 	}
 	ok, err := s.coord.Release(ctx, token)
 	if ok {
-		poke(s.wake)
+		wakeup.Poke(s.wake)
 	}
 	return ok, err
 }
 
 // Hold acquires a permit (waiting in line, as Acquire), runs fn while the
-// permit is kept alive (Keep), and releases it when fn returns: Hold for a
+// permit is kept alive (lease.Keep), and releases it when fn returns: lease.Hold for a
 // permit, with the same context and error rules.
 func (s *Semaphore) Hold(ctx context.Context, fn func(ctx context.Context, p *Permit) error) error {
 	p, err := s.Acquire(ctx)
 	if err != nil {
 		return err
 	}
-	kept, err := Keep(ctx, s.client, s.coord, p.l)
+	// Cancelling kctx stops the renewals (Keep): at the latest when Hold
+	// returns, also if fn panics.
+	kctx, stopKeeping := context.WithCancel(ctx)
+	defer stopKeeping()
+	kept, err := lease.Keep(kctx, s.client, s.coord, p.l)
 	if err != nil {
 		return err
 	}
-	defer kept.stop()
 	fnErr := fn(kept.Context(), p)
-	kept.stop()
-	if lost := kept.lost(); lost != nil && fnErr != nil {
-		if errors.Is(fnErr, context.Canceled) || errors.Is(fnErr, ErrLeaseLost) {
+	stopKeeping() // from here on, the permit cannot be reported lost
+	if lost := lostCause(kept.Context()); lost != nil && fnErr != nil {
+		if errors.Is(fnErr, context.Canceled) || errors.Is(fnErr, lease.ErrLeaseLost) {
 			fnErr = lost
 		} else {
 			fnErr = errors.Join(lost, fnErr)
 		}
 	}
 	err = kept.Release(ctx)
-	poke(s.wake)
+	wakeup.Poke(s.wake)
 	return errors.Join(fnErr, err)
 }
 
 // Slot returns the permit's slot, 0..N-1.
 func (p *Permit) Slot() int { return p.slot }
 
-// Lease returns the permit's lease: renew it, Keep it, or release it as any
+// Lease returns the permit's lease: renew it, lease.Keep it, or release it as any
 // lease.
-func (p *Permit) Lease() *Lease { return p.l }
+func (p *Permit) Lease() *lease.Lease { return p.l }
 
 // Token returns the permit's proof for gate.Commit: it fences writes on the
 // permit's slot ("name#i"), not on the semaphore as a whole.
 func (p *Permit) Token() fence.Token { return p.l.Token() }
 
-// Release releases the permit, bounded by ClientOptions.ReleaseTimeout
+// Release releases the permit, bounded by lease.ClientOptions.ReleaseTimeout
 // even when ctx is cancelled. Releasing twice is harmless (the second is a
 // no-op, as a stale release is).
 func (p *Permit) Release(ctx context.Context) error {
-	err := release(ctx, p.s.client, p.s.coord, p.l)
-	poke(p.s.wake)
+	err := lease.Release(ctx, p.s.client, p.s.coord, p.l)
+	wakeup.Poke(p.s.wake)
 	return err
 }
 
@@ -372,4 +376,41 @@ func (p *Permit) Release(ctx context.Context) error {
 // have changed since the grant.)
 func (p *Permit) String() string {
 	return fmt.Sprintf("%s permit %d (fence %d)", p.s.name, p.slot, p.Token().Fence)
+}
+
+// busyWait is how long the head of the line pauses after a busy database
+// (lease.ErrBusy) before it tries the slots again.
+const busyWait = 10 * time.Millisecond
+
+// lostCause returns the *lease.LostError a kept permit's context ended with, or
+// nil.
+func lostCause(ctx context.Context) *lease.LostError {
+	if lost, ok := errors.AsType[*lease.LostError](context.Cause(ctx)); ok {
+		return lost
+	}
+	return nil
+}
+
+// wrap labels a database error as lease.Coordinator labels its own, marking
+// retryable ones with lease.ErrBusy.
+func wrap(op, name string, err error) error {
+	if _, ok := errors.AsType[*fence.InvalidInputError](err); ok {
+		return err
+	}
+	if sqlstore.IsRetryable(err) {
+		err = &busyError{err}
+	}
+	return fmt.Errorf("fencegate: %s %q: %w", op, name, err)
+}
+
+// busyError wraps a retryable database error so that it matches both
+// lease.ErrBusy and the original error.
+type busyError struct{ err error }
+
+func (e *busyError) Error() string        { return "coordinator busy, retry: " + e.err.Error() }
+func (e *busyError) Is(target error) bool { return target == lease.ErrBusy }
+func (e *busyError) Unwrap() error        { return e.err }
+
+func invalid(field, format string, args ...any) error {
+	return &fence.InvalidInputError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }
