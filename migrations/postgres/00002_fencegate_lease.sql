@@ -69,7 +69,7 @@ CREATE UNLOGGED TABLE fencegate_waiter (
 );
 CREATE INDEX fencegate_waiter_resource ON fencegate_waiter (resource, seq);
 
--- A listener with no waiter row (such as lease.Elector.Observe, or a
+-- A listener with no waiter row (such as elect.Elector.Observe, or a
 -- semaphore's head of line watching its permits), so that a release it
 -- waits for is announced (fencegate_lease_notify). A watcher row belongs to
 -- the listening session (pid): the listener deletes it when it stops, and
@@ -539,11 +539,11 @@ $$;
 -- +goose StatementEnd
 
 -- fencegate_semaphore stores each semaphore's number of permits
--- (lease.Semaphore): every participant reads it before it grants a permit,
+-- (semaphore.Semaphore): every participant reads it before it grants a permit,
 -- so lowering it (Semaphore.SetPermits) takes effect for all of them at
 -- once, whatever N each was built with. Lowering it revokes no live
 -- permit: the semaphore grants nothing until fewer than the new N are live.
--- The bound is lease.MaxPermits.
+-- The bound is semaphore.MaxPermits.
 CREATE TABLE fencegate_semaphore (
     name       text        PRIMARY KEY,
     permits    integer     NOT NULL CHECK (permits BETWEEN 1 AND 1024),

@@ -81,7 +81,7 @@ CREATE TABLE IF NOT EXISTS fencegate_waiter (
 CREATE INDEX IF NOT EXISTS fencegate_waiter_resource ON fencegate_waiter (resource, seq);
 
 -- fencegate_semaphore stores each semaphore's number of permits
--- (lease.Semaphore), as the default driver's does: every participant reads
+-- (semaphore.Semaphore), as the default driver's does: every participant reads
 -- it before it grants a permit. A plain table, written by an upsert the
 -- driver sends.
 CREATE TABLE IF NOT EXISTS fencegate_semaphore (

@@ -97,11 +97,11 @@ CREATE TABLE fencegate_waiter (
 CREATE INDEX fencegate_waiter_resource ON fencegate_waiter (resource, seq);
 
 -- fencegate_semaphore stores each semaphore's number of permits
--- (lease.Semaphore): every participant reads it before it grants a permit,
+-- (semaphore.Semaphore): every participant reads it before it grants a permit,
 -- so lowering it (Semaphore.SetPermits) takes effect for all of them at
 -- once, whatever N each was built with. Lowering it revokes no live
 -- permit: the semaphore grants nothing until fewer than the new N are live.
--- The bound is lease.MaxPermits.
+-- The bound is semaphore.MaxPermits.
 CREATE TABLE fencegate_semaphore (
     name    TEXT    PRIMARY KEY,
     permits INTEGER NOT NULL CHECK (permits BETWEEN 1 AND 1024)
