@@ -1,4 +1,4 @@
--- fencegate schema for MySQL 8 and MariaDB 10.5+ (InnoDB). Names are prefixed
+-- fencegate schema for MySQL 8 and MariaDB 10.6+ (InnoDB). Names are prefixed
 -- so they never clash with the host application's tables.
 --
 -- Names and holders are VARBINARY, compared byte for byte as on Postgres and

@@ -1,4 +1,4 @@
-// Package mysql is fencegate's driver for MySQL 8 and MariaDB 10.5+ (InnoDB),
+// Package mysql is fencegate's driver for MySQL 8 and MariaDB 10.6+ (InnoDB),
 // on database/sql with github.com/go-sql-driver/mysql. Its transactions are
 // *sql.Tx:
 //

@@ -1,7 +1,7 @@
 package mysql
 
 // The SQL text of the MySQL/MariaDB dialect, in the subset MySQL 8 and
-// MariaDB 10.5+ share (no RETURNING, no sequences, no row alias in ON
+// MariaDB 10.6+ share (no RETURNING, no sequences, no row alias in ON
 // DUPLICATE KEY UPDATE). Every argument is bound; times come back as integer
 // microseconds since the Unix epoch.
 
