@@ -22,8 +22,9 @@ import (
 const libraryPath = "github.com/fencegate/fencegate"
 
 // unpublished are the modules that only serve this repository's own tests
-// and tools: nobody fetches them, so they may keep their replace directives.
-var unpublished = []string{"bench", "integration", "release"}
+// and tools (kit: the SQL protocol's conformance kit): nobody fetches them,
+// so they may keep their replace directives.
+var unpublished = []string{"bench", "integration", "kit", "release"}
 
 // libraryDeps is every module the library module may require directly: the
 // drivers of the three databases, goose and OpenTelemetry's API. The README
