@@ -43,7 +43,8 @@ runners=("$@")
 
 mutant_run() { # mutant_run RUNNER: its own mutated schema and database, the runner, the drops
 	local r=$1 pgs mys
-	pgs=$("$FENCEGATE_KIT_SETUP" postgres) && mys=$("$FENCEGATE_KIT_SETUP" mysql) || { echo "setup failed" >"$tmp/$r.log"; return; }
+	pgs=$("$FENCEGATE_KIT_SETUP" postgres) || { echo "setup failed" >"$tmp/$r.log"; return; }
+	mys=$("$FENCEGATE_KIT_SETUP" mysql) || { echo "setup failed" >"$tmp/$r.log"; "$FENCEGATE_KIT_SETUP" -drop "$pgs" postgres; return; }
 	PGOPTIONS="-c search_path=$pgs" psql "$FENCEGATE_TEST_DATABASE_URL" -X -q -v ON_ERROR_STOP=1 -f "$tmp/pg.sql" &&
 		mariadb "${myargs[@]}" "$mys" <"$tmp/my.sql" &&
 		FENCEGATE_KIT_SCHEMA_POSTGRES=$pgs FENCEGATE_KIT_SCHEMA_MYSQL=$mys ${cmd[$r]} >"$tmp/$r.log" 2>&1
