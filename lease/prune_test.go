@@ -10,12 +10,14 @@ import (
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
-// TestRetryAfterPruningIsNeverGrantedTwice: a request's lease is over, its
-// row is pruned, and a retry of it is still refused with ErrRequestExpired
-// (its first sending was more than its term ago on its holder's clock),
-// granting nothing. The same request decoded from the wire (no send
-// instant) is granted: the row really is gone, and the send instant is what
-// refuses the retry. Expired waiter rows are pruned too.
+// TestRetryAfterPruningIsNeverGrantedTwice: a request's lease is over, a
+// new generation overwrote its lease row, its request row is pruned, and a
+// retry of it is still refused with ErrRequestExpired (its first sending
+// was more than its term ago on its holder's clock), granting nothing. The
+// same request decoded from the wire (no send instant) is granted: the
+// record really is gone, and the send instant is what refuses the retry.
+// Expired waiter rows are pruned too. The request is sent twice, so that
+// its release is not settled (settle.go) and its record is kept.
 func TestRetryAfterPruningIsNeverGrantedTwice(t *testing.T) {
 	forWaitStores(t, waitDrivers, nil, func(t *testing.T, store sqlstore.Store, _ queryFunc) {
 		ctx := context.Background()
@@ -32,6 +34,9 @@ func TestRetryAfterPruningIsNeverGrantedTwice(t *testing.T) {
 		if err != nil || !out.OK {
 			t.Fatalf("Acquire = %+v, %v", out, err)
 		}
+		if again, err := coord.Acquire(ctx, req); err != nil || !again.OK || again.Grant.Fence != out.Grant.Fence {
+			t.Fatalf("the second sending = %+v, %v; want the same grant", again, err)
+		}
 		l, err := c.CompleteAcquire(req, out.Grant)
 		if err != nil {
 			t.Fatal(err)
@@ -39,6 +44,25 @@ func TestRetryAfterPruningIsNeverGrantedTwice(t *testing.T) {
 		releaseOK(t, c, coord, l)
 		if _, err := coord.Acquire(ctx, req); !errors.Is(err, ErrRequestExpired) {
 			t.Fatalf("retry before pruning = %v, want ErrRequestExpired", err)
+		}
+		// A new generation overwrites the row: the request's record is
+		// now the request table's alone.
+		c2 := newClient(t, "h2", ClientOptions{TTL: term, Clock: clock})
+		req2, err := c2.BeginAcquire(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out2, err := coord.Acquire(ctx, req2)
+		if err != nil || !out2.OK {
+			t.Fatalf("Acquire of the next generation = %+v, %v", out2, err)
+		}
+		l2, err := c2.CompleteAcquire(req2, out2.Grant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		releaseOK(t, c2, coord, l2)
+		if _, err := coord.Acquire(ctx, req); !errors.Is(err, ErrRequestExpired) {
+			t.Fatalf("retry after the row was overwritten = %v, want ErrRequestExpired", err)
 		}
 		if _, err := store.Executor().WaiterAdd(ctx, &sqlstore.WaiterAddParams{Resource: r, Holder: "w", TTL: MinTTL}); err != nil {
 			t.Fatal(err)
@@ -71,8 +95,8 @@ func TestRetryAfterPruningIsNeverGrantedTwice(t *testing.T) {
 		if _, err := coord.Acquire(ctx, req); !errors.Is(err, ErrRequestExpired) {
 			t.Fatalf("retry after pruning = %v, want ErrRequestExpired", err)
 		}
-		if st, err := coord.Status(ctx, r); err != nil || st.Held || st.Fence != l.Token().Fence {
-			t.Fatalf("Status after the refused retry = %+v, %v; want the first lease's fence %d, not held", st, err, l.Token().Fence)
+		if st, err := coord.Status(ctx, r); err != nil || st.Held || st.Fence != l2.Token().Fence {
+			t.Fatalf("Status after the refused retry = %+v, %v; want the last lease's fence %d, not held", st, err, l2.Token().Fence)
 		}
 
 		// The wire copy carries no send instant: judged by its row, which is

@@ -542,6 +542,14 @@ type LeaseReleaseParams struct {
 	// NameFirstWaiter asks for LeaseReleaseResult.FirstWaiter, which costs
 	// a release a read of the queue (about 0.1 ms on loopback Postgres).
 	NameFirstWaiter bool
+	// Settled is the holder's word that the request that made the lease
+	// was sent once, answered, and will never be sent again: no copy of it
+	// can arrive later, so a store that records a generation's request
+	// only when the generation is overwritten (Postgres: the lease row
+	// holds the live request) need not record this one. Leave it false
+	// when unsure; a store that records every request when it grants it
+	// ignores it.
+	Settled bool
 }
 
 // LeaseReleaseResult is the outcome of Executor.LeaseRelease.

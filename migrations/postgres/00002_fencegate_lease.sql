@@ -17,7 +17,12 @@ CREATE TABLE fencegate_lease (
     request_id text        NOT NULL,
     granted_at timestamptz NOT NULL,
     expires_at timestamptz NOT NULL,
-    released   boolean     NOT NULL DEFAULT false
+    released   boolean     NOT NULL DEFAULT false,
+    -- The fence of a generation whose holder released it having sent its
+    -- request once (no copy of it can still arrive): that request needs no
+    -- record in fencegate_request when a new generation overwrites the row.
+    -- A fence of an older generation says nothing about the current one.
+    settled_fence bigint
 ) WITH (fillfactor = 50);
 
 -- Every acquisition request that made a generation, so that a retry of it
@@ -215,6 +220,13 @@ BEGIN
                 l.released, (extract(epoch FROM t) * 1000000)::bigint, 0::bigint, 0::bigint, ''::text;
             RETURN;
         END IF;
+        -- The row's own generation, over, was this request's: the row is
+        -- its record until a new generation overwrites it.
+        IF found_l AND NOT live AND l.request_id = p_request_id THEN
+            RETURN QUERY SELECT 'request_expired', p_resource, p_holder, 0::bigint, p_request_id,
+                0::bigint, 0::bigint, false, (extract(epoch FROM t) * 1000000)::bigint, l.fence, 0::bigint, ''::text;
+            RETURN;
+        END IF;
         SELECT r.fence INTO v_fence FROM fencegate_request r
          WHERE r.resource = p_resource AND r.request_id = p_request_id;
         IF FOUND THEN
@@ -244,6 +256,12 @@ BEGIN
                     0::bigint, 0::bigint, false, (extract(epoch FROM t) * 1000000)::bigint, v_fence, v_floor, v_holder;
                 RETURN;
             END IF;
+            -- The generation overwritten leaves its request in the log,
+            -- unless its holder settled it (settled_fence).
+            IF l.settled_fence IS DISTINCT FROM l.fence THEN
+                INSERT INTO fencegate_request (resource, request_id, fence) VALUES (p_resource, l.request_id, l.fence)
+                ON CONFLICT ON CONSTRAINT fencegate_request_pkey DO NOTHING;
+            END IF;
             UPDATE fencegate_lease SET holder = p_holder, fence = v_fence, request_id = p_request_id,
                    granted_at = t, expires_at = t + p_ttl_us * interval '1 microsecond', released = false
              WHERE fencegate_lease.resource = p_resource;
@@ -263,9 +281,6 @@ BEGIN
                 RETURN;
             END IF;
         END IF;
-        INSERT INTO fencegate_request (resource, request_id, fence) VALUES (p_resource, p_request_id, v_fence)
-        ON CONFLICT ON CONSTRAINT fencegate_request_pkey DO NOTHING;
-
         -- Co-located mode: raise the gate's floor in this transaction, so
         -- the grant and the refusal of every older fence commit together.
         INSERT INTO fencegate_floor AS f (resource, floor, holder, updated_at)
@@ -384,22 +399,41 @@ DECLARE
     v_fence   bigint;
     v_granted timestamptz;
     v_expires timestamptz;
+    o_request text;
+    o_fence   bigint;
+    o_settled bigint;
 BEGIN
     PERFORM set_config('lock_timeout', p_lock_timeout, true);
+    -- The generation to overwrite, read without a lock: the UPDATE below
+    -- overwrites it only if it is still the row's (its fence), re-checked
+    -- on the newest row after any wait for the lock.
+    SELECT l.request_id, l.fence, l.settled_fence INTO o_request, o_fence, o_settled
+      FROM fencegate_lease AS l WHERE l.resource = p_resource;
     UPDATE fencegate_lease AS l
        SET holder = p_holder, fence = nextval('fencegate_fence_seq'), request_id = p_request_id,
            (granted_at, expires_at) = (SELECT t, t + p_ttl_us * interval '1 microsecond'
                                          FROM clock_timestamp() AS t WHERE l.resource IS NOT NULL),
            released = false
-     WHERE l.resource = p_resource AND (l.released OR l.expires_at <= clock_timestamp())
+     WHERE l.resource = p_resource AND l.fence = o_fence AND l.request_id <> p_request_id
+       AND (l.released OR l.expires_at <= clock_timestamp())
     RETURNING l.fence, l.granted_at, l.expires_at INTO v_fence, v_granted, v_expires;
     IF NOT FOUND THEN
         RETURN QUERY SELECT * FROM fencegate_acquire(p_resource, p_holder, p_request_id, p_ttl_us, p_lock_timeout);
         RETURN;
     END IF;
-    -- A plain INSERT: a request id that already made a generation fails
-    -- it with unique_violation (23505), which the caller reads as FG004.
-    INSERT INTO fencegate_request (resource, request_id, fence) VALUES (p_resource, p_request_id, v_fence);
+    -- A request id that already made a generation: read after the row's
+    -- lock, in a snapshot of its own, so that a record written by the
+    -- transaction that overwrote that generation (which held the lock) is
+    -- seen. FG004: the caller runs fencegate_acquire, which answers it.
+    PERFORM 1 FROM fencegate_request r WHERE r.resource = p_resource AND r.request_id = p_request_id;
+    IF FOUND THEN
+        RAISE EXCEPTION 'fencegate: %: request % already made a generation', p_resource, p_request_id
+            USING ERRCODE = 'FG004';
+    END IF;
+    IF o_settled IS DISTINCT FROM o_fence THEN
+        INSERT INTO fencegate_request (resource, request_id, fence) VALUES (p_resource, o_request, o_fence)
+        ON CONFLICT ON CONSTRAINT fencegate_request_pkey DO NOTHING;
+    END IF;
     -- Co-located mode: raise the gate's floor in this transaction, so the
     -- grant and the refusal of every older fence commit together.
     UPDATE fencegate_floor AS f SET floor = v_fence, holder = p_holder, updated_at = clock_timestamp()
@@ -488,8 +522,9 @@ DECLARE
     v_fl   bigint;
     v_exp  timestamptz;
     v_sch  text;
+    v_req  text;
 BEGIN
-    PERFORM 1 FROM fencegate_lease l
+    SELECT l.request_id INTO v_req FROM fencegate_lease l
      WHERE l.resource = p_resource AND l.holder = p_holder AND l.fence = p_fence
        AND NOT l.released AND l.expires_at > clock_timestamp()
        FOR UPDATE;
@@ -514,8 +549,9 @@ BEGIN
                        granted_at = w.touched_at, expires_at = v_exp, released = false
                  WHERE l.resource = p_resource;
                 PERFORM fencegate_fence(p_resource, v_f, w.holder, false, false);
+                -- The holder's generation ends here: its request is logged.
                 INSERT INTO fencegate_request (resource, request_id, fence)
-                VALUES (p_resource, w.request_id, v_f) ON CONFLICT DO NOTHING;
+                VALUES (p_resource, v_req, p_fence) ON CONFLICT DO NOTHING;
                 DELETE FROM fencegate_waiter q WHERE q.seq = w.seq;
                 SELECT n.nspname INTO v_sch FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
                  WHERE c.oid = 'fencegate_lease'::regclass;

@@ -237,9 +237,15 @@ $$;
 -- never_held. p_async (the Go drivers' autocommit release) lets the commit
 -- skip the wait for its WAL flush: a release lost in a crash only keeps the
 -- resource until the lease's expiry; leave it false in a transaction of
--- your own, whose other writes it would loosen too.
+-- your own, whose other writes it would loosen too. p_settled is the
+-- holder's word that it sent the request that made this lease once, had
+-- its answer, and will never send it again: no copy of the request can
+-- still arrive, so the request needs no record in fencegate_request when
+-- a new generation overwrites the lease row (settled_fence); without it
+-- (the default) the overwrite records it, and a late copy is refused.
 -- +goose StatementBegin
-CREATE FUNCTION fencegate_release(p_resource text, p_holder text, p_fence bigint, p_async boolean DEFAULT false)
+CREATE FUNCTION fencegate_release(p_resource text, p_holder text, p_fence bigint, p_async boolean DEFAULT false,
+                                  p_settled boolean DEFAULT false)
 RETURNS TABLE (released boolean, reason text)
 LANGUAGE plpgsql VOLATILE AS $$
 #variable_conflict use_column
@@ -250,7 +256,8 @@ BEGIN
     IF p_async THEN
         PERFORM set_config('synchronous_commit', 'off', true);
     END IF;
-    UPDATE fencegate_lease f SET released = true, expires_at = LEAST(f.expires_at, clock_timestamp())
+    UPDATE fencegate_lease f SET released = true, expires_at = LEAST(f.expires_at, clock_timestamp()),
+           settled_fence = CASE WHEN p_settled THEN p_fence END
      WHERE f.resource = p_resource AND f.holder = p_holder AND f.fence = p_fence
        AND NOT f.released AND f.expires_at > clock_timestamp();
     released := FOUND;
@@ -417,7 +424,7 @@ DROP FUNCTION fencegate_refusal_record(text, text, bigint);
 DROP FUNCTION fencegate_admit(text, text, bigint);
 DROP FUNCTION fencegate_check(text, text, bigint);
 DROP FUNCTION fencegate_admission(text, text, bigint);
-DROP FUNCTION fencegate_release(text, text, bigint, boolean);
+DROP FUNCTION fencegate_release(text, text, bigint, boolean, boolean);
 DROP FUNCTION fencegate_renew(text, text, bigint, bigint);
 DROP FUNCTION fencegate_renew_lease(text, text, bigint, bigint);
 DROP FUNCTION fencegate_claim_set(text[], text, bigint, text, text);

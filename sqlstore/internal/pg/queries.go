@@ -58,8 +58,9 @@ var (
 )
 
 var queries = &sqlexec.Queries{
-	FloorRaise:         pgFloorRaise,
-	FloorRaiseVerified: pgFloorRaiseVerified,
+	LeaseReleaseSettles: true,
+	FloorRaise:          pgFloorRaise,
+	FloorRaiseVerified:  pgFloorRaiseVerified,
 	FloorGet: `
 SELECT resource, floor, holder, (extract(epoch FROM updated_at) * 1000000)::bigint
   FROM fencegate_floor WHERE resource = $1`,
@@ -149,17 +150,19 @@ RETURNING req.i, l.resource, l.holder, l.fence, l.request_id,
   l.released, (extract(epoch FROM now.t) * 1000000)::bigint`,
 	// The releases are the SQL protocol's fencegate_release; a row when it
 	// released the lease.
-	LeaseRelease: `SELECT 1 FROM fencegate_release($1, $2, $3) r WHERE r.released`,
+	// $4 is sqlstore.LeaseReleaseParams.Settled (fencegate_release's
+	// p_settled).
+	LeaseRelease: `SELECT 1 FROM fencegate_release($1, $2, $3, false, $4) r WHERE r.released`,
 	// On its own, a release commits without waiting for its WAL to reach
 	// disk (or a synchronous standby), fencegate_release's p_async: a
 	// release lost in a crash only keeps the resource locked until the
 	// lease's expiry, and the next grant's synchronous commit flushes it.
-	LeaseReleaseAutocommit: `SELECT 1 FROM fencegate_release($1, $2, $3, true) r WHERE r.released`,
+	LeaseReleaseAutocommit: `SELECT 1 FROM fencegate_release($1, $2, $3, true, $4) r WHERE r.released`,
 	// The same releases, also reading the first live waiter in the
 	// statement's snapshot (a waiter joining meanwhile looks for itself).
-	LeaseReleaseFirst: `SELECT ` + pgFirstWaiter + ` FROM fencegate_release($1, $2, $3) r WHERE r.released`,
+	LeaseReleaseFirst: `SELECT ` + pgFirstWaiter + ` FROM fencegate_release($1, $2, $3, false, $4) r WHERE r.released`,
 	LeaseReleaseFirstAutocommit: `
-SELECT ` + pgFirstWaiter + ` FROM fencegate_release($1, $2, $3, true) r WHERE r.released`,
+SELECT ` + pgFirstWaiter + ` FROM fencegate_release($1, $2, $3, true, $4) r WHERE r.released`,
 	// The prunes delete by a batch of row ids, Postgres's DELETE having no
 	// LIMIT.
 	RequestPrune: `
@@ -176,7 +179,14 @@ DELETE FROM fencegate_rejection WHERE seq = ANY (ARRAY(
 	RequestInsert: `
 INSERT INTO fencegate_request (resource, request_id, fence) VALUES ($1, $2, $3)
 ON CONFLICT (resource, request_id) DO NOTHING`,
-	RequestFence: `SELECT fence FROM fencegate_request WHERE resource = $1 AND request_id = $2`,
+	// The lease row is the record of its own generation's request, which
+	// fencegate_request holds only once a new generation overwrote the row
+	// (migration 00002's fencegate_acquire_steps).
+	RequestFence: `
+SELECT fence FROM fencegate_lease WHERE resource = $1 AND request_id = $2
+UNION ALL
+SELECT fence FROM fencegate_request WHERE resource = $1 AND request_id = $2
+LIMIT 1`,
 	// The queue's statements are one round trip each: the prune rides
 	// along the insert, the first waiter's read along the touch (its
 	// snapshot predates the touch, hence "or seq = $2").

@@ -411,15 +411,19 @@ func (e *executor) LeaseRelease(ctx context.Context, p *sqlstore.LeaseReleasePar
 	if err := e.tick(ctx); err != nil {
 		return sqlstore.LeaseReleaseResult{}, err
 	}
+	args := []any{p.Resource, p.Holder, p.Fence}
+	if e.sql.LeaseReleaseSettles {
+		args = append(args, p.Settled)
+	}
 	if !p.NameFirstWaiter || e.sql.LeaseReleaseFirst == "" {
-		n, err := e.q.Exec(ctx, e.sql.LeaseRelease, p.Resource, p.Holder, p.Fence)
+		n, err := e.q.Exec(ctx, e.sql.LeaseRelease, args...)
 		if err != nil {
 			return sqlstore.LeaseReleaseResult{}, e.fail("release lease", err)
 		}
 		return sqlstore.LeaseReleaseResult{Released: n > 0}, nil
 	}
 	var first int64
-	err := e.q.QueryRow(ctx, e.sql.LeaseReleaseFirst, p.Resource, p.Holder, p.Fence).Scan(&first)
+	err := e.q.QueryRow(ctx, e.sql.LeaseReleaseFirst, args...).Scan(&first)
 	switch {
 	case isNoRows(err):
 		return sqlstore.LeaseReleaseResult{}, nil

@@ -67,6 +67,9 @@ func handOver(ctx context.Context, ex sqlstore.Executor, p *sqlstore.LeaseHandOv
 	case floor.Floor > fence:
 		return release()
 	}
+	if err := recordOverwritten(ctx, ex, row); err != nil {
+		return sqlstore.LeaseHandOverResult{}, err
+	}
 	granted, _, err := ex.LeaseGrant(ctx, &sqlstore.LeaseGrantParams{
 		Resource: p.Resource, Holder: w.Holder, Fence: fence, RequestID: w.RequestID,
 		Replace: true, GrantedAt: w.TouchedAt, ExpiresAt: expires,

@@ -102,6 +102,11 @@ func acquireSetTx(ctx context.Context, ex sqlstore.Executor, p *sqlstore.LeaseAc
 			retried++
 			continue
 		}
+		if row.Found && !row.Live() && row.RequestID == p.RequestID {
+			// The row's generation, over, was this request's (the row
+			// records it until it is overwritten, recordOverwritten).
+			return sqlstore.LeaseAcquireResult{Status: sqlstore.AcquireRequestExpired, Fence: row.Fence}, nil
+		}
 		if !row.Live() || row.RequestID != p.RequestID {
 			fence, err := ex.RequestFence(ctx, m, p.RequestID)
 			switch {
@@ -161,6 +166,9 @@ func acquireSetTx(ctx context.Context, ex sqlstore.Executor, p *sqlstore.LeaseAc
 	}
 	granted := make([]sqlstore.LeaseRow, len(members))
 	for i, m := range members {
+		if err := recordOverwritten(ctx, ex, rows[i]); err != nil {
+			return sqlstore.LeaseAcquireResult{}, err
+		}
 		row, inserted, err := ex.LeaseGrant(ctx, &sqlstore.LeaseGrantParams{
 			Resource: m, Holder: p.Holder, Fence: fence, RequestID: p.RequestID, TTL: p.TTL, Replace: rows[i].Found,
 		})

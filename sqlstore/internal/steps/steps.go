@@ -88,6 +88,12 @@ func acquire(ctx context.Context, ex sqlstore.Executor, p *sqlstore.LeaseAcquire
 		if row.Live() && row.Holder == p.Holder && row.RequestID == p.RequestID {
 			return sqlstore.LeaseAcquireResult{Status: sqlstore.AcquireRetried, Lease: row}, removeWaiter(ctx, ex, p.Waiter)
 		}
+		// The row's own generation, over, was this request's: the row is
+		// its record until a new generation overwrites it (Postgres records
+		// a generation's request only then).
+		if row.Found && !row.Live() && row.RequestID == p.RequestID {
+			return sqlstore.LeaseAcquireResult{Status: sqlstore.AcquireRequestExpired, Fence: row.Fence}, nil
+		}
 		// Another holder sending this live lease's request id is told it
 		// is held, below: the lease is neither its own nor over.
 		if !row.Live() || row.RequestID != p.RequestID {
@@ -125,6 +131,9 @@ func acquire(ctx context.Context, ex sqlstore.Executor, p *sqlstore.LeaseAcquire
 				}, nil
 			}
 		}
+		if err := recordOverwritten(ctx, ex, row); err != nil {
+			return sqlstore.LeaseAcquireResult{}, err
+		}
 		granted, inserted, err := ex.LeaseGrant(ctx, &sqlstore.LeaseGrantParams{
 			Resource:  p.Resource,
 			Holder:    p.Holder,
@@ -159,6 +168,19 @@ func acquire(ctx context.Context, ex sqlstore.Executor, p *sqlstore.LeaseAcquire
 		return sqlstore.LeaseAcquireResult{Status: sqlstore.AcquireGranted, Lease: granted}, removeWaiter(ctx, ex, p.Waiter)
 	}
 	return sqlstore.LeaseAcquireResult{}, errors.New("the lease row kept changing under a concurrent acquisition")
+}
+
+// recordOverwritten records the request of the generation a grant is about
+// to overwrite (row, locked), so that a late copy of it is refused once the
+// row names another request: Postgres's functions record a generation's
+// request only then (the lease row holds the live one), and the steps,
+// which also record each request when they grant it, do the same, so that
+// both can run on one database. A row not found has nothing to record.
+func recordOverwritten(ctx context.Context, ex sqlstore.Executor, row sqlstore.LeaseRow) error {
+	if !row.Found || row.RequestID == "" {
+		return nil
+	}
+	return ex.RequestRecord(ctx, row.Resource, row.RequestID, row.Fence)
 }
 
 // removeWaiter takes a granted waiter's place out of the queue in the
