@@ -115,6 +115,7 @@ type AcquireRequest struct {
 	client *Client
 	used   atomic.Bool
 	span   atomic.Pointer[acquireSpan] // the granting acquisition's span, for the Lease
+	sends  atomic.Int32                // Coordinator sendings; settledSends once released settled (settle.go)
 }
 
 // SentAt returns the instant, on the holder's clock, at which the request

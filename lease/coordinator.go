@@ -108,6 +108,7 @@ type Coordinator struct {
 	waits       waitRoom    // AcquireWait's waiters in this process
 	bg          *background // work that outlives the calls that started it, until Close
 	obs         *obs
+	settle      settler // leases granted to requests sent once, until released (settle.go)
 
 	startMu   sync.Mutex
 	startDone bool // StartFence was applied
@@ -257,9 +258,10 @@ func (c *Coordinator) acquire(ctx context.Context, req *AcquireRequest, waiter i
 	defer free()
 	// What the closure reads and fills in, in one allocation.
 	call := &struct {
-		p    sqlstore.LeaseAcquireParams
-		res  sqlstore.LeaseAcquireResult
-		late bool
+		p       sqlstore.LeaseAcquireParams
+		res     sqlstore.LeaseAcquireResult
+		late    bool
+		settled bool
 	}{p: sqlstore.LeaseAcquireParams{
 		Resource:    req.Resource,
 		Holder:      req.Holder,
@@ -281,6 +283,11 @@ func (c *Coordinator) acquire(ctx context.Context, req *AcquireRequest, waiter i
 		if call.late = lateRetry(req, ttl); call.late {
 			return nil
 		}
+		// A request whose lease was released settled is never sent again
+		// (settle.go): its record may be gone with the lease row.
+		if call.settled = !req.countSend(); call.settled {
+			return nil
+		}
 		var err error
 		call.res, err = ex.LeaseAcquire(ctx, &call.p)
 		return err
@@ -300,7 +307,13 @@ func (c *Coordinator) acquire(ctx context.Context, req *AcquireRequest, waiter i
 		return AcquireOutcome{}, fmt.Errorf("%w: %q: request %s was first sent more than its term (%v) ago; a lease it made would be over on arrival",
 			ErrRequestExpired, req.name(), req.RequestID, ttl)
 	}
+	if call.settled {
+		return AcquireOutcome{}, fmt.Errorf("%w: %q: request %s made a lease that its holder released", ErrRequestExpired, req.name(), req.RequestID)
+	}
 	res := call.res
+	if res.Status == sqlstore.AcquireGranted && call.p.Members == nil && waiter == 0 {
+		c.settle.granted(settleKey{res.Lease.Resource, res.Lease.Holder, res.Lease.Fence}, req, ttl)
+	}
 	switch res.Status {
 	case sqlstore.AcquireGranted, sqlstore.AcquireRetried:
 		// A retry of the request that made the lease gets the same grant,
@@ -588,6 +601,7 @@ func (c *Coordinator) Release(ctx context.Context, token fence.Token) (released 
 		Holder:          token.Holder,
 		Fence:           token.Fence,
 		NameFirstWaiter: c.waits.has(token.Resource),
+		Settled:         c.settle.release(settleKey{token.Resource, token.Holder, token.Fence}),
 	})
 	free()
 	if err != nil {
