@@ -222,9 +222,14 @@
 // existing grant while that lease is current, however many copies of it
 // arrive at once; once it expired or was
 // released, the retry is refused with ErrRequestExpired and never granted
-// again (the database keeps every request id that made a lease, in
-// fencegate_request), so a late duplicate cannot lock the resource for a
-// holder that gave up on it. A holder that already holds a lease is denied another
+// again (the database keeps every request id that made a lease: the lease
+// row holds its live generation's, and fencegate_request the ones a new
+// generation overwrote), so a late duplicate cannot lock the resource for a
+// holder that gave up on it. A request sent once, by one Acquire answered
+// with its grant, has no copy that could still arrive: its release through
+// the Coordinator that granted it settles it (no record is written when the
+// row is overwritten, on Postgres), and that Coordinator refuses to send it
+// again (ErrRequestExpired). A holder that already holds a lease is denied another
 // (AcquireOutcome.AlreadyHeld); another holder that sends a live lease's
 // request id is denied as any other (AcquireOutcome.HeldBy names the
 // lease's holder). An expired lease is never renewed: Renew
