@@ -59,6 +59,7 @@ var (
 
 var queries = &sqlexec.Queries{
 	LeaseReleaseSettles: true,
+	RequestInRow:        true,
 	FloorRaise:          pgFloorRaise,
 	FloorRaiseVerified:  pgFloorRaiseVerified,
 	FloorGet: `

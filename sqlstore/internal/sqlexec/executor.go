@@ -372,6 +372,9 @@ func (e *executor) LeaseGrant(ctx context.Context, p *sqlstore.LeaseGrantParams)
 	return r, true, nil
 }
 
+// RequestInRow is steps.RowRecords.
+func (e *executor) RequestInRow() bool { return e.sql.RequestInRow }
+
 func (e *executor) RequestRecord(ctx context.Context, resource, requestID string, fence int64) error {
 	if _, err := e.q.Exec(ctx, e.sql.RequestInsert, resource, requestID, fence); err != nil {
 		return e.fail("record request", err)

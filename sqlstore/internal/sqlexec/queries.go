@@ -56,12 +56,16 @@ type Queries struct {
 	// statements take three arguments and the store records every
 	// request when it grants it.
 	LeaseReleaseSettles bool
-	RequestInsert       string // $1 resource, $2 request id, $3 fence
-	RequestFence        string // $1 resource, $2 request id → fence
-	WaiterPrune         string // $1 resource: delete its expired waiters; empty if WaiterInsert does
-	WaiterInsert        string // $1 resource, $2 holder, $3 ttl µs, $4 request id or NULL, $5 term µs → seq; touched_at the clock
-	WaiterTouch         string // $1 resource, $2 seq, $3 ttl µs; touched_at the clock
-	WaiterFirst         string // $1 resource, $2 seq → the lowest live seq (seq counts as live)
+	// RequestInRow says the store's grants leave a generation's request
+	// recorded in its lease row alone until the row is overwritten
+	// (steps.RowRecords).
+	RequestInRow  bool
+	RequestInsert string // $1 resource, $2 request id, $3 fence
+	RequestFence  string // $1 resource, $2 request id → fence
+	WaiterPrune   string // $1 resource: delete its expired waiters; empty if WaiterInsert does
+	WaiterInsert  string // $1 resource, $2 holder, $3 ttl µs, $4 request id or NULL, $5 term µs → seq; touched_at the clock
+	WaiterTouch   string // $1 resource, $2 seq, $3 ttl µs; touched_at the clock
+	WaiterFirst   string // $1 resource, $2 seq → the lowest live seq (seq counts as live)
 	// WaiterTouchFirst, when set, is WaiterTouch and WaiterFirst in one
 	// statement: $1 resource, $2 seq, $3 ttl µs → the lowest live seq, no
 	// row when seq is not queued.

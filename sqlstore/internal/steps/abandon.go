@@ -58,7 +58,7 @@ func abandon(ctx context.Context, ex sqlstore.Executor, p *sqlstore.LeaseAbandon
 			r, err := ex.LeaseRelease(ctx, &sqlstore.LeaseReleaseParams{Resource: m, Holder: p.Holder, Fence: row.Fence})
 			return r.Released, err
 		}
-		if row.Found && row.RequestID == p.RequestID {
+		if row.Found && row.RequestID == p.RequestID && inRow(ex) {
 			return false, nil // its lease is over: the row records it until overwritten
 		}
 		fence, err := ex.RequestFence(ctx, m, p.RequestID)

@@ -102,7 +102,7 @@ func acquireSetTx(ctx context.Context, ex sqlstore.Executor, p *sqlstore.LeaseAc
 			retried++
 			continue
 		}
-		if row.Found && !row.Live() && row.RequestID == p.RequestID {
+		if ownOver(ex, row, p.RequestID) {
 			// The row's generation, over, was this request's (the row
 			// records it until it is overwritten, recordOverwritten).
 			return sqlstore.LeaseAcquireResult{Status: sqlstore.AcquireRequestExpired, Fence: row.Fence}, nil

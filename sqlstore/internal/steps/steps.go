@@ -91,7 +91,7 @@ func acquire(ctx context.Context, ex sqlstore.Executor, p *sqlstore.LeaseAcquire
 		// The row's own generation, over, was this request's: the row is
 		// its record until a new generation overwrites it (Postgres records
 		// a generation's request only then).
-		if row.Found && !row.Live() && row.RequestID == p.RequestID {
+		if ownOver(ex, row, p.RequestID) {
 			return sqlstore.LeaseAcquireResult{Status: sqlstore.AcquireRequestExpired, Fence: row.Fence}, nil
 		}
 		// Another holder sending this live lease's request id is told it
@@ -170,14 +170,31 @@ func acquire(ctx context.Context, ex sqlstore.Executor, p *sqlstore.LeaseAcquire
 	return sqlstore.LeaseAcquireResult{}, errors.New("the lease row kept changing under a concurrent acquisition")
 }
 
+// RowRecords is implemented by an Executor whose store's own grants leave
+// a generation's request recorded in its lease row alone until a new
+// generation overwrites the row (Postgres's functions): the steps, run on
+// such a store (a set, an abandon, the conformance table's stepwise run),
+// then refuse a request from its row (ownOver) and record the request of
+// a generation they overwrite (recordOverwritten). Elsewhere every grant
+// records its request, and the steps send the statements they always did.
+type RowRecords interface{ RequestInRow() bool }
+
+func inRow(ex sqlstore.Executor) bool {
+	r, ok := ex.(RowRecords)
+	return ok && r.RequestInRow()
+}
+
+// ownOver reports whether row is a generation, over, that requestID made:
+// the row is its record until it is overwritten.
+func ownOver(ex sqlstore.Executor, row sqlstore.LeaseRow, requestID string) bool {
+	return row.Found && !row.Live() && row.RequestID == requestID && inRow(ex)
+}
+
 // recordOverwritten records the request of the generation a grant is about
 // to overwrite (row, locked), so that a late copy of it is refused once the
-// row names another request: Postgres's functions record a generation's
-// request only then (the lease row holds the live one), and the steps,
-// which also record each request when they grant it, do the same, so that
-// both can run on one database. A row not found has nothing to record.
+// row names another request. A row not found has nothing to record.
 func recordOverwritten(ctx context.Context, ex sqlstore.Executor, row sqlstore.LeaseRow) error {
-	if !row.Found || row.RequestID == "" {
+	if !row.Found || row.RequestID == "" || !inRow(ex) {
 		return nil
 	}
 	return ex.RequestRecord(ctx, row.Resource, row.RequestID, row.Fence)
