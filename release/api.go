@@ -60,7 +60,10 @@ func exportedAPI(dir, modulePath string) ([]string, error) {
 
 // inModule leaves out packages of modules nested below modulePath.
 func inModule(pkg, modulePath string) bool {
-	nested := []string{libraryPath + "/bench", libraryPath + "/integration", libraryPath + "/release"}
+	var nested []string
+	for _, dir := range unpublished {
+		nested = append(nested, libraryPath+"/"+dir)
+	}
 	for _, m := range apiModules {
 		nested = append(nested, m)
 	}
