@@ -314,12 +314,15 @@ func TestCommitBatchGuardsWhatTheScannerCannotRead(t *testing.T) {
 		}
 		tok := fence.Token{Resource: "r", Holder: "b", Fence: 5}
 		const armed = `SELECT coalesce(current_setting('fencegate.batch_guard', true), '') <> ''`
+		// The simple protocol sends the batch as one string the server
+		// splits by its own lexer: no text is vouched for there.
+		simple := d.Pool().Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeSimpleProtocol
 		for _, c := range []struct {
 			name  string
 			args  []any
 			guard bool
 		}{
-			{"plain statements", nil, false},
+			{"plain statements", nil, simple},
 			{"behind a QueryRewriter", []any{sendAs(armed)}, true},
 		} {
 			var got bool
@@ -356,7 +359,6 @@ func TestCommitBatchGuardsWhatTheScannerCannotRead(t *testing.T) {
 		if err == nil {
 			t.Fatal("a batch that commits through a prepared statement's name was accepted")
 		}
-		simple := d.Pool().Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeSimpleProtocol
 		if !simple && !errors.Is(err, sqlstore.ErrTransactionControl) { // the simple protocol sends the name as SQL: a syntax error
 			t.Errorf("got %v, want ErrTransactionControl", err)
 		}

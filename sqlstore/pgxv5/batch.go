@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/internal/pg"
@@ -40,8 +41,11 @@ type BatchSender interface {
 // pgx sends it (pg.Vouches: a statement other than SELECT, INSERT,
 // UPDATE, DELETE, WITH, VALUES, TABLE or MERGE, text the scan is unsure
 // of, a prepared statement's name, or a pgx.QueryRewriter among its
-// arguments). A batch it vouches for cannot end its transaction, so it
-// runs as BeginFloorRaise's fence, b and COMMIT.
+// arguments), and whenever the batch goes by the simple protocol
+// (QueryExecModeSimpleProtocol, or a BatchSender whose mode it cannot read),
+// where the server splits one string by its own lexer. A batch it vouches
+// for cannot end its transaction, so it runs as BeginFloorRaise's fence, b
+// and COMMIT.
 //
 // tx is the transaction the caller must still end: whenever res is not an
 // admission or err is not nil, roll it back (it cannot commit; rolling back
@@ -51,7 +55,7 @@ type BatchSender interface {
 // caller's to commit). It needs the gate's migration.
 func FloorRaiseBatch(ctx context.Context, conn BatchSender, p sqlstore.FloorRaiseParams, b *pgx.Batch) (tx pgx.Tx, res sqlstore.FloorRaiseResult, err error) {
 	callerTx, inTx := conn.(pgx.Tx)
-	guarded := inTx
+	guarded := inTx || !extendedProtocol(conn)
 	if b != nil {
 		for _, qq := range b.QueuedQueries {
 			if w := pg.TxControl(qq.SQL); w != "" {
@@ -102,8 +106,8 @@ func FloorRaiseBatch(ctx context.Context, conn BatchSender, p sqlstore.FloorRais
 }
 
 // vouched reports whether pgx will send qq's text as it is (no
-// pgx.QueryRewriter among its arguments) and that text surely neither
-// begins, ends, nests nor prepares a transaction (pg.Vouches).
+// pgx.QueryRewriter among its arguments) and that text surely
+// neither begins, ends, nests nor prepares a transaction (pg.Vouches).
 func vouched(qq *pgx.QueuedQuery) bool {
 	for _, a := range qq.Arguments {
 		if _, rewrites := a.(pgx.QueryRewriter); rewrites {
@@ -111,6 +115,28 @@ func vouched(qq *pgx.QueuedQuery) bool {
 		}
 	}
 	return pg.Vouches(qq.SQL)
+}
+
+// extendedProtocol reports whether conn sends a batch by the extended
+// protocol, where Postgres refuses a statement text of more than one
+// command, so that the server backs the scanner's reading of each text.
+// Under the simple protocol pgx joins the batch into one string, which
+// Postgres splits by its own lexer: a text the scanner misread could hide a
+// COMMIT there, so such a batch keeps the write guard, as does one sent by a
+// BatchSender of unknown mode.
+func extendedProtocol(conn BatchSender) bool {
+	var mode pgx.QueryExecMode
+	switch c := conn.(type) {
+	case *pgxpool.Pool:
+		mode = c.Config().ConnConfig.DefaultQueryExecMode
+	case *pgxpool.Conn:
+		mode = c.Conn().Config().DefaultQueryExecMode
+	case *pgx.Conn:
+		mode = c.Config().DefaultQueryExecMode
+	default:
+		return false
+	}
+	return mode != pgx.QueryExecModeSimpleProtocol
 }
 
 // BeginFloorRaise is the driver's half of a fenced begin in one round trip

@@ -3,8 +3,6 @@ package pg
 import (
 	"slices"
 	"strings"
-
-	"github.com/fencegate/fencegate/sqlstore/internal/confine"
 )
 
 // txControlWords are the statements that begin, end or prepare a
@@ -28,10 +26,12 @@ func TxControl(q string) string {
 			i++
 			continue
 		case strings.HasPrefix(q[i:], "--"):
-			i = confine.LineCommentEnd(q, i)
+			i = lineCommentEnd(q, i)
 			continue
 		case strings.HasPrefix(q[i:], "/*"):
-			i = confine.BlockCommentEnd(q, i) // a nested one only makes the scan stricter
+			if i, _ = blockCommentEnd(q, i); i < 0 {
+				return "" // unterminated: Postgres refuses the text
+			}
 			continue
 		case c == ';':
 			start = true
@@ -154,15 +154,17 @@ func Vouches(q string) bool {
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f':
 			i++
 			continue
+		case c == 0:
+			return false // the server reads a statement's text up to a NUL
 		case strings.HasPrefix(q[i:], "--"):
-			i = confine.LineCommentEnd(q, i)
+			i = lineCommentEnd(q, i)
 			continue
 		case strings.HasPrefix(q[i:], "/*"):
-			j := strings.Index(q[i+2:], "*/")
-			if j < 0 || strings.Contains(q[i+2:i+2+j], "/*") {
+			end, nested := blockCommentEnd(q, i)
+			if nested || end < 0 {
 				return false
 			}
-			i += j + 4
+			i = end
 			continue
 		case c == ';':
 			start = true
@@ -225,6 +227,46 @@ func Vouches(q string) bool {
 		}
 	}
 	return statements > 0
+}
+
+// lineCommentEnd returns where the -- comment that starts at q[i] ends:
+// after the first newline, which for Postgres's lexer is \n or \r.
+func lineCommentEnd(q string, i int) int {
+	if j := strings.IndexAny(q[i:], "\n\r"); j >= 0 {
+		return i + j + 1
+	}
+	return len(q)
+}
+
+// blockCommentEnd returns where the /* comment that starts at q[i] ends,
+// read as Postgres's lexer reads it (scan.l): comments nest, a "/*" opens
+// one even when its '*' is followed by '/' ("/*/" opens, it does not
+// close), and a run of '*' followed by '/' closes one. nested reports a
+// comment inside it; end is -1 when the comment never ends (Postgres then
+// refuses the text).
+func blockCommentEnd(q string, i int) (end int, nested bool) {
+	depth := 0
+	for i < len(q) {
+		switch {
+		case strings.HasPrefix(q[i:], "/*"):
+			depth++
+			nested = nested || depth > 1
+			i += 2
+		case q[i] == '*':
+			for i < len(q) && q[i] == '*' {
+				i++
+			}
+			if i < len(q) && q[i] == '/' {
+				i++
+				if depth--; depth == 0 {
+					return i, nested
+				}
+			}
+		default:
+			i++
+		}
+	}
+	return -1, nested
 }
 
 // identChar reports whether c can continue a name.

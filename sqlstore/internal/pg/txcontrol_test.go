@@ -34,6 +34,12 @@ func TestTxControl(t *testing.T) {
 		`COMMITTED`:                              "",
 		`INSERT INTO t VALUES (1); SELECT 'END'`: "",
 		``:                                       "",
+		// Postgres ends a -- comment at \r too, and reads "/*/" as a
+		// nested comment's opener, not its closer.
+		"UPDATE t SET x = 1 --c\r; COMMIT; UPDATE t SET x = 2":        "COMMIT",
+		`SELECT 1 /* x /*/ ' */ */ ; COMMIT; UPDATE t SET x = 2 -- '`: "COMMIT",
+		`SELECT 1 /* a /* b */ ; COMMIT; */ ; SELECT 2`:               "",
+		`SELECT 1 /* unterminated ; COMMIT`:                           "",
 	} {
 		if got := TxControl(q); got != want {
 			t.Errorf("TxControl(%q) = %q, want %q", q, got, want)
@@ -69,11 +75,17 @@ func TestVouches(t *testing.T) {
 		`SELECT 'a\''; COMMIT; --'`:                             false, // standard_conforming_strings off
 		`SELECT time'a\'; COMMIT; --'`:                          false, // a typed literal, not an E'' string
 		`SELECT E'\'; COMMIT'`:                                  false,
-		`SELECT 1 AS a$b$; COMMIT; SELECT 1 AS c$b$`: false,
-		`SELECT 'unterminated`:                       false,
-		`SELECT $x$ unterminated`:                    false,
-		`SELECT 1 /* a /* nested */ ; COMMIT; */`:    false,
-		`SELECT 1 /* unterminated`:                   false,
+		`SELECT 1 AS a$b$; COMMIT; SELECT 1 AS c$b$`:                  false,
+		`SELECT 'unterminated`:                                        false,
+		`SELECT $x$ unterminated`:                                     false,
+		`SELECT 1 /* a /* nested */ ; COMMIT; */`:                     false,
+		`SELECT 1 /* unterminated`:                                    false,
+		"UPDATE t SET x = 1 --c\r; COMMIT; UPDATE t SET x = 2":        false,
+		`SELECT 1 /* x /*/ ' */ */ ; COMMIT; UPDATE t SET x = 2 -- '`: false,
+		`SELECT 1 /**/`:                                               true,
+		`SELECT 1 /***/`:                                              true,
+		"SELECT 1 --c\r\n":                                            true,
+		"SELECT 1\x00; COMMIT":                                        false,
 	} {
 		if got := Vouches(q); got != want {
 			t.Errorf("Vouches(%q) = %v, want %v", q, got, want)
