@@ -116,6 +116,7 @@ type AcquireRequest struct {
 	used   atomic.Bool
 	span   atomic.Pointer[acquireSpan] // the granting acquisition's span, for the Lease
 	sends  atomic.Int32                // Coordinator sendings; settledSends once released settled (settle.go)
+	id     string                      // RequestID as BeginAcquire made it (settle.go)
 }
 
 // SentAt returns the instant, on the holder's clock, at which the request
@@ -235,13 +236,15 @@ func (c *Client) BeginAcquire(resource string) (*AcquireRequest, error) {
 	if err := fence.ValidateResource(resource); err != nil {
 		return nil, err
 	}
+	id := newRequestID()
 	return &AcquireRequest{
 		Resource:  resource,
 		Holder:    c.holder,
-		RequestID: newRequestID(),
+		RequestID: id,
 		TTL:       c.ttl,
 		sentAt:    newSendStamp(c.clock.Now()),
 		client:    c,
+		id:        id,
 	}, nil
 }
 

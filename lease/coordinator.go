@@ -210,8 +210,9 @@ type Status struct {
 // with HeldBy naming the lease's holder.
 // A request that made a lease is never granted again once that lease expired
 // or was released: the database remembers every request id that made a
-// generation, and such a late retry gets an error matching
-// ErrRequestExpired.
+// generation, except one this Coordinator knows was sent once and settled
+// at its release (settle.go), which it refuses itself; such a late retry
+// gets an error matching ErrRequestExpired.
 //
 // In the granting transaction the gate's floor for the resource is raised to
 // the new fence, so stale holders are refused from now on. If the previous

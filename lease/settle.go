@@ -51,9 +51,13 @@ type settler struct {
 	m  map[settleKey]settling
 }
 
-// granted remembers a lease granted to req on its only sending.
+// granted remembers a lease granted to req on its only sending. Only a
+// request a Client of this process began, under the id it was given, can
+// be known to have been sent once: one that came over a wire (no Client)
+// or whose RequestID was set by hand may have copies this process never
+// saw, so its request is recorded as any other.
 func (s *settler) granted(k settleKey, req *AcquireRequest, ttl time.Duration) {
-	if req.sends.Load() != 1 {
+	if req.client == nil || req.RequestID != req.id || req.sends.Load() != 1 {
 		return
 	}
 	now := time.Now()

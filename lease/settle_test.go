@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
@@ -60,6 +61,52 @@ func TestSettledRequestIsNeverSentAgain(t *testing.T) {
 		}
 		if st, err := coord.Status(ctx, r); err != nil || st.Held || st.Fence != last.Token().Fence {
 			t.Fatalf("Status = %+v, %v; want the last lease's fence %d, not held: nothing granted again", st, err, last.Token().Fence)
+		}
+	})
+}
+
+// A request that came over a wire is a new AcquireRequest at each delivery
+// (no Client of this process began it), so that one sending of it says
+// nothing of the copies still in flight: its release must not settle it,
+// and a copy delivered after the next generation is refused by the
+// database's record, never granted again.
+func TestWireRequestIsNeverSettled(t *testing.T) {
+	forWaitStores(t, waitDrivers, nil, func(t *testing.T, store sqlstore.Store, _ queryFunc) {
+		ctx := context.Background()
+		r := resourceName(t)
+		coord := NewCoordinator(store, &CoordinatorOptions{TTL: time.Minute})
+		c := newClient(t, "h", ClientOptions{TTL: time.Minute})
+		begun, err := c.BeginAcquire(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deliver := func() *AcquireRequest { // what a coordinator behind a wire decodes
+			return &AcquireRequest{Resource: begun.Resource, Holder: begun.Holder, RequestID: begun.RequestID, TTL: begun.TTL}
+		}
+		out, err := coord.Acquire(ctx, deliver())
+		if err != nil || !out.OK {
+			t.Fatalf("Acquire = %+v, %v", out, err)
+		}
+		first := fence.Token{Resource: r, Holder: "h", Fence: out.Grant.Fence}
+		if released, err := coord.Release(ctx, first); err != nil || !released {
+			t.Fatalf("Release = %v, %v", released, err)
+		}
+		next, err := c.BeginAcquire(r) // a new generation overwrites the row
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err = coord.Acquire(ctx, next)
+		if err != nil || !out.OK {
+			t.Fatalf("Acquire of the next request = %+v, %v", out, err)
+		}
+		second := fence.Token{Resource: r, Holder: "h", Fence: out.Grant.Fence}
+		if released, err := coord.Release(ctx, second); err != nil || !released {
+			t.Fatalf("Release = %v, %v", released, err)
+		}
+		// The resource is free: a copy the store did not refuse would be
+		// granted a second time.
+		if out, err := coord.Acquire(ctx, deliver()); !errors.Is(err, ErrRequestExpired) {
+			t.Fatalf("a late copy of the first request: Acquire = %+v, %v; want ErrRequestExpired", out, err)
 		}
 	})
 }

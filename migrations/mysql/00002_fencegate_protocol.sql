@@ -70,7 +70,7 @@ END
 -- resource, holder, and a positive number (fence or ttl_ms, named by
 -- p_what). With p_plain a path resource ("path:…") is refused too: its
 -- claims and checks follow the path rule, which protocol 1 leaves to the Go
--- library. A ttl is at most a day (lease.Options.MaxTTL's default), so that
+-- library. A ttl is at most a day (lease.CoordinatorOptions.MaxTTL's default), so that
 -- a request's record outlives every lease it made (lease.Coordinator.Prune).
 DROP PROCEDURE IF EXISTS fencegate_valid_args;
 -- +goose StatementBegin

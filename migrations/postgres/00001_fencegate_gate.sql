@@ -165,7 +165,7 @@ CREATE CONSTRAINT TRIGGER fencegate_write_guard_commit
 ALTER TABLE fencegate_write_guard ENABLE ALWAYS TRIGGER fencegate_write_guard_commit;
 
 -- fencegate_fence_batch and fencegate_batch_release put a fenced pipeline
--- (pgxv5.CommitBatch) under a write guard of its own, so that a batch that
+-- (pgxgate.CommitBatch) under a write guard of its own, so that a batch that
 -- ends its own transaction cannot commit the caller's writes. The Go side
 -- arms it only where it cannot vouch for the batch's statements (a
 -- statement it cannot read, or the caller's transaction):
@@ -189,7 +189,7 @@ ALTER TABLE fencegate_write_guard ENABLE ALWAYS TRIGGER fencegate_write_guard_co
 -- pipeline skips the rest. A ROLLBACK (ABORT) among them takes the row and
 -- the setting with it, so the release fails (FG004) and rolls back what ran
 -- after it. Procedures and DO blocks cannot end a transaction block at all.
--- Each batch of one transaction (pgxv5.CommitBatch given a pgx.Tx may run
+-- Each batch of one transaction (pgxgate.CommitBatch given a pgx.Tx may run
 -- several) arms and releases a row of its own.
 --
 -- The check at COMMIT is one comparison of a setting: the row is deleted
