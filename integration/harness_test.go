@@ -200,11 +200,15 @@ func runHistory(t *testing.T, sp spec) *outcome {
 			base, cluster = postgresServer(t)
 		}
 		schema = leftover.Name("fgrel", time.Now())
-		checkDSN = dbtest.CreateSchema(t, base, schema, cluster == nil) // a throwaway cluster goes away whole
-		setup(t, checkDSN, schema, sp.Worker)
-		if sp.Guarded {
-			guardEvents(t, checkDSN, sp.Worker)
-		}
+		// The shared throwaway cluster may be mid-crash for another
+		// history: setting up waits for it to be back (sharedUp).
+		whileShared(cluster, func() {
+			checkDSN = dbtest.CreateSchema(t, base, schema, cluster == nil) // a throwaway cluster goes away whole
+			setup(t, checkDSN, schema, sp.Worker)
+			if sp.Guarded {
+				guardEvents(t, checkDSN, sp.Worker)
+			}
+		})
 		var err error
 		u, _ := url.Parse(checkDSN)
 		proxy, err = faults.NewProxy(u.Host)
@@ -513,12 +517,15 @@ func runHistory(t *testing.T, sp spec) *outcome {
 	if !sp.Bypass {
 		in.VisualizeTo = filepath.Join(dir, "linearizability.html")
 	}
-	in.Events, in.Rejections, in.LeaseLog = readDatabase(t, sp.Dialect, checkDSN)
 	var err error
-	if slot != nil {
-		if err = whileDown(func() (err error) { in.Commits, err = slot.Read(ctx, checkDSN); return err }); err != nil {
-			t.Fatal(err)
+	whileShared(cluster, func() { // the checks below read no server
+		in.Events, in.Rejections, in.LeaseLog = readDatabase(t, sp.Dialect, checkDSN)
+		if slot != nil {
+			err = whileDown(func() (err error) { in.Commits, err = slot.Read(ctx, checkDSN); return err })
 		}
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	if oldPrimary != nil {
 		before, lost := beforeFailover(t, oldPrimary, oldSlot, cluster, schema)
@@ -581,7 +588,31 @@ func restart(ctx context.Context, cluster *faults.Cluster, mdb *faults.MariaDB) 
 	if mdb != nil {
 		return mdb.Crash(ctx)
 	}
-	return cluster.Restart(ctx)
+	if cluster == pgCluster {
+		sharedUp.Lock()
+		defer sharedUp.Unlock()
+	}
+	return cluster.Restart(ctx) // pg_ctl -w: back up, accepting connections, when it returns
+}
+
+// sharedUp is held to write while a history crashes the shared throwaway
+// cluster (pgCluster) and waits for it to come back, and to read while a
+// history sets itself up on it, which, unlike the histories' workers, does
+// not ride out a server that is down: two parallel histories on 2 loaded
+// cores met each other there ("connection refused" from CreateSchema).
+var sharedUp sync.RWMutex
+
+// whileShared runs f, which reads or writes the history's server directly,
+// while no other history crashes it, when it is the shared cluster. f may
+// end its goroutine (t.Fatal): the hold is released all the same.
+func whileShared(cluster *faults.Cluster, f func()) {
+	if cluster == nil || cluster != pgCluster {
+		f()
+		return
+	}
+	sharedUp.RLock()
+	defer sharedUp.RUnlock()
+	f()
 }
 
 // mariadbServer starts a throwaway mariadbd for one history, removed with
