@@ -52,7 +52,11 @@ func WAL(ctx context.Context, cfg Config, r *Report) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_ = conn.Close(cctx) // a connection left open ends with the process
+	}()
 	r.f("## WAL per lease cycle\n\n")
 	if _, err := conn.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_walinspect"); err != nil {
 		r.f("Skipped: pg_walinspect is not available (%v).\n\n", err)

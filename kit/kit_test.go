@@ -41,8 +41,10 @@ func TestKit(t *testing.T) {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() {
-					if err := kitdb.Drop(context.WithoutCancel(ctx), dialect, name); err != nil {
-						t.Error(err)
+					dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+					defer cancel()
+					if err := kitdb.Drop(dctx, dialect, name); err != nil {
+						t.Errorf("%s may be left behind: %v", name, err)
 					}
 				})
 			}

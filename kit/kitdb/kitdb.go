@@ -83,7 +83,13 @@ func Create(ctx context.Context, dialect string) (string, error) {
 		return "", fmt.Errorf("kitdb: create %s: %w", name, err)
 	}
 	if err := fill(ctx, dialect, base, name); err != nil {
-		return "", errors.Join(err, Drop(context.WithoutCancel(ctx), dialect, name))
+		// Cleanup outlives ctx's cancellation, not its own bound.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dropTimeout)
+		defer cancel()
+		if derr := Drop(dctx, dialect, name); derr != nil {
+			return "", errors.Join(err, fmt.Errorf("kitdb: %s may be left behind: %w", name, derr))
+		}
+		return "", err
 	}
 	return name, nil
 }
@@ -123,6 +129,9 @@ func fill(ctx context.Context, dialect, base, name string) error {
 	}
 	return nil
 }
+
+// dropTimeout bounds a Drop that runs after its caller's context ended.
+const dropTimeout = time.Minute
 
 // Drop drops the schema or database Create made.
 func Drop(ctx context.Context, dialect, name string) error {
