@@ -214,7 +214,7 @@ func testElection[TTx any](t *testing.T, h harness[TTx]) {
 // OnStoppedLeading only after it and only for a participant that led, and
 // OnNewLeader for every leader in fence order.
 func TestElectorRunCallbacks(t *testing.T) {
-	forEachStore(t, func(t *testing.T, store sqlstore.Store) {
+	dbtest.ForEachStore(t, func(t *testing.T, store sqlstore.Store) {
 		ctx := context.Background()
 		// Nothing here waits for a term to run out; a renewal ran 581 ms
 		// overdue under load with a 1 s term, and Check said so.

@@ -12,22 +12,7 @@ import (
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore"
-	"github.com/fencegate/fencegate/sqlstore/sqlstoretest"
 )
-
-// forEachStore runs fn on a fresh database of every driver
-// (internal/dbtest.Drivers) and profile, and once more on Postgres
-// acquiring one statement at a time (stepwise), in parallel subtests.
-func forEachStore(t *testing.T, fn func(t *testing.T, store sqlstore.Store)) {
-	t.Helper()
-	forEachDriver(t,
-		func(t *testing.T, h harness[*sql.Tx]) { fn(t, h.Driver) },
-		func(t *testing.T, h harness[pgx.Tx]) { fn(t, h.Driver) })
-	t.Run("postgres-stepwise", func(t *testing.T) {
-		t.Parallel()
-		fn(t, sqlstoretest.Stepwise(dbtest.Postgres(t)))
-	})
-}
 
 // harness gives a test the driver in its native transaction type TTx.
 type harness[TTx any] = dbtest.Harness[TTx]

@@ -14,26 +14,13 @@ import (
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/sqlstore"
-	"github.com/fencegate/fencegate/sqlstore/sqlstoretest"
 )
 
-// forEachStore runs fn on a fresh database of every driver of the one list
-// (internal/dbtest.Drivers) and of every profile (dbtest.Profiles: the
-// distributed-SQL one), and once more on Postgres acquiring one
-// statement at a time (stepwise). The subtests run in parallel; each has its
-// own database (a file, or a schema).
+// forEachStore is dbtest.ForEachStore: every driver and profile, and
+// Postgres acquiring one statement at a time, in parallel subtests.
 func forEachStore(t *testing.T, fn func(t *testing.T, store sqlstore.Store)) {
 	t.Helper()
-	forEachDriver(t,
-		func(t *testing.T, h harness[*sql.Tx]) { fn(t, h.Driver) },
-		func(t *testing.T, h harness[pgx.Tx]) { fn(t, h.Driver) })
-	t.Run("postgres-stepwise", func(t *testing.T) {
-		t.Parallel()
-		// The shared step-by-step rules (SQLite's and MySQL's) over
-		// Postgres's statements, so that they keep running under Postgres's
-		// concurrency too.
-		fn(t, sqlstoretest.Stepwise(dbtest.Postgres(t)))
-	})
+	dbtest.ForEachStore(t, fn)
 }
 
 // harness gives a test the driver in its native transaction type TTx, and

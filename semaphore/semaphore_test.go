@@ -121,7 +121,7 @@ func testSemaphore[TTx any](t *testing.T, h harness[TTx]) {
 // Lowering N revokes no live permit, and grants none until fewer than the
 // new N are live.
 func TestSemaphoreLowered(t *testing.T) {
-	forEachStore(t, func(t *testing.T, store sqlstore.Store) {
+	dbtest.ForEachStore(t, func(t *testing.T, store sqlstore.Store) {
 		ctx := context.Background()
 		coord := lease.NewCoordinator(store, &lease.CoordinatorOptions{TTL: time.Minute})
 		three, err := New(coord, newClient(t, "old", lease.ClientOptions{}), "pool", 3)
@@ -270,7 +270,7 @@ func TestSemaphoreBadInput(t *testing.T) {
 // built with: lowered, it revokes no live permit and grants nothing until
 // fewer than it are live; raised, it grants at once. Bad N changes nothing.
 func TestSemaphoreStoredPermits(t *testing.T) {
-	forEachStore(t, func(t *testing.T, store sqlstore.Store) {
+	dbtest.ForEachStore(t, func(t *testing.T, store sqlstore.Store) {
 		ctx := context.Background()
 		coord := lease.NewCoordinator(store, &lease.CoordinatorOptions{TTL: time.Minute})
 		a, err := New(coord, newClient(t, "a", lease.ClientOptions{}), "stored", 3)
@@ -382,7 +382,7 @@ func (e cancellingExecutor) SemaphorePermits(ctx context.Context, name string) (
 // still says who it waited for: ctx's error joined with a *lease.HeldError (a
 // nil one, joined, made the error's text panic).
 func TestSemaphoreAcquireEndsBeforeAnySlotAnswered(t *testing.T) {
-	forEachStore(t, func(t *testing.T, store sqlstore.Store) {
+	dbtest.ForEachStore(t, func(t *testing.T, store sqlstore.Store) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		hctx, hcancel := context.WithCancel(ctx)

@@ -14,6 +14,7 @@ import (
 	"github.com/fencegate/fencegate/sqlstore/pgsql"
 	"github.com/fencegate/fencegate/sqlstore/pgxv5/distributed"
 	"github.com/fencegate/fencegate/sqlstore/sqlite"
+	"github.com/fencegate/fencegate/sqlstore/sqlstoretest"
 )
 
 // Drivers is the one list of drivers that the conformance suite
@@ -118,6 +119,23 @@ func ForEachWithProfiles(t *testing.T, sqlBody func(*testing.T, Harness[*sql.Tx]
 func ForEachWithProfilesParallel(t *testing.T, sqlBody func(*testing.T, Harness[*sql.Tx]), pgxBody func(*testing.T, Harness[pgx.Tx])) {
 	t.Helper()
 	forEach(t, append(Drivers(), Profiles()...), true, sqlBody, pgxBody)
+}
+
+// ForEachStore runs fn, in parallel with the other tests that use it, on a
+// fresh database of every driver and profile (ForEachWithProfilesParallel),
+// and once more on Postgres acquiring one statement at a time
+// (sqlstoretest.Stepwise: the shared step-by-step rules of SQLite and MySQL
+// under Postgres's concurrency). Each subtest has its own database.
+func ForEachStore(t *testing.T, fn func(t *testing.T, store sqlstore.Store)) {
+	t.Helper()
+	t.Parallel()
+	ForEachWithProfilesParallel(t,
+		func(t *testing.T, h Harness[*sql.Tx]) { fn(t, h.Driver) },
+		func(t *testing.T, h Harness[pgx.Tx]) { fn(t, h.Driver) })
+	t.Run("postgres-stepwise", func(t *testing.T) {
+		t.Parallel()
+		fn(t, sqlstoretest.Stepwise(Postgres(t)))
+	})
 }
 
 func forEach(t *testing.T, drivers []Driver, parallel bool, sqlBody func(*testing.T, Harness[*sql.Tx]), pgxBody func(*testing.T, Harness[pgx.Tx])) {
