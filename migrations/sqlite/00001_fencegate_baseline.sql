@@ -24,7 +24,7 @@ CREATE TABLE fencegate_clock (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     hw INTEGER NOT NULL
 );
-INSERT INTO fencegate_clock (id, hw) VALUES (1, CAST(round(unixepoch('subsec') * 1000) AS INTEGER) * 1000);
+INSERT INTO fencegate_clock (id, hw) VALUES (1, CAST(round((julianday('now') - 2440587.5) * 86400000) AS INTEGER) * 1000);
 
 -- One row per guarded resource.
 CREATE TABLE fencegate_floor (

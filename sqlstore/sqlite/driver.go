@@ -19,7 +19,7 @@ import (
 const Dialect sqlstore.Dialect = "sqlite"
 
 // ClockPrecision is the tick of SQLite's clock as fencegate reads it:
-// unixepoch('subsec') has whole milliseconds.
+// julianday('now') has whole milliseconds.
 const ClockPrecision = time.Millisecond
 
 // Driver runs fencegate on SQLite through database/sql and

@@ -3,9 +3,11 @@ package sqlite
 import "github.com/fencegate/fencegate/sqlstore/internal/sqlexec"
 
 const (
-	// unixepoch('subsec') has millisecond precision; rounding to whole
-	// milliseconds keeps float error out of the integer.
-	sqliteWall = `(CAST(round(unixepoch('subsec') * 1000) AS INTEGER) * 1000)`
+	// julianday('now') counts whole milliseconds (as unixepoch('subsec')
+	// does, which needs SQLite 3.42, newer than Debian 12's 3.40 that
+	// clients in other languages run these statements on); rounding to
+	// whole milliseconds keeps float error out of the integer.
+	sqliteWall = `(CAST(round((julianday('now') - 2440587.5) * 86400000) AS INTEGER) * 1000)`
 	// sqliteClock is the high-water mark of fencegate_clock, which ClockTick has just raised to the wall clock: the time
 	// every grant, renewal, release and expiry is judged by, never below
 	// one judged before. sqliteNow, for the times the other statements
