@@ -20,11 +20,12 @@ import (
 	"github.com/fencegate/fencegate/kit/scenario"
 )
 
-// TestKit is the Go runner: every scenario of scenarios.json on Postgres
-// and on MariaDB/MySQL, each in a fresh migrated schema or database
-// (FENCEGATE_KIT_SCHEMA_POSTGRES / _MYSQL name an existing one instead,
-// as kit/mutant.sh does). A server that is unset or unreachable fails the
-// test: the kit never skips.
+// TestKit is the Go runner: every scenario of scenarios.json on Postgres,
+// on MariaDB/MySQL and on SQLite (docs/SQL.md's statements through
+// database/sql and modernc.org/sqlite), each in a fresh migrated schema,
+// database or file (FENCEGATE_KIT_SCHEMA_POSTGRES / _MYSQL / _SQLITE name
+// an existing one instead, as kit/mutant.sh does). A server that is unset
+// or unreachable fails the test: the kit never skips.
 func TestKit(t *testing.T) {
 	f, err := scenario.Load("scenarios.json")
 	if err != nil {
@@ -53,7 +54,21 @@ func TestKit(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer db.Close()
-			c := &client{db: db, mysql: dialect == "mysql"}
+			var c interface {
+				do(context.Context, *scenario.Env, scenario.Step) (map[string]any, error)
+			} = &client{db: db, mysql: dialect == "mysql"}
+			if dialect == "sqlite" {
+				q, err := kitdb.SQLiteStatements("..")
+				if err != nil {
+					t.Fatal(err)
+				}
+				conn, err := db.Conn(ctx) // one connection: BEGIN IMMEDIATE and COMMIT are statements on it
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close()
+				c = &sqliteClient{conn: conn, q: q}
+			}
 			for _, sc := range f.Scenarios {
 				t.Run(sc.Name, func(t *testing.T) {
 					env := &scenario.Env{Prefix: fmt.Sprintf("kit-%s-go-%s-", run, sc.Name), Vars: map[string]any{}}
@@ -194,9 +209,26 @@ func (c *client) do(ctx context.Context, env *scenario.Env, st scenario.Step) (m
 		name(st.Holder, false)
 		num(st.Fence)
 		return c.write(ctx, args)
+	case "effects", "rejections", "counts":
+		return readOnly(ctx, c.db, env, st, c.rebind("$1"))
+	}
+	return nil, fmt.Errorf("unknown op %q", st.Op)
+}
+
+// readOnly answers the ops that read the tables (effects, rejections,
+// counts) on any database; ph is its placeholder for the resource.
+func readOnly(ctx context.Context, db querier, env *scenario.Env, st scenario.Step, ph string) (map[string]any, error) {
+	var args []any
+	if st.Op != "counts" {
+		r, err := env.Name(st.Resource, true)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, r)
+	}
+	switch st.Op {
 	case "effects":
-		name(st.Resource, true)
-		rows, err := c.rows(ctx, c.db, c.rebind("SELECT holder FROM kit_effect WHERE resource = $1 ORDER BY seq"), args)
+		rows, _, err := query(ctx, db, "SELECT holder FROM kit_effect WHERE resource = "+ph+" ORDER BY seq", args)
 		if err != nil {
 			return nil, err
 		}
@@ -206,8 +238,7 @@ func (c *client) do(ctx context.Context, env *scenario.Env, st scenario.Step) (m
 		}
 		return map[string]any{"count": int64(len(rows)), "holders": holders}, nil
 	case "rejections":
-		name(st.Resource, true)
-		rows, err := c.rows(ctx, c.db, c.rebind("SELECT resource, fence, holder, floor, floor_holder FROM fencegate_rejection WHERE resource = $1 ORDER BY seq"), args)
+		rows, _, err := query(ctx, db, "SELECT resource, fence, holder, floor, floor_holder FROM fencegate_rejection WHERE resource = "+ph+" ORDER BY seq", args)
 		if err != nil {
 			return nil, err
 		}
@@ -216,16 +247,14 @@ func (c *client) do(ctx context.Context, env *scenario.Env, st scenario.Step) (m
 			got["last"] = rows[len(rows)-1]
 		}
 		return got, nil
-	case "counts":
-		rows, err := c.rows(ctx, c.db, "SELECT (SELECT count(*) FROM fencegate_lease) AS lease, (SELECT count(*) FROM fencegate_floor) AS floor, "+
-			"(SELECT count(*) FROM fencegate_request) AS request, (SELECT count(*) FROM fencegate_rejection) AS rejection, (SELECT count(*) FROM kit_effect) AS effect", nil)
-		if err != nil {
-			return nil, err
-		}
-		r := rows[0]
-		return map[string]any{"counts": fmt.Sprintf("lease=%v floor=%v request=%v rejection=%v effect=%v", r["lease"], r["floor"], r["request"], r["rejection"], r["effect"])}, nil
 	}
-	return nil, fmt.Errorf("unknown op %q", st.Op)
+	rows, _, err := query(ctx, db, "SELECT (SELECT count(*) FROM fencegate_lease) AS lease, (SELECT count(*) FROM fencegate_floor) AS floor, "+
+		"(SELECT count(*) FROM fencegate_request) AS request, (SELECT count(*) FROM fencegate_rejection) AS rejection, (SELECT count(*) FROM kit_effect) AS effect", nil)
+	if err != nil {
+		return nil, err
+	}
+	r := rows[0]
+	return map[string]any{"counts": fmt.Sprintf("lease=%v floor=%v request=%v rejection=%v effect=%v", r["lease"], r["floor"], r["request"], r["rejection"], r["effect"])}, nil
 }
 
 // write is a fenced write: in one transaction, the effect's row and
@@ -281,7 +310,7 @@ func (c *client) row(ctx context.Context, q string, args []any) (map[string]any,
 
 // one runs an operation answering one value, under the name key.
 func (c *client) one(ctx context.Context, db querier, q string, args []any, key string) (map[string]any, error) {
-	rows, cols, err := c.query(ctx, db, q, args)
+	rows, cols, err := query(ctx, db, q, args)
 	if err != nil {
 		return errAnswer(err), nil
 	}
@@ -292,12 +321,12 @@ func (c *client) one(ctx context.Context, db querier, q string, args []any, key 
 }
 
 func (c *client) rows(ctx context.Context, db querier, q string, args []any) ([]map[string]any, error) {
-	rows, _, err := c.query(ctx, db, q, args)
+	rows, _, err := query(ctx, db, q, args)
 	return rows, err
 }
 
 // query reads the first result set (a CALL's), draining the rest.
-func (c *client) query(ctx context.Context, db querier, q string, args []any) ([]map[string]any, []string, error) {
+func query(ctx context.Context, db querier, q string, args []any) ([]map[string]any, []string, error) {
 	rs, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, nil, err

@@ -1,8 +1,9 @@
-// Package kitdb makes and drops the throwaway Postgres schemas and MariaDB
-// or MySQL databases the conformance kit's runners run in: each one fresh,
-// migrated with the library's own migrations (the protocol's functions and
-// procedures among them), plus kit_effect, the table the scenarios' writes
-// insert into.
+// Package kitdb makes and drops the throwaway Postgres schemas, MariaDB
+// or MySQL databases and SQLite files the conformance kit's runners run in:
+// each one fresh, migrated with the library's own migrations (the
+// protocol's functions and procedures among them; SQLite's baseline, the
+// tables its documented statements run on), plus kit_effect, the table the
+// scenarios' writes insert into.
 package kitdb
 
 import (
@@ -12,6 +13,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -24,6 +26,7 @@ import (
 	"github.com/fencegate/fencegate/sqlstore"
 	fgmysql "github.com/fencegate/fencegate/sqlstore/mysql"
 	"github.com/fencegate/fencegate/sqlstore/pgxv5"
+	"github.com/fencegate/fencegate/sqlstore/sqlite"
 )
 
 // The environment variables naming the servers, as the library's tests
@@ -37,8 +40,9 @@ const (
 // killed run's leftovers are recognisable.
 const Prefix = "fgkit"
 
-// Dialects are the databases the kit runs on.
-var Dialects = []string{"postgres", "mysql"}
+// Dialects are the databases the kit runs on. A SQLite "database" is a
+// fresh file in the temporary directory; its name is the file's path.
+var Dialects = []string{"postgres", "mysql", "sqlite"}
 
 // ExtraEnv names, per dialect, a file of SQL that Create runs after the
 // migrations (statements split on lines "-- kit:split"): for developing the
@@ -61,9 +65,13 @@ func BaseURL(dialect string) (string, error) {
 	return u, nil
 }
 
-// Create makes a fresh schema (Postgres) or database (MySQL/MariaDB),
-// migrates it, creates kit_effect in it and returns its name.
+// Create makes a fresh schema (Postgres), database (MySQL/MariaDB) or
+// file (SQLite), migrates it, creates kit_effect in it and returns its name
+// (SQLite: the file's path).
 func Create(ctx context.Context, dialect string) (string, error) {
+	if dialect == "sqlite" {
+		return createSQLite(ctx)
+	}
 	base, err := BaseURL(dialect)
 	if err != nil {
 		return "", err
@@ -133,8 +141,11 @@ func fill(ctx context.Context, dialect, base, name string) error {
 // dropTimeout bounds a Drop that runs after its caller's context ended.
 const dropTimeout = time.Minute
 
-// Drop drops the schema or database Create made.
+// Drop drops the schema, database or file Create made.
 func Drop(ctx context.Context, dialect, name string) error {
+	if dialect == "sqlite" {
+		return dropSQLite(name)
+	}
 	if !validName.MatchString(name) || !strings.HasPrefix(name, Prefix+"_") {
 		return fmt.Errorf("kitdb: %q is not a name Create makes", name)
 	}
@@ -158,8 +169,11 @@ func Drop(ctx context.Context, dialect, name string) error {
 	return nil
 }
 
-// Open returns a pool on the schema or database name.
+// Open returns a pool on the schema, database or SQLite file name.
 func Open(ctx context.Context, dialect, name string) (*sql.DB, error) {
+	if dialect == "sqlite" {
+		return openSQLite(ctx, name)
+	}
 	base, err := BaseURL(dialect)
 	if err != nil {
 		return nil, err
@@ -219,7 +233,71 @@ func mysqlConfig(base string) (*gomysql.Config, error) {
 
 // ExistingEnv names, per dialect, a schema or database a runner uses
 // instead of making its own (it then neither migrates nor drops it).
-var ExistingEnv = map[string]string{"postgres": "FENCEGATE_KIT_SCHEMA_POSTGRES", "mysql": "FENCEGATE_KIT_SCHEMA_MYSQL"}
+var ExistingEnv = map[string]string{"postgres": "FENCEGATE_KIT_SCHEMA_POSTGRES", "mysql": "FENCEGATE_KIT_SCHEMA_MYSQL", "sqlite": "FENCEGATE_KIT_SCHEMA_SQLITE"}
 
 // ExistingName returns ExistingEnv's value for dialect, or "".
 func ExistingName(dialect string) string { return os.Getenv(ExistingEnv[dialect]) }
+
+// sqliteEffect is kit_effect on SQLite.
+const sqliteEffect = `CREATE TABLE kit_effect (seq INTEGER PRIMARY KEY AUTOINCREMENT, resource TEXT NOT NULL, holder TEXT NOT NULL, fence INTEGER NOT NULL)`
+
+// createSQLite makes a fresh file in the temporary directory, migrated by
+// the SQLite baseline, with kit_effect.
+func createSQLite(ctx context.Context) (string, error) {
+	path := filepath.Join(os.TempDir(), leftover.Name(Prefix, time.Now())+".db")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("kitdb: create %s: %w", path, err)
+	}
+	f.Close()
+	err = func() error {
+		db, err := openSQLite(ctx, path)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		if err := sqlstore.MigrateUp(ctx, db, sqlite.Migrations()); err != nil {
+			return fmt.Errorf("kitdb: migrate %s: %w", path, err)
+		}
+		if _, err := db.ExecContext(ctx, sqliteEffect); err != nil {
+			return fmt.Errorf("kitdb: create kit_effect in %s: %w", path, err)
+		}
+		return nil
+	}()
+	if err != nil {
+		return "", errors.Join(err, dropSQLite(path))
+	}
+	return path, nil
+}
+
+// dropSQLite removes a file createSQLite made, and its WAL and shared
+// memory files.
+func dropSQLite(path string) error {
+	base := strings.TrimSuffix(filepath.Base(path), ".db")
+	if filepath.Dir(path) != filepath.Clean(os.TempDir()) || !strings.HasSuffix(path, ".db") ||
+		!validName.MatchString(base) || !strings.HasPrefix(base, Prefix+"_") {
+		return fmt.Errorf("kitdb: %q is not a file Create makes", path)
+	}
+	var errs []error
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("kitdb: drop %s: %w", p, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// openSQLite opens the file path through the library's connector (WAL,
+// synchronous FULL, a busy timeout, BEGIN IMMEDIATE), and pings.
+func openSQLite(ctx context.Context, path string) (*sql.DB, error) {
+	c, err := sqlite.NewConnector(path)
+	if err != nil {
+		return nil, fmt.Errorf("kitdb: %w", err)
+	}
+	db := sql.OpenDB(c)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("kitdb: cannot open %s: %w", path, err)
+	}
+	return db, nil
+}

@@ -1,6 +1,8 @@
 """The conformance kit's Python half: a client of fencegate's SQL protocol
-(docs/SQL.md) on Postgres (psycopg 3) and MariaDB/MySQL (PyMySQL), and the
-scenarios' interpreter (the rules of kit/README.md, as the Go runner's).
+(docs/SQL.md) on Postgres (psycopg 3), MariaDB/MySQL (PyMySQL) and SQLite
+(the standard library's sqlite3, running the statements docs/SQL.md gives),
+and the scenarios' interpreter (the rules of kit/README.md, as the Go
+runner's).
 
 Run with Debian's interpreter, /usr/bin/python3 (python3-psycopg,
 python3-pymysql).
@@ -9,8 +11,10 @@ python3-pymysql).
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import urllib.parse
+import uuid
 
 import psycopg
 import psycopg.adapt
@@ -20,7 +24,7 @@ import pymysql.err
 KIT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(KIT)
 ENV = {"postgres": "FENCEGATE_TEST_DATABASE_URL", "mysql": "FENCEGATE_TEST_MYSQL_URL"}
-EXISTING = {"postgres": "FENCEGATE_KIT_SCHEMA_POSTGRES", "mysql": "FENCEGATE_KIT_SCHEMA_MYSQL"}
+EXISTING = {"postgres": "FENCEGATE_KIT_SCHEMA_POSTGRES", "mysql": "FENCEGATE_KIT_SCHEMA_MYSQL", "sqlite": "FENCEGATE_KIT_SCHEMA_SQLITE"}
 
 
 # --- PyMySQL drops the SQLSTATE of an error packet; keep it on the error.
@@ -68,7 +72,13 @@ def _setup_cmd():
 
 
 def connect(dialect, name):
-    """A connection in autocommit mode to the schema/database name."""
+    """A connection in autocommit mode to the schema/database name (SQLite:
+    the file; its client begins every transaction itself)."""
+    if dialect == "sqlite":
+        conn = sqlite3.connect(name, isolation_level=None)
+        for pragma in ("busy_timeout = 5000", "journal_mode = WAL", "synchronous = FULL"):
+            conn.execute("PRAGMA " + pragma)
+        return conn
     url = os.environ.get(ENV[dialect])
     if not url:
         raise SystemExit(f"{ENV[dialect]} is not set: the kit needs a {dialect} server")
@@ -359,3 +369,258 @@ def run_step(client, env, st):
 def load():
     with open(os.path.join(KIT, "scenarios.json"), encoding="utf-8") as f:
         return json.load(f)
+
+
+# --- SQLite: no stored routines; the protocol is docs/SQL.md's statements.
+def sqlite_statements(path=None):
+    """The named statements of docs/SQL.md's SQLite section, the one text
+    the Go driver runs too (FENCEGATE_KIT_SQLITE_PROTOCOL names another
+    copy: kit/mutant.sh's)."""
+    path = path or os.environ.get("FENCEGATE_KIT_SQLITE_PROTOCOL") or os.path.join(ROOT, "docs", "SQL.md")
+    with open(path, encoding="utf-8") as f:
+        doc = f.read()
+    section = doc.split("\n## SQLite\n", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    stmts = dict(re.findall(r"```sql\n-- (\w+)\n(.*?)\n```", section, re.S))
+    if not stmts:
+        raise SystemExit(f"{path}: no SQLite statements")
+    return stmts
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+class Refused(Exception):
+    """Bad input, refused before any statement runs (22023)."""
+
+
+def _check_name(field, v, no_path=False):
+    if isinstance(v, bytes):
+        raise Refused(f"invalid {field}: not valid UTF-8")
+    if not v:
+        raise Refused(f"invalid {field}: must not be empty")
+    if len(v.encode("utf-8")) > 256:
+        raise Refused(f"invalid {field}: longer than 256 bytes")
+    if _CONTROL.search(v):
+        raise Refused(f"invalid {field}: contains a control character")
+    if no_path and v.startswith("path:"):
+        raise Refused(f"invalid {field}: a path claim")
+
+
+def _check_args(resource, holder, fence=None, ttl_ms=None, no_path=False, request_id=None):
+    """docs/SQL.md's common rules, which on SQLite the client checks before
+    BEGIN: a bad argument runs nothing."""
+    _check_name("resource", resource, no_path)
+    _check_name("holder", holder)
+    if fence is not None and (not isinstance(fence, int) or fence <= 0):
+        raise Refused(f"invalid fence: {fence} is not positive")
+    if ttl_ms is not None and (not isinstance(ttl_ms, int) or not 0 < ttl_ms <= 86400000):
+        raise Refused(f"invalid ttl_ms: {ttl_ms} is not in 1..86400000")
+    if request_id is not None:
+        _check_name("request_id", request_id)
+
+
+class SQLiteClient(Client):
+    """The protocol's operations on SQLite, each the statements docs/SQL.md
+    gives, in its order, in one BEGIN IMMEDIATE transaction."""
+
+    def __init__(self, conn, stmts=None):
+        super().__init__("sqlite", conn)
+        self.q = stmts or sqlite_statements()
+
+    def _x(self, name, *args):
+        return self.conn.execute(self.q[name], args)
+
+    def _tx(self, body, *args):
+        """body in one BEGIN IMMEDIATE transaction: COMMIT, or ROLLBACK when
+        it raises or answers rollback=True."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            got, rollback = body(*args)
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("ROLLBACK" if rollback else "COMMIT")
+        return got
+
+    def _refused(self, e):
+        return {"error": "22023", "detail": None, "message": str(e)}
+
+    def version(self):
+        # Not a statement of the protocol: the schema's goose version, which
+        # docs/SQL.md maps to protocol version 1.
+        v = self.conn.execute("SELECT max(version_id) FROM fencegate_goose_version").fetchone()[0]
+        return {"version": 1 if v == 1 else f"goose version {v}"}
+
+    def _judge(self, resource, holder, request_id):
+        """Claim steps 1 to 5 for one resource: (answer or None, lease row)."""
+        self._x("ClockTick")
+        row = self._x("LeaseGetForUpdate", resource).fetchone()
+        live = row is not None and not row[6] and row[5] > row[7]
+        if live and row[1] == holder and row[3] == request_id:
+            return {"status": "retried", "fence": row[2], "holder": holder, "ttl_ms": (row[5] - row[7]) // 1000, "request_id": request_id}, row
+        if self._x("RequestFence", resource, request_id).fetchone() is not None:
+            return {"status": "request_expired", "fence": None, "holder": None, "ttl_ms": None, "request_id": request_id}, row
+        if live:
+            return {"status": "held", "fence": None, "holder": row[1], "ttl_ms": (row[5] - row[7]) // 1000, "request_id": request_id}, row
+        return None, row
+
+    def _grant(self, resource, holder, fence, ttl_ms, request_id, row):
+        """Claim steps 7 to 9 for one resource: the answer, or None when a
+        floor from outside is ahead of the fence."""
+        self._x("ClockTick")
+        new = self._x("LeaseReplace" if row is not None else "LeaseInsert", resource, holder, fence, request_id, ttl_ms * 1000).fetchone()
+        self._x("RequestInsert", resource, request_id, fence)
+        fl = self._x("FloorHeld", resource, fence, holder).fetchone() or self._x("FloorRaise", resource, fence, holder).fetchone()
+        if fl[0] != fence:
+            return None
+        return {"status": "granted", "fence": fence, "holder": holder, "ttl_ms": (new[5] - new[7]) // 1000, "request_id": request_id}
+
+    def claim(self, resource, holder, ttl_ms, request_id=None):
+        request_id = request_id or str(uuid.uuid4())
+        try:
+            _check_args(resource, holder, ttl_ms=ttl_ms, no_path=True, request_id=request_id)
+        except Refused as e:
+            return self._refused(e)
+
+        def body():
+            got, row = self._judge(resource, holder, request_id)
+            if got is not None:
+                return got, False
+            fence = self._x("FenceNext").fetchone()[0]
+            got = self._grant(resource, holder, fence, ttl_ms, request_id, row)
+            if got is None:
+                return {"status": "floor_ahead", "fence": None, "holder": None, "ttl_ms": None, "request_id": request_id}, True
+            return got, False
+        return self._tx(body)
+
+    def claim_set(self, resources, holder, ttl_ms, request_id=None):
+        request_id = request_id or str(uuid.uuid4())
+        try:
+            if not resources or len(set(resources)) != len(resources):
+                raise Refused("invalid resources: empty or repeated")
+            for r in resources:
+                _check_args(r, holder, ttl_ms=ttl_ms, no_path=True, request_id=request_id)
+        except Refused as e:
+            return self._refused(e)
+
+        def body():
+            order = sorted(resources, key=lambda r: r.encode("utf-8"))
+            judged = {r: self._judge(r, holder, request_id) for r in order}
+            answers = {r: a for r, (a, _) in judged.items() if a is not None}
+            if answers and all(a["status"] == "retried" for a in answers.values()) and len(answers) == len(order):
+                return {"rows": [answers[r] for r in resources]}, False
+            if answers:
+                none = {"status": "not_taken", "fence": None, "holder": None, "ttl_ms": None, "request_id": request_id}
+                return {"rows": [answers.get(r, none) for r in resources]}, True
+            fence = self._x("FenceNext").fetchone()[0]
+            got = {}
+            for r in order:
+                got[r] = self._grant(r, holder, fence, ttl_ms, request_id, judged[r][1])
+                if got[r] is None:
+                    ahead = {"status": "floor_ahead", "fence": None, "holder": None, "ttl_ms": None, "request_id": request_id}
+                    return {"rows": [ahead for _ in resources]}, True
+            return {"rows": [got[r] for r in resources]}, False
+        return self._tx(body)
+
+    def renew(self, resource, holder, fence, ttl_ms):
+        try:
+            _check_args(resource, holder, fence=fence, ttl_ms=ttl_ms)
+        except Refused as e:
+            return self._refused(e)
+
+        def body():
+            self._x("ClockTick")
+            row = self._x("LeaseRenew", resource, holder, fence, ttl_ms * 1000).fetchone()
+            if row is None:
+                return {"renewed": False, "ttl_ms": None}, False
+            return {"renewed": True, "ttl_ms": (row[5] - row[7]) // 1000}, False
+        return self._tx(body)
+
+    def release(self, resource, holder, fence):
+        try:
+            _check_args(resource, holder, fence=fence)
+        except Refused as e:
+            return self._refused(e)
+
+        def body():
+            self._x("ClockTick")
+            if self._x("LeaseRelease", resource, holder, fence).rowcount == 1:
+                return {"released": True, "reason": None}, False
+            row = self._x("LeaseGet", resource).fetchone()  # why it freed nothing
+            if row is None:
+                reason = "never_held"
+            elif row[2] == fence and row[1] == holder:
+                reason = "already_released" if row[6] else "expired"
+            else:
+                reason = "superseded" if row[2] > fence else "never_held"
+            return {"released": False, "reason": reason}, False
+        return self._tx(body)
+
+    def _check(self, resource, holder, fence):
+        """The check's steps, in the caller's transaction: (admitted, floor,
+        floor_holder); a refusal's floor is None when the fence was never
+        issued (FG002's case) rather than below the floor (FG001's)."""
+        fl = self._x("FloorHeldVerified", resource, fence, holder).fetchone()
+        fl = fl or self._x("FloorRaiseVerified", resource, fence, holder).fetchone()
+        if fl is not None:
+            return fl[0] == fence, fl[0], fl[1]
+        fl = self._x("FloorGet", resource).fetchone()
+        if fl is not None and fence < fl[1]:
+            return False, fl[1], fl[2]
+        return False, None, None
+
+    def admit(self, resource, holder, fence):
+        try:
+            _check_args(resource, holder, fence=fence, no_path=True)
+        except Refused as e:
+            return self._refused(e)
+
+        def body():
+            ok, floor, fh = self._check(resource, holder, fence)
+            return {"admitted": ok, "floor": floor, "floor_holder": fh}, False
+        return self._tx(body)
+
+    def write(self, resource, holder, fence, table="kit_effect", before_check=None):
+        """A fenced write: the effect's row and the check in one BEGIN
+        IMMEDIATE transaction, then COMMIT; a refusal rolls it all back."""
+        try:
+            _check_args(resource, holder, fence=fence, no_path=True)
+        except Refused as e:
+            return self._refused(e)
+
+        def body():
+            self.conn.execute(f"INSERT INTO {table} (resource, holder, fence) VALUES (?1, ?2, ?3)", (resource, holder, fence))
+            if before_check:
+                before_check()
+            ok, floor, fh = self._check(resource, holder, fence)
+            if ok:
+                return {"floor": floor}, False
+            detail = {"resource": resource, "fence": fence, "holder": holder, "floor": floor, "floor_holder": fh}
+            return {"error": "FG001" if floor is not None else "FG002", "detail": detail, "message": "refused"}, True
+        return self._tx(body)
+
+    def log_refusal(self, resource, holder, fence):
+        try:
+            _check_args(resource, holder, fence=fence)
+        except Refused as e:
+            return self._refused(e)
+
+        def body():
+            fl = self._x("FloorGet", resource).fetchone()
+            floor, fh = (fl[1], fl[2]) if fl else (0, "")
+            if fl is not None and fence < floor:
+                not_issued = 0
+            else:
+                row = self._x("LeaseGet", resource).fetchone()
+                if row is not None and row[2] == fence and row[1] == holder:
+                    return {"logged": False}, False  # the check admits it: no refusal to record
+                not_issued = 1
+            self._x("RejectionInsert", resource, fence, holder, floor, fh, not_issued).fetchone()
+            return {"logged": True}, False
+        return self._tx(body)
+
+    def select(self, q, args=()):
+        cur = self.conn.execute(q.replace("%s", "?"), list(args))
+        cols = [d[0].lower() for d in cur.description]
+        return [dict(zip(cols, r)) for r in cur.fetchall()]

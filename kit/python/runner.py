@@ -1,8 +1,9 @@
 """The conformance kit's Python runner: every scenario of kit/scenarios.json
-on Postgres (psycopg) and MariaDB/MySQL (PyMySQL), each database in a fresh
-migrated schema or database (kit/cmd/setup), dropped after.
+on Postgres (psycopg), MariaDB/MySQL (PyMySQL) and SQLite (the standard
+library's sqlite3, running docs/SQL.md's statements), each database in a
+fresh migrated schema, database or file (kit/cmd/setup), dropped after.
 
-    /usr/bin/python3 kit/python/runner.py [postgres|mysql ...]
+    /usr/bin/python3 kit/python/runner.py [postgres|mysql|sqlite ...]
 
 Exits 1 when a scenario fails or a database cannot be reached: never skips.
 """
@@ -20,7 +21,7 @@ def run(dialect):
     name = fgkit.setup(dialect)
     try:
         conn = fgkit.connect(dialect, name)
-        client = fgkit.Client(dialect, conn)
+        client = fgkit.SQLiteClient(conn) if dialect == "sqlite" else fgkit.Client(dialect, conn)
         run_id = secrets.token_hex(4)
         for sc in fgkit.load()["scenarios"]:
             env = fgkit.Env(f"kit-{run_id}-py-{sc['name']}-")
@@ -44,7 +45,7 @@ def run(dialect):
 
 
 def main():
-    dialects = sys.argv[1:] or ["postgres", "mysql"]
+    dialects = sys.argv[1:] or ["postgres", "mysql", "sqlite"]
     failed = 0
     for d in dialects:
         try:

@@ -1,9 +1,11 @@
-// Command setup makes a fresh, migrated schema (Postgres) or database
-// (MariaDB/MySQL) for one run of a conformance kit runner, and prints its
-// name; with -drop it drops one it made.
+// Command setup makes a fresh, migrated schema (Postgres), database
+// (MariaDB/MySQL) or file (SQLite, in the temporary directory) for one run
+// of a conformance kit runner, and prints its name (SQLite: its path);
+// with -drop it drops one it made.
 //
 //	go run ./kit/cmd/setup postgres        # prints fgkit_<time>_<hex>
 //	go run ./kit/cmd/setup -drop NAME mysql
+//	go run ./kit/cmd/setup sqlite          # prints $TMPDIR/fgkit_<time>_<hex>.db
 //
 // The servers come from FENCEGATE_TEST_DATABASE_URL and
 // FENCEGATE_TEST_MYSQL_URL; one that is unset or unreachable is an error.
@@ -22,7 +24,7 @@ import (
 func main() {
 	drop := flag.String("drop", "", "drop this schema or database instead of making one")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: setup [-drop NAME] postgres|mysql")
+		fmt.Fprintln(os.Stderr, "usage: setup [-drop NAME] postgres|mysql|sqlite")
 	}
 	flag.Parse()
 	if flag.NArg() != 1 {
