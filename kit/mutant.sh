@@ -4,8 +4,13 @@
 # issued (IF NOT a.admitted AND a.floor IS NULL); MariaDB/MySQL: the same,
 # fencegate_refuse called only when there is no floor. Each runner gets a Postgres schema
 # and a MariaDB database of its own, migrated, then mutated from the
-# migrations' own text; the script passes only when EVERY runner FAILS on
-# BOTH databases. kit/run must have installed the runners' packages.
+# migrations' own text. SQLite: docs/SQL.md's FloorHeldVerified, the check's
+# first statement, finds the fence "held" whenever the floor is equal or
+# higher (WHERE floor >= ?2, whatever the holder and the lease), in a copy of
+# docs/SQL.md the Go, bash and Python runners read
+# (FENCEGATE_KIT_SQLITE_PROTOCOL). The script passes only when EVERY runner
+# FAILS on EVERY database it runs on. kit/run must have installed the
+# runners' packages.
 #
 #   kit/mutant.sh [go bash python node pause]
 set -euo pipefail
@@ -27,6 +32,14 @@ grep -q 'a.floor IS NULL THEN' "$tmp/pg.sql" || { echo "mutant.sh: the Postgres 
 	echo '//'
 } >"$tmp/my.sql"
 grep -q 'IF v_floor IS NULL THEN CALL fencegate_refuse' "$tmp/my.sql" || { echo "mutant.sh: the MySQL mutant no longer applies" >&2; exit 1; }
+awk '/^-- FloorHeldVerified$/ { m = 1 }
+	m && /^ WHERE resource = \?1 AND floor = \?2 AND holder = \?3$/ { print " WHERE resource = ?1 AND floor >= ?2 AND ?3 IS NOT NULL"; next }
+	m && /^   AND EXISTS / { next }
+	/^```$/ { m = 0 }
+	{ print }' docs/SQL.md >"$tmp/SQL.md"
+grep -q '^ WHERE resource = ?1 AND floor >= ?2 AND ?3 IS NOT NULL$' "$tmp/SQL.md" && ! grep -A3 '^-- FloorHeldVerified$' "$tmp/SQL.md" | grep -q EXISTS ||
+	{ echo "mutant.sh: the SQLite mutant no longer applies" >&2; exit 1; }
+export FENCEGATE_KIT_SQLITE_PROTOCOL="$tmp/SQL.md"
 [[ $FENCEGATE_TEST_MYSQL_URL =~ ^mysql://(([^:@/]*)(:([^@/]*))?@)?([^:/]*)(:([0-9]+))? ]]
 myargs=(--protocol=tcp -h "${BASH_REMATCH[5]:-127.0.0.1}" -P "${BASH_REMATCH[7]:-3306}" -u "${BASH_REMATCH[2]:-root}")
 [ -z "${BASH_REMATCH[4]}" ] || myargs+=("-p${BASH_REMATCH[4]}")
@@ -56,7 +69,9 @@ for r in "${runners[@]}"; do mutant_run "$r" & done
 wait
 survived=0
 for r in "${runners[@]}"; do
-	for d in postgres mysql; do
+	dbs=(postgres mysql)
+	case $r in go | bash | python) dbs+=(sqlite) ;; esac # Node has no SQLite client of its own; pause.py runs on the servers
+	for d in "${dbs[@]}"; do
 		# a failing scenario on d, in the runner's own words
 		hits=$(grep -E "^FAIL ($r )?[a-z]* ?$d|--- FAIL: TestKit/$d/" "$tmp/$r.log" | sed -E 's/^ *//' | sort -u | tr '\n' ';' || true)
 		if [ -n "$hits" ] && ! grep -q '^exit 0$' "$tmp/$r.log"; then
@@ -72,4 +87,4 @@ if [ $survived -gt 0 ]; then
 	echo "mutant.sh: the mutant survived $survived runner/database pairs"
 	exit 1
 fi
-echo "mutant.sh: the mutant (fencegate_check admitting a stale fence) fails every runner on both databases"
+echo "mutant.sh: the mutant (a stale fence admitted: fencegate_check on Postgres and MariaDB, FloorHeldVerified on SQLite) fails every runner on every database"

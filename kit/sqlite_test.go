@@ -315,9 +315,10 @@ func (c *sqliteClient) check(ctx context.Context, a args) (bool, any, any, error
 	var floor int64
 	var fh string
 	ok, err := c.row(ctx, "FloorHeldVerified", []any{&floor, &fh}, a.resource, a.fence, a.holder)
-	if err == nil && !ok {
-		ok, err = c.row(ctx, "FloorRaiseVerified", []any{&floor, &fh}, a.resource, a.fence, a.holder)
+	if err != nil || ok { // a row: admitted, the fence is the floor already
+		return ok, floor, fh, err
 	}
+	ok, err = c.row(ctx, "FloorRaiseVerified", []any{&floor, &fh}, a.resource, a.fence, a.holder)
 	if err != nil {
 		return false, nil, nil, err
 	}

@@ -59,8 +59,9 @@ def name($resource): if type == "object" then
 def int: value | toint;
 
 # lit: a hex name as a SQL literal: Postgres decodes it as UTF-8 (refusing
-# invalid bytes itself, 22021), MariaDB passes the bytes.
-def lit($dialect): if $dialect == "postgres" then "convert_from('\\x\(.)'::bytea, 'UTF8')" else "X'\(.)'" end;
+# invalid bytes itself, 22021), MariaDB passes the bytes; SQLite's runner
+# (kit/bash/sqlite.sh) checks the hex and binds it as text itself.
+def lit($dialect): if $dialect == "postgres" then "convert_from('\\x\(.)'::bytea, 'UTF8')" elif $dialect == "sqlite" then . else "X'\(.)'" end;
 
 # prep: a step's arguments as shell assignments (op, r, h, f, t, q, rs).
 def prep($dialect):
@@ -69,10 +70,11 @@ def prep($dialect):
    h: (if has("holder") then .holder | name(false) | lit($dialect) else "" end),
    f: (if has("fence") then .fence | int | tostring else "" end),
    t: (if has("ttl_ms") then .ttl_ms | int | tostring else "" end),
-   q: (if .request_id then .request_id | hexbytes | lit($dialect) else "NULL" end),
+   q: (if .request_id then .request_id | hexbytes | lit($dialect) elif $dialect == "sqlite" then "" else "NULL" end),
    ms: (.ms // 0 | . / 1000 | tostring),
    rs: (if has("resources") then
-          (if $dialect == "postgres" then "ARRAY[\([.resources[] | name(true) | lit($dialect)] | join(", "))]::text[]"
+          (if $dialect == "sqlite" then [.resources[] | name(true) | if . == "" then "-" else . end] | join(",")
+           elif $dialect == "postgres" then "ARRAY[\([.resources[] | name(true) | lit($dialect)] | join(", "))]::text[]"
            else "'\([.resources[] | if type == "object" then "" else $prefix + . end] | tojson)'" end)
         else "" end)}
   | to_entries | map("\(.key)=\(.value | @sh)") | join("\n");

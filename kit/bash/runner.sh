@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The conformance kit's bash runner: every scenario of kit/scenarios.json on
-# Postgres (psql) and MariaDB/MySQL (the mariadb client), each database in a
-# fresh migrated schema or database (kit/cmd/setup), dropped after. jq
-# reads the scenarios and checks the answers (kit/bash/kit.jq).
+# Postgres (psql), MariaDB/MySQL (the mariadb client) and SQLite (the
+# sqlite3 shell, running docs/SQL.md's statements: kit/bash/sqlite.sh),
+# each database in a fresh migrated schema, database or file
+# (kit/cmd/setup), dropped after. jq reads the scenarios and checks the
+# answers (kit/bash/kit.jq).
 #
-#   kit/bash/runner.sh [postgres|mysql ...]
+#   kit/bash/runner.sh [postgres|mysql|sqlite ...]
 #
 # Exits 1 when a scenario fails or a database cannot be reached: never skips.
 set -uo pipefail
@@ -12,6 +14,8 @@ here="$(cd "$(dirname "$0")" && pwd)"
 kit="$(dirname "$here")"
 root="$(dirname "$kit")"
 scenarios="$kit/scenarios.json"
+# shellcheck source=sqlite.sh
+. "$here/sqlite.sh"
 
 setup() { # setup [-drop NAME] DIALECT
 	if [ -n "${FENCEGATE_KIT_SETUP:-}" ]; then "$FENCEGATE_KIT_SETUP" "$@"; else go -C "$root" run ./kit/cmd/setup "$@"; fi
@@ -81,6 +85,9 @@ first() { # the one row of rows' answer, or the error
 step() { # step JSON: run one step, print its answer
 	local st=$1 op r h f t q ms rs
 	eval "$(jq -r --argjson vars "$vars" --arg prefix "$prefix" --arg dialect "$dialect" -L "$here" 'include "kit"; prep($dialect)' <<<"$st")"
+	if [ "$dialect" = sqlite ]; then
+		case $op in version | claim | claim_set | renew | release | admit | log_refusal | write) sl_step; return ;; esac
+	fi
 	case $op in
 	version) one version fencegate_protocol_version ;;
 	claim) rows fencegate_claim "status, fence, holder, ttl_ms, request_id" "$r" "$h" "$t" "$q" | first ;;
@@ -97,16 +104,20 @@ step() { # step JSON: run one step, print its answer
 			printf '%s\n' "$out" | tsv2json | jq -c '{floor: (.[0] | to_entries[0].value)}'
 		fi ;;
 	effects | rejections)
-		local sql="SELECT holder FROM kit_effect WHERE resource = $r ORDER BY seq"
-		[ "$op" = rejections ] && sql="SELECT resource, fence, holder, floor, floor_holder FROM fencegate_rejection WHERE resource = $r ORDER BY seq"
+		local rr=$r
+		[ "$dialect" = sqlite ] && rr='?1'
+		local sql="SELECT holder FROM kit_effect WHERE resource = $rr ORDER BY seq"
+		[ "$op" = rejections ] && sql="SELECT resource, fence, holder, floor, floor_holder FROM fencegate_rejection WHERE resource = $rr ORDER BY seq"
 		if [ "$dialect" = postgres ]; then
 			pg "SELECT coalesce(jsonb_agg(x), '[]') FROM ($sql) x"
+		elif [ "$dialect" = sqlite ]; then
+			sq "$(sx_bind "t:$r")"$'\n'"$sql;"
 		else
 			my "$sql" | tsv2json
 		fi | if [ "$op" = effects ]; then jq -c '{count: length, holders: map(.holder)}'; else jq -c '{count: length} + (if length > 0 then {last: .[-1]} else {} end)'; fi ;;
 	counts)
 		local sql="SELECT (SELECT count(*) FROM fencegate_lease) AS lease, (SELECT count(*) FROM fencegate_floor) AS floor, (SELECT count(*) FROM fencegate_request) AS request, (SELECT count(*) FROM fencegate_rejection) AS rejection, (SELECT count(*) FROM kit_effect) AS effect"
-		if [ "$dialect" = postgres ]; then pg "SELECT jsonb_agg(x) FROM ($sql) x"; else my "$sql" | tsv2json; fi |
+		if [ "$dialect" = postgres ]; then pg "SELECT jsonb_agg(x) FROM ($sql) x"; elif [ "$dialect" = sqlite ]; then sq "$sql;"; else my "$sql" | tsv2json; fi |
 			jq -c '.[0] | {counts: "lease=\(.lease) floor=\(.floor) request=\(.request) rejection=\(.rejection) effect=\(.effect)"}' ;;
 	sleep) sleep "$ms"; echo '{}' ;; # waiting past a term is the scenario
 	*) echo "{\"error\":\"client\",\"message\":\"unknown op $op\"}" ;;
@@ -118,6 +129,7 @@ run() { # run DIALECT: every scenario; prints one line each; returns the failure
 	local fails=0 i st got problems
 	if [ -n "${FENCEGATE_KIT_SCHEMA_POSTGRES:-}" ] && [ "$dialect" = postgres ]; then db=$FENCEGATE_KIT_SCHEMA_POSTGRES; own=
 	elif [ -n "${FENCEGATE_KIT_SCHEMA_MYSQL:-}" ] && [ "$dialect" = mysql ]; then db=$FENCEGATE_KIT_SCHEMA_MYSQL; own=
+	elif [ -n "${FENCEGATE_KIT_SCHEMA_SQLITE:-}" ] && [ "$dialect" = sqlite ]; then db=$FENCEGATE_KIT_SCHEMA_SQLITE; own=
 	else db=$(setup "$dialect") || { echo "FAIL bash $dialect: cannot make its database"; return 1; }; own=1; fi
 	if [ "$dialect" = postgres ]; then
 		coproc PSQL { PGOPTIONS="-c search_path=$db" exec psql "$FENCEGATE_TEST_DATABASE_URL" -X -q -At -v VERBOSITY=verbose 2>&1; }
@@ -128,6 +140,10 @@ run() { # run DIALECT: every scenario; prints one line each; returns the failure
 		[[ ${FENCEGATE_TEST_MYSQL_URL:-} =~ ^mysql://(([^:@/]*)(:([^@/]*))?@)?([^:/]*)(:([0-9]+))? ]] || { echo "FAIL bash mysql: FENCEGATE_TEST_MYSQL_URL is not a mysql:// URL"; return 1; }
 		myargs=(--protocol=tcp -h "${BASH_REMATCH[5]:-127.0.0.1}" -P "${BASH_REMATCH[7]:-3306}" -u "${BASH_REMATCH[2]:-root}")
 		[ -n "${BASH_REMATCH[4]}" ] && myargs+=("-p${BASH_REMATCH[4]}")
+	fi
+	if [ "$dialect" = sqlite ]; then
+		sl_load || { echo "FAIL bash sqlite: no statements in docs/SQL.md's SQLite section"; return 1; }
+		sl_open "$db" || { echo "FAIL bash sqlite: $(cat "$tmp/err")"; return 1; }
 	fi
 	local run_id; run_id=$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')
 	local name steps out
@@ -155,18 +171,24 @@ run() { # run DIALECT: every scenario; prints one line each; returns the failure
 		fi
 	done < <(jq -r '.scenarios[] | [.name, (.steps | tojson)] | @tsv' "$scenarios")
 	if [ "$dialect" = postgres ]; then printf '\\q\n' >&"$pgin"; wait "$PSQL_PID"; exec {pgin}>&- {pgout}<&-; fi
+	if [ "$dialect" = sqlite ]; then sl_close; fi
 	if [ -n "$own" ]; then setup -drop "$db" "$dialect" || fails=$((fails + 1)); fi
 	return $fails
 }
 
-for tool in jq psql mariadb; do
-	command -v $tool >/dev/null || { echo "FAIL bash: $tool is not installed"; exit 1; }
+dialects=("$@")
+[ ${#dialects[@]} -gt 0 ] || dialects=(postgres mysql sqlite)
+declare -A client=([postgres]=psql [mysql]=mariadb [sqlite]=sqlite3)
+for d in "${dialects[@]}"; do
+	[ -n "${client[$d]:-}" ] || { echo "FAIL bash: no database $d (postgres, mysql, sqlite)"; exit 1; }
+done
+for tool in jq "${dialects[@]/#/}"; do
+	tool=${client[$tool]:-$tool}
+	command -v "$tool" >/dev/null || { echo "FAIL bash: $tool is not installed"; exit 1; }
 done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 total=0
-dialects=("$@")
-[ ${#dialects[@]} -gt 0 ] || dialects=(postgres mysql)
 for d in "${dialects[@]}"; do
 	run "$d"
 	total=$((total + $?))

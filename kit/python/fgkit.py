@@ -562,7 +562,9 @@ class SQLiteClient(Client):
         floor_holder); a refusal's floor is None when the fence was never
         issued (FG002's case) rather than below the floor (FG001's)."""
         fl = self._x("FloorHeldVerified", resource, fence, holder).fetchone()
-        fl = fl or self._x("FloorRaiseVerified", resource, fence, holder).fetchone()
+        if fl is not None:  # admitted: the fence is the floor already
+            return True, fl[0], fl[1]
+        fl = self._x("FloorRaiseVerified", resource, fence, holder).fetchone()
         if fl is not None:
             return fl[0] == fence, fl[0], fl[1]
         fl = self._x("FloorGet", resource).fetchone()
