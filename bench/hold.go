@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/fencegate/fencegate/clock"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/sqlstore/pgxv5"
 )
@@ -311,7 +312,7 @@ func QueuedAcquirers(ctx context.Context, cfg Config, r *Report) error {
 	r.f("## Term lost before the request leaves (`-only queue`)\n\n")
 	r.f("%d goroutines acquire distinct resources at once through a pgx pool of %d connections, TTL %s. The term lost is TTL minus the time the holder has left when the grant arrives. Both columns come from the same grants: *stamped at BeginAcquire* dates the lease from before the wait for a connection (as the coordinator did before); *stamped with the connection in hand* from Request.SentAt, which the coordinator now reads again once it holds the connection, just before the statement goes out.\n\n", acquirers, conns, ttl)
 	r.f("| network | stamp | term lost p50 | p99 | max | grants with no time left |\n|---|---|---:|---:|---:|---:|\n")
-	clock := lease.SystemClock() // the Client's clock: one origin per process
+	clk := clock.System() // the Client's clock: one origin per process
 	for _, pg := range pgs {
 		client, err := lease.NewClient(&lease.ClientOptions{Holder: "bench-queue", TTL: ttl})
 		if err != nil {
@@ -327,12 +328,12 @@ func QueuedAcquirers(ctx context.Context, cfg Config, r *Report) error {
 		for i := range acquirers {
 			wg.Go(func() {
 				<-start
-				made := clock.Now()
+				made := clk.Now()
 				req, err := client.BeginAcquire(prefix + strconv.Itoa(i))
 				if err == nil {
 					var out lease.AcquireOutcome
 					if out, err = coord.Acquire(ctx, req); err == nil && out.OK {
-						arrival := clock.Now()
+						arrival := clk.Now()
 						before[i] = ttl - (made.Add(out.Grant.TTL).Sub(arrival))
 						after[i] = ttl - (req.SentAt().Add(out.Grant.TTL).Sub(arrival))
 						leases[i], err = client.CompleteAcquire(req, out.Grant)

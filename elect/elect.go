@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fencegate/fencegate/clock"
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/internal/wakeup"
 	"github.com/fencegate/fencegate/lease"
@@ -79,7 +80,7 @@ type Leader struct {
 	Live bool
 	// ExpiresAt is the term's end in the database's clock unless renewed,
 	// for display.
-	ExpiresAt lease.DBTime
+	ExpiresAt clock.DBTime
 }
 
 // Elector is one participant of a leader election built on a lease: the

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/fencegate/fencegate/clock"
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/internal/dbtest"
@@ -62,8 +63,8 @@ func (o *observed) allSawLocked(fence int64) bool {
 type electTerm struct {
 	identity string
 	fence    int64
-	granted  lease.DBTime // the lease row's grant, read at the term's start
-	lostBy   lease.DBTime // for a term lost by its deadline: the coordinator's last expiry of it
+	granted  clock.DBTime // the lease row's grant, read at the term's start
+	lostBy   clock.DBTime // for a term lost by its deadline: the coordinator's last expiry of it
 }
 
 // Three electors on separate connections and Coordinators campaign in
@@ -286,8 +287,8 @@ func TestElectorCheck(t *testing.T) {
 	ctx := context.Background()
 	store := &failingRenewals{Store: dbtest.SQLite(t)}
 	coord := lease.NewCoordinator(store, &lease.CoordinatorOptions{TTL: 3 * time.Second})
-	clock := lease.NewManualClock(time.Hour, 0)
-	e, err := New(coord, newClient(t, "a", lease.ClientOptions{Clock: clock}), &Options{Name: "health", HealthTimeout: 500 * time.Millisecond})
+	clk := clock.NewManual(time.Hour, 0)
+	e, err := New(coord, newClient(t, "a", lease.ClientOptions{Clock: clk}), &Options{Name: "health", HealthTimeout: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,11 +300,11 @@ func TestElectorCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	ttl := term.Lease().Grant().TTL
-	clock.Advance(ttl/3 + 400*time.Millisecond) // due, 400 ms overdue: within the timeout
+	clk.Advance(ttl/3 + 400*time.Millisecond) // due, 400 ms overdue: within the timeout
 	if err := e.Check(nil); err != nil {
 		t.Errorf("Check 400 ms overdue: %v", err)
 	}
-	clock.Advance(200 * time.Millisecond)
+	clk.Advance(200 * time.Millisecond)
 	if err := e.Check(nil); !errors.Is(err, ErrUnhealthy) {
 		t.Errorf("Check 600 ms overdue = %v, want ErrUnhealthy", err)
 	}

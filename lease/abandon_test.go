@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencegate/fencegate/clock"
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/sqlstore"
 )
@@ -208,13 +209,13 @@ func TestAcquireWaitRetriesALostGrantsReleaseWithinItsTerm(t *testing.T) {
 			cs := &cutStore{Store: store, holder: "b"}
 			coord := NewCoordinator(cs, nil)
 			pauses, ended := manualPauses(coord)
-			clock := NewManualClock(0, 0)
-			b := newClient(t, "b", ClientOptions{TTL: time.Hour, Clock: clock})
+			clk := clock.NewManual(0, 0)
+			b := newClient(t, "b", ClientOptions{TTL: time.Hour, Clock: clk})
 			lostGrant(t, coord, b, resourceName(t))
 			fire := recv(t, pauses, "a retry")
 			want := context.Canceled
 			if end == "term" {
-				clock.Advance(time.Hour)
+				clk.Advance(time.Hour)
 				fire <- time.Time{}
 				want = errTermOver
 			} else {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencegate/fencegate/clock"
 	"github.com/fencegate/fencegate/sqlstore"
 )
 
@@ -14,12 +15,12 @@ import (
 // its instants can be put next to the database's timestamps: the test's
 // databases run on this machine and read the same clock. Only a test may do
 // this; a real holder cannot know how its clock relates to the database's,
-// which is why Instant and DBTime do not mix.
+// which is why clock.Instant and clock.DBTime do not mix.
 type wallClock struct{ origin time.Time }
 
-func (c wallClock) Now() Instant { return Instant{time.Now().Round(0).Sub(c.origin)} }
+func (c wallClock) Now() clock.Instant { return at(time.Now().Round(0).Sub(c.origin)) }
 
-func (c wallClock) wall(i Instant) time.Time { return c.origin.Add(i.d) }
+func (c wallClock) wall(i clock.Instant) time.Time { return c.origin.Add(i.Sub(clock.Instant{})) }
 
 // Over hundreds of round trips with random delays before and after the
 // coordinator (acquisitions, retried acquisitions and renewals), the holder's
@@ -33,8 +34,8 @@ func TestHolderDeadlineNeverExceedsCoordinatorExpiry(t *testing.T) {
 		rng := rand.New(rand.NewPCG(uint64(seed), 0))
 		t.Logf("seed %d", seed)
 
-		clock := wallClock{origin: time.Now().Round(0)}
-		c, err := NewClient(&ClientOptions{Holder: "agent-a", Clock: clock, TTL: 5 * time.Second})
+		clk := wallClock{origin: time.Now().Round(0)}
+		c, err := NewClient(&ClientOptions{Holder: "agent-a", Clock: clk, TTL: 5 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,17 +50,17 @@ func TestHolderDeadlineNeverExceedsCoordinatorExpiry(t *testing.T) {
 		}
 		var trips, arrivalViolations int
 		minMargin := time.Duration(1<<63 - 1)
-		check := func(what string, l *Lease, g Grant, arrival Instant) {
+		check := func(what string, l *Lease, g Grant, arrival clock.Instant) {
 			t.Helper()
 			trips++
-			deadline := clock.wall(l.Deadline())
+			deadline := clk.wall(l.Deadline())
 			expiry := g.CoordinatorExpiresAt.Time()
 			if deadline.After(expiry) {
 				t.Errorf("%s: the holder's deadline %v is %v after the coordinator's expiry %v",
 					what, deadline.Format(time.StampMicro), deadline.Sub(expiry), expiry.Format(time.StampMicro))
 			}
 			minMargin = min(minMargin, expiry.Sub(deadline))
-			if clock.wall(arrival.Add(g.TTL)).After(expiry) {
+			if clk.wall(arrival.Add(g.TTL)).After(expiry) {
 				arrivalViolations++
 			}
 		}
@@ -81,7 +82,7 @@ func TestHolderDeadlineNeverExceedsCoordinatorExpiry(t *testing.T) {
 				}
 			}
 			network()
-			arrival := clock.Now()
+			arrival := clk.Now()
 			l, err := c.CompleteAcquire(req, out.Grant)
 			if err != nil {
 				t.Fatal(err)
@@ -96,7 +97,7 @@ func TestHolderDeadlineNeverExceedsCoordinatorExpiry(t *testing.T) {
 					t.Fatalf("Renew = %+v, %v", rout, err)
 				}
 				network()
-				arrival := clock.Now()
+				arrival := clk.Now()
 				if _, err := c.CompleteRenewal(rreq, rout.Grant); err != nil {
 					t.Fatal(err)
 				}

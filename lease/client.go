@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fencegate/fencegate/clock"
 	"github.com/fencegate/fencegate/fence"
 )
 
@@ -28,8 +29,8 @@ type ClientOptions struct {
 	ClockSkew time.Duration
 
 	// Clock is the holder's clock. It must be monotonic; the Client panics if
-	// it reads backwards. Defaults to SystemClock().
-	Clock Clock
+	// it reads backwards. Defaults to clock.System().
+	Clock clock.Clock
 
 	// TTL is the lease term the holder asks for, at least MinTTL. Defaults
 	// to 0, which lets the coordinator choose (CoordinatorOptions.TTL).
@@ -82,12 +83,12 @@ func NewClient(o *ClientOptions) (*Client, error) {
 	case opts.TTL > 0 && opts.ClockSkew >= opts.TTL:
 		return nil, invalid("clock skew", "%v is not below the ttl %v: every lease would be born expired", opts.ClockSkew, opts.TTL)
 	}
-	clock := opts.Clock
-	if clock == nil {
-		clock = SystemClock()
+	holderClock := opts.Clock
+	if holderClock == nil {
+		holderClock = clock.System()
 	}
 	return &Client{
-		holder: opts.Holder, skew: opts.ClockSkew, ttl: opts.TTL, clock: &checkedClock{clock: clock},
+		holder: opts.Holder, skew: opts.ClockSkew, ttl: opts.TTL, clock: &checkedClock{clock: holderClock},
 		releaseTimeout: cmp.Or(max(opts.ReleaseTimeout, 0), 5*time.Second),
 	}, nil
 }
@@ -125,7 +126,7 @@ type AcquireRequest struct {
 // a connection for the request's first sending (see Coordinator.Acquire),
 // so that time queued for a connection is not taken off the lease. It is
 // zero for a request no Client began.
-func (r *AcquireRequest) SentAt() Instant { return r.sentAt.load() }
+func (r *AcquireRequest) SentAt() clock.Instant { return r.sentAt.load() }
 
 // sent reports whether the request may have been sent: restamp ran, just
 // before its first sending.
@@ -148,7 +149,7 @@ func (r *AcquireRequest) restamp() {
 // clock later than the one it had: a waiter's hand-over request follows
 // the touches of its place that were answered (Coordinator.handedOver says
 // why that is safe). The request counts as sent.
-func (r *AcquireRequest) reanchor(at Instant) {
+func (r *AcquireRequest) reanchor(at clock.Instant) {
 	r.sentAt.mu.Lock()
 	defer r.sentAt.mu.Unlock()
 	r.sentAt.at, r.sentAt.resent = at, true
@@ -175,7 +176,7 @@ type RenewRequest struct {
 // SentAt returns the instant at which the request was sent, on the holder's
 // clock: when BeginRenewal read it, or later, as AcquireRequest.SentAt.
 // The renewed deadline dates from it, not from the reply's arrival.
-func (r *RenewRequest) SentAt() Instant { return r.sentAt.load() }
+func (r *RenewRequest) SentAt() clock.Instant { return r.sentAt.load() }
 
 // restamp is AcquireRequest.restamp for a renewal.
 func (r *RenewRequest) restamp() {
@@ -189,23 +190,23 @@ func (r *RenewRequest) restamp() {
 // sending of any concurrent copy of the request.
 type sendStamp struct {
 	mu     sync.Mutex
-	at     Instant
+	at     clock.Instant
 	resent bool // restamp ran: the request has been sent
 }
 
-func newSendStamp(at Instant) sendStamp { return sendStamp{at: at} }
+func newSendStamp(at clock.Instant) sendStamp { return sendStamp{at: at} }
 
-func (s *sendStamp) load() Instant {
+func (s *sendStamp) load() clock.Instant {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.at
 }
 
-func (s *sendStamp) restamp(clock Clock) {
+func (s *sendStamp) restamp(c clock.Clock) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.resent {
-		s.at, s.resent = clock.Now(), true
+		s.at, s.resent = c.Now(), true
 	}
 }
 
@@ -225,7 +226,7 @@ type Grant struct {
 	// CoordinatorExpiresAt is the expiry in the database's clock. It is for
 	// logs: the holder cannot compare it with its own clock, and the types
 	// keep it from trying.
-	CoordinatorExpiresAt DBTime
+	CoordinatorExpiresAt clock.DBTime
 }
 
 // BeginAcquire starts an acquisition of resource: it reads the holder's
@@ -386,18 +387,18 @@ type Lease struct {
 	otel   leaseOtel   // set once, before the Lease is shared
 
 	mu       sync.Mutex
-	deadline Instant
+	deadline clock.Instant
 	grant    Grant
 	released bool
 }
 
-func (l *Lease) set(sentAt Instant, grant Grant) {
+func (l *Lease) set(sentAt clock.Instant, grant Grant) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.setLocked(sentAt, grant)
 }
 
-func (l *Lease) setLocked(sentAt Instant, grant Grant) {
+func (l *Lease) setLocked(sentAt clock.Instant, grant Grant) {
 	l.deadline = sentAt.Add(grant.TTL - l.client.skew)
 	l.grant = grant
 }
@@ -410,7 +411,7 @@ func (l *Lease) Token() fence.Token { return l.token }
 // stops believing it holds the lease. As long as ClockSkew bounds how far
 // the holder's clock falls behind the database's, it is never later than the
 // coordinator's expiry. Advisory: see Lease.
-func (l *Lease) Deadline() Instant {
+func (l *Lease) Deadline() clock.Instant {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.deadline

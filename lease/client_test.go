@@ -8,14 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencegate/fencegate/clock"
 	"github.com/fencegate/fencegate/fence"
 )
 
 // newTestClient returns a client on a manual clock that steps 1ms per read.
-func newTestClient(t *testing.T, opts ClientOptions) (*Client, *ManualClock) {
+func newTestClient(t *testing.T, opts ClientOptions) (*Client, *clock.Manual) {
 	t.Helper()
-	clock := NewManualClock(0, time.Millisecond)
-	opts.Clock = clock
+	clk := clock.NewManual(0, time.Millisecond)
+	opts.Clock = clk
 	if opts.Holder == "" {
 		opts.Holder = "agent-a"
 	}
@@ -23,7 +24,7 @@ func newTestClient(t *testing.T, opts ClientOptions) (*Client, *ManualClock) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, clock
+	return c, clk
 }
 
 // grantFor plays the coordinator: a grant answering req with ttl and fence.
@@ -56,8 +57,8 @@ func TestNewClientRejectsBadOptions(t *testing.T) {
 }
 
 func TestBeginAcquire(t *testing.T) {
-	c, clock := newTestClient(t, ClientOptions{TTL: time.Second})
-	want := clock.Peek()
+	c, clk := newTestClient(t, ClientOptions{TTL: time.Second})
+	want := clk.Peek()
 	req, err := c.BeginAcquire("deploy-slot")
 	if err != nil {
 		t.Fatal(err)
@@ -86,9 +87,9 @@ func TestBeginAcquire(t *testing.T) {
 // The deadline dates from the send instant, never from the reply's arrival:
 // however long the round trip, it does not move.
 func TestCompleteAcquireAnchorsAtSendTime(t *testing.T) {
-	c, clock := newTestClient(t, ClientOptions{ClockSkew: 50 * time.Millisecond})
+	c, clk := newTestClient(t, ClientOptions{ClockSkew: 50 * time.Millisecond})
 	req, _ := c.BeginAcquire("r")
-	clock.Advance(300 * time.Millisecond) // a slow round trip
+	clk.Advance(300 * time.Millisecond) // a slow round trip
 	l, err := c.CompleteAcquire(req, grantFor(req, 7, time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +105,7 @@ func TestCompleteAcquireAnchorsAtSendTime(t *testing.T) {
 	if rem := l.Remaining(); rem != 950*time.Millisecond-301*time.Millisecond {
 		t.Errorf("Remaining = %v", rem)
 	}
-	clock.AdvanceTo(l.Deadline().Add(-time.Millisecond))
+	clk.AdvanceTo(l.Deadline().Add(-time.Millisecond))
 	if l.Expired() {
 		t.Error("expired a millisecond before its deadline")
 	}
@@ -198,12 +199,12 @@ func TestCompleteAcquireRejectsAnotherRequestsGrant(t *testing.T) {
 // A renewal keeps the fence and dates the new deadline from the renewal's
 // own send instant.
 func TestRenewalKeepsFenceAndAnchorsAtItsSendTime(t *testing.T) {
-	c, clock := newTestClient(t, ClientOptions{ClockSkew: 10 * time.Millisecond})
+	c, clk := newTestClient(t, ClientOptions{ClockSkew: 10 * time.Millisecond})
 	req, _ := c.BeginAcquire("r")
 	l, _ := c.CompleteAcquire(req, grantFor(req, 5, time.Second))
 	token := l.Token()
 
-	clock.Advance(400 * time.Millisecond)
+	clk.Advance(400 * time.Millisecond)
 	rreq, err := c.BeginRenewal(l)
 	if err != nil {
 		t.Fatal(err)
@@ -211,7 +212,7 @@ func TestRenewalKeepsFenceAndAnchorsAtItsSendTime(t *testing.T) {
 	if rreq.Resource != "r" || rreq.Holder != "agent-a" || rreq.Fence != 5 || rreq.RequestID == req.RequestID {
 		t.Errorf("renew request %+v", rreq)
 	}
-	clock.Advance(200 * time.Millisecond) // the reply is slow
+	clk.Advance(200 * time.Millisecond) // the reply is slow
 	rgrant := Grant{Resource: "r", Holder: "agent-a", Fence: 5, RequestID: rreq.RequestID, TTL: time.Second}
 	renewed, err := c.CompleteRenewal(rreq, rgrant)
 	if err != nil {

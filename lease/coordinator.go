@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/fencegate/fencegate/clock"
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/sqlstore"
 )
@@ -157,7 +158,7 @@ type AcquireOutcome struct {
 	HeldBy       string        // the holder
 	Fence        int64         // its fence
 	RetryAfter   time.Duration // how long until it expires, unless renewed
-	ExpiresAt    DBTime        // the same, in the database's clock, for logs
+	ExpiresAt    clock.DBTime  // the same, in the database's clock, for logs
 	AlreadyHeld  bool          // the holder is the requester itself (under another request)
 }
 
@@ -192,9 +193,9 @@ type Status struct {
 	Released bool
 	// Remaining is ExpiresAt - Now when Held, else 0.
 	Remaining time.Duration
-	GrantedAt DBTime
-	ExpiresAt DBTime
-	Now       DBTime // the database's clock at the read
+	GrantedAt clock.DBTime
+	ExpiresAt clock.DBTime
+	Now       clock.DBTime // the database's clock at the read
 }
 
 // Acquire grants req's holder a new lease on req.Resource, with a fence above
@@ -332,7 +333,7 @@ func (c *Coordinator) acquire(ctx context.Context, req *AcquireRequest, waiter i
 			HeldBy:       row.Holder,
 			Fence:        row.Fence,
 			RetryAfter:   row.ExpiresAt.Sub(row.Now),
-			ExpiresAt:    DBTime{row.ExpiresAt},
+			ExpiresAt:    clock.NewDBTime(row.ExpiresAt),
 			AlreadyHeld:  row.Holder == req.Holder,
 		}, nil
 	case sqlstore.AcquireRequestExpired:
@@ -361,7 +362,7 @@ func (c *Coordinator) grantOf(row sqlstore.LeaseRow, requestID string) Grant {
 		Fence:                row.Fence,
 		RequestID:            requestID,
 		TTL:                  max(row.ExpiresAt.Sub(row.Now)-tick, 0),
-		CoordinatorExpiresAt: DBTime{row.ExpiresAt},
+		CoordinatorExpiresAt: clock.NewDBTime(row.ExpiresAt),
 	}
 }
 
@@ -696,9 +697,9 @@ func statusOf(row sqlstore.LeaseRow) Status {
 		Holder:    row.Holder,
 		Fence:     row.Fence,
 		Released:  row.Released,
-		GrantedAt: DBTime{row.GrantedAt},
-		ExpiresAt: DBTime{row.ExpiresAt},
-		Now:       DBTime{row.Now},
+		GrantedAt: clock.NewDBTime(row.GrantedAt),
+		ExpiresAt: clock.NewDBTime(row.ExpiresAt),
+		Now:       clock.NewDBTime(row.Now),
 	}
 	if s.Held {
 		s.Remaining = row.ExpiresAt.Sub(row.Now)

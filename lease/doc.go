@@ -15,7 +15,7 @@
 // keeps no state of its own, so it can run in many processes at once and
 // survive restarts. The Client is the holder's side: it makes requests,
 // turns grants into leases, and dates every lease from its own clock
-// (SystemClock: monotonic, and moved forward by the wall clock's forward
+// (clock.System: monotonic, and moved forward by the wall clock's forward
 // steps, so a paused VM wakes with its lease's time gone).
 //
 // # The protocol
@@ -202,11 +202,11 @@
 // grant under kills, stalls, cut connections and crashes (its check
 // deadline-after-expiry, docs/RELIABILITY.md).
 //
-// The holder's readings are Instant; the database's timestamps are DBTime.
-// They are different types, so subtracting one from the other does not
-// compile. Grant.CoordinatorExpiresAt is for logs. ManualClock, whose
-// readings can step forward on every read, makes the gap between a lease
-// check and a write reproducible in tests.
+// The holder's readings are clock.Instant; the database's timestamps are
+// clock.DBTime (package clock). They are different types, so subtracting one
+// from the other does not compile. Grant.CoordinatorExpiresAt is for logs.
+// clock.Manual, whose readings can step forward on every read, makes the gap
+// between a lease check and a write reproducible in tests.
 //
 // # Advisory questions
 //

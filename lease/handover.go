@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/fencegate/fencegate/clock"
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/sqlstore"
 )
@@ -92,7 +93,7 @@ func (c *Coordinator) handedOver(ctx context.Context, client *Client, hreq *Acqu
 		Fence:                row.Fence,
 		RequestID:            hreq.RequestID,
 		TTL:                  max(row.ExpiresAt.Sub(row.GrantedAt)-tick, 0),
-		CoordinatorExpiresAt: DBTime{row.ExpiresAt},
+		CoordinatorExpiresAt: clock.NewDBTime(row.ExpiresAt),
 	})
 }
 

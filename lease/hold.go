@@ -44,7 +44,7 @@ import (
 // released.
 //
 // Hold's timers run on the process's clock; when one fires, the deadline is
-// checked again on the Client's clock. With a ManualClock that is not
+// checked again on the Client's clock. With a clock.Manual that is not
 // advanced, the lease is therefore never lost by its deadline: tests of
 // expiry should use real time, or the Client and Coordinator directly.
 func Hold(ctx context.Context, c *Client, coord *Coordinator, resource string, fn func(ctx context.Context, l *Lease) error, opts ...HoldOption) error {

@@ -4,14 +4,16 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fencegate/fencegate/clock"
 )
 
 // stallingClock is the system clock, except that while armed each reading
 // is followed by a stall: a preemption right after the clock was read.
 type stallingClock struct{ armed atomic.Bool }
 
-func (c *stallingClock) Now() Instant {
-	now := SystemClock().Now()
+func (c *stallingClock) Now() clock.Instant {
+	now := clock.System().Now()
 	if c.armed.Load() {
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/fencegate/fencegate/clock"
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/internal/telemetry"
 )
@@ -146,8 +147,8 @@ type acquireSpan struct {
 
 // leaseOtel is what a Lease carries for its instrumentation.
 type leaseOtel struct {
-	acquired Instant      // the request's send instant, on the holder's clock
-	span     *acquireSpan // nil when no instrumented Coordinator in this process granted it
+	acquired clock.Instant // the request's send instant, on the holder's clock
+	span     *acquireSpan  // nil when no instrumented Coordinator in this process granted it
 }
 
 // linked reports whether l's acquisition span can be linked to: a span of a

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencegate/fencegate/clock"
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/sqlstore"
 )
@@ -24,8 +25,8 @@ func TestRetryAfterPruningIsNeverGrantedTwice(t *testing.T) {
 		r := resourceName(t)
 		const term = 2 * time.Second // long enough to release on a loaded machine
 		coord := NewCoordinator(store, &CoordinatorOptions{TTL: term, MaxTTL: term})
-		clock := NewManualClock(time.Hour, 0)
-		c := newClient(t, "h", ClientOptions{TTL: term, Clock: clock})
+		clk := clock.NewManual(time.Hour, 0)
+		c := newClient(t, "h", ClientOptions{TTL: term, Clock: clk})
 		req, err := c.BeginAcquire(r)
 		if err != nil {
 			t.Fatal(err)
@@ -47,7 +48,7 @@ func TestRetryAfterPruningIsNeverGrantedTwice(t *testing.T) {
 		}
 		// A new generation overwrites the row: the request's record is
 		// now the request table's alone.
-		c2 := newClient(t, "h2", ClientOptions{TTL: term, Clock: clock})
+		c2 := newClient(t, "h2", ClientOptions{TTL: term, Clock: clk})
 		req2, err := c2.BeginAcquire(r)
 		if err != nil {
 			t.Fatal(err)
@@ -91,7 +92,7 @@ func TestRetryAfterPruningIsNeverGrantedTwice(t *testing.T) {
 			t.Fatalf("waiters after pruning: %v, %v", ws, err)
 		}
 
-		clock.Advance(term + time.Millisecond) // the retry comes after its term
+		clk.Advance(term + time.Millisecond) // the retry comes after its term
 		if _, err := coord.Acquire(ctx, req); !errors.Is(err, ErrRequestExpired) {
 			t.Fatalf("retry after pruning = %v, want ErrRequestExpired", err)
 		}

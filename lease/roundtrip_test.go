@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/fencegate/fencegate/clock"
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/pgxv5"
@@ -151,26 +152,26 @@ func TestPostgresReleaseCommitsAsynchronouslyOnItsOwn(t *testing.T) {
 // while the pool hands the connection over; the lease is dated after it.
 func TestSendInstantIsReadOnceTheConnectionIsInHand(t *testing.T) {
 	ctx := context.Background()
-	clock := NewManualClock(0, 0)
+	clk := clock.NewManual(0, 0)
 	var armed atomic.Bool
 	store := pgxStore(t, func(cfg *pgxpool.Config) {
 		cfg.PrepareConn = func(context.Context, *pgx.Conn) (bool, error) {
 			if armed.CompareAndSwap(true, false) {
-				clock.Advance(time.Second) // the wait for the connection
+				clk.Advance(time.Second) // the wait for the connection
 			}
 			return true, nil
 		}
 	})
 	coord := NewCoordinator(store, nil)
-	c, err := NewClient(&ClientOptions{Holder: "agent-a", Clock: clock})
+	c, err := NewClient(&ClientOptions{Holder: "agent-a", Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
 	l := acquire(t, c, coord, "renewed")
 	for _, op := range []string{"acquire", "renew", "batch"} {
-		began := clock.Now()
+		began := clk.Now()
 		armed.Store(true)
-		var sent Instant
+		var sent clock.Instant
 		switch op {
 		case "acquire":
 			req, _ := c.BeginAcquire("job")

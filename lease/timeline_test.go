@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/fencegate/fencegate/clock"
 	"github.com/fencegate/fencegate/gate"
 )
 
@@ -31,10 +32,10 @@ func TestSeedTimeline(t *testing.T) {
 // holder compares with its clock before writing.
 type naiveLock struct {
 	holder    string
-	expiresAt Instant
+	expiresAt clock.Instant
 }
 
-func (n *naiveLock) acquire(holder string, now Instant, ttl time.Duration) bool {
+func (n *naiveLock) acquire(holder string, now clock.Instant, ttl time.Duration) bool {
 	if n.holder != "" && now.Before(n.expiresAt) {
 		return false
 	}
@@ -42,7 +43,7 @@ func (n *naiveLock) acquire(holder string, now Instant, ttl time.Duration) bool 
 	return true
 }
 
-func (n *naiveLock) stillMine(holder string, now Instant) bool {
+func (n *naiveLock) stillMine(holder string, now clock.Instant) bool {
 	return n.holder == holder && now.Before(n.expiresAt)
 }
 
@@ -90,21 +91,21 @@ func testSeedTimeline[TTx any](t *testing.T, h harness[TTx]) {
 
 	t.Run("naive expiresAt lease: both writes land", func(t *testing.T) {
 		reset()
-		clock := NewManualClock(0, step)
+		clk := clock.NewManual(0, step)
 		lock := &naiveLock{}
-		if !lock.acquire("agent-a", clock.Now(), time.Second) { // t=0
+		if !lock.acquire("agent-a", clk.Now(), time.Second) { // t=0
 			t.Fatal("A could not acquire a free lock")
 		}
-		clock.AdvanceTo(Instant{950 * time.Millisecond})
-		if !lock.stillMine("agent-a", clock.Now()) { // t=950: A's check passes
+		clk.AdvanceTo(at(950 * time.Millisecond))
+		if !lock.stillMine("agent-a", clk.Now()) { // t=950: A's check passes
 			t.Fatal("A's check failed at t=950")
 		}
 		// A starts its slow model call. Meanwhile:
-		clock.AdvanceTo(Instant{1000 * time.Millisecond})
-		if !lock.acquire("agent-b", clock.Now(), time.Second) { // t=1000
+		clk.AdvanceTo(at(1000 * time.Millisecond))
+		if !lock.acquire("agent-b", clk.Now(), time.Second) { // t=1000
 			t.Fatal("B could not acquire the expired lock")
 		}
-		if !lock.stillMine("agent-b", clock.Now()) {
+		if !lock.stillMine("agent-b", clk.Now()) {
 			t.Fatal("B's check failed")
 		}
 		txB, err := h.Driver.Begin(ctx)
@@ -117,7 +118,7 @@ func testSeedTimeline[TTx any](t *testing.T, h harness[TTx]) {
 		if err := h.Driver.Commit(ctx, txB); err != nil {
 			t.Fatal(err)
 		}
-		clock.AdvanceTo(Instant{1400 * time.Millisecond}) // A's model call returns
+		clk.AdvanceTo(at(1400 * time.Millisecond)) // A's model call returns
 		txA, err := h.Driver.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -143,15 +144,15 @@ func testSeedTimeline[TTx any](t *testing.T, h harness[TTx]) {
 		const ttl = 200 * time.Millisecond
 		coord := NewCoordinator(h.Driver, nil)
 		g := gate.New(h.Driver, &gate.Options{VerifyIssued: true})
-		clock := NewManualClock(0, step)
-		a, err := NewClient(&ClientOptions{Holder: "agent-a", Clock: clock, TTL: ttl})
+		clk := clock.NewManual(0, step)
+		a, err := NewClient(&ClientOptions{Holder: "agent-a", Clock: clk, TTL: ttl})
 		if err != nil {
 			t.Fatal(err)
 		}
 		b := newClient(t, "agent-b", ClientOptions{TTL: time.Minute})
 
 		la := acquire(t, a, coord, "deploy-slot") // t=0
-		clock.AdvanceTo(la.Deadline().Add(-ttl / 20))
+		clk.AdvanceTo(la.Deadline().Add(-ttl / 20))
 		if la.Expired() { // t=950 (scaled): A's advisory check passes
 			t.Fatal("A's check failed before its deadline")
 		}
@@ -165,7 +166,7 @@ func testSeedTimeline[TTx any](t *testing.T, h harness[TTx]) {
 
 		// A's write lands (t=1400), here even before B has written: the
 		// gate refuses it inside A's own transaction.
-		clock.Advance(ttl * 2 / 5)
+		clk.Advance(ttl * 2 / 5)
 		txA, err := h.Driver.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)

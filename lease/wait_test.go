@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencegate/fencegate/clock"
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/internal/dbtest"
 	"github.com/fencegate/fencegate/sqlstore"
@@ -828,13 +829,13 @@ func TestHoldReleasesAGrantWhoseReplyWasLost(t *testing.T) {
 func TestTryAcquire(t *testing.T) {
 	ctx := context.Background()
 	coord := NewCoordinator(dbtest.SQLite(t), &CoordinatorOptions{TTL: time.Minute})
-	clock := NewManualClock(time.Hour, 0)
-	a := newClient(t, "a", ClientOptions{Clock: clock})
+	clk := clock.NewManual(time.Hour, 0)
+	a := newClient(t, "a", ClientOptions{Clock: clk})
 	l, err := coord.TryAcquire(ctx, a, "job")
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock.Advance(3 * time.Second)
+	clk.Advance(3 * time.Second)
 	if age := l.Age(); age != 3*time.Second {
 		t.Errorf("Age 3s after the grant's request = %v", age)
 	}

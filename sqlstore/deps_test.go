@@ -49,7 +49,7 @@ func TestProgramsLinkOnlyTheirDriver(t *testing.T) {
 		// sqlstore, and are not listed here.
 		{[]string{"./..."}, []string{"github.com/fencegate/fencegate/gate", "github.com/fencegate/fencegate/lease", "github.com/fencegate/fencegate/cmd/",
 			"github.com/fencegate/fencegate/internal/", "github.com/fencegate/fencegate/elect", "github.com/fencegate/fencegate/semaphore",
-			"github.com/fencegate/fencegate/handover", "github.com/fencegate/fencegate/guard"}},
+			"github.com/fencegate/fencegate/handover", "github.com/fencegate/fencegate/guard", "github.com/fencegate/fencegate/clock"}},
 		// gate and lease stand side by side on fence and sqlstore; what
 		// needs both (a hand-over) is handover's.
 		{[]string{"../gate/..."}, []string{"github.com/fencegate/fencegate/lease", "github.com/fencegate/fencegate/handover"}},

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/fencegate/fencegate/clock"
 	"github.com/fencegate/fencegate/cmd/fencegate/internal/ops"
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
@@ -85,7 +86,7 @@ type demo struct {
 	store  *sqlite.Driver
 	coord  *lease.Coordinator
 	gate   *gate.Gate[*sql.Tx]
-	clockA *lease.ManualClock // A's clock: it cannot see its own stall
+	clockA *clock.Manual // A's clock: it cannot see its own stall
 	a, b   *lease.Client
 }
 
@@ -94,7 +95,7 @@ func newDemo(ctx context.Context, w io.Writer, path string, gated bool) (*demo, 
 	if err != nil {
 		return nil, err
 	}
-	d := &demo{w: w, gated: gated, store: store, clockA: lease.NewManualClock(0, 0)}
+	d := &demo{w: w, gated: gated, store: store, clockA: clock.NewManual(0, 0)}
 	err = store.Migrate(ctx)
 	if err == nil {
 		_, err = store.DB().ExecContext(ctx,

@@ -25,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"modernc.org/sqlite"
 
+	"github.com/fencegate/fencegate/clock"
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/gate/pgxgate"
@@ -416,7 +417,7 @@ func believedUntil(l *lease.Lease, clk holderClock) int64 {
 	return now.UnixNano() + int64(l.Deadline().Sub(clk.at(now)))
 }
 
-// holderClock is the agents' lease clock: lease.SystemClock, read from a
+// holderClock is the agents' lease clock: clock.System, read from a
 // time.Time, so that a single reading gives both the holder's instant and
 // the wall clock.
 type holderClock struct {
@@ -425,11 +426,11 @@ type holderClock struct {
 
 func newHolderClock() holderClock { return holderClock{now: time.Now} }
 
-// Now is the lease.Clock reading.
-func (c holderClock) Now() lease.Instant { return c.at(c.now()) }
+// Now is the clock.Clock reading.
+func (c holderClock) Now() clock.Instant { return c.at(c.now()) }
 
 // at is the clock's reading at t.
-func (c holderClock) at(t time.Time) lease.Instant { return lease.SystemClockAt(t) }
+func (c holderClock) at(t time.Time) clock.Instant { return clock.SystemAt(t) }
 
 // expiresAt is the coordinator's expiry of g, in the database's clock: on
 // the one machine the histories run on, the same wall clock as history.Now.

@@ -1,5 +1,5 @@
 // Package mixclocks must not compile: it mixes the holder's clock domain
-// (lease.Instant) with the coordinator's (lease.DBTime). TestClockDomainsDoNotMix
+// (clock.Instant) with the coordinator's (clock.DBTime). TestClockDomainsDoNotMix
 // builds it and expects exactly these errors.
 package mixclocks
 
