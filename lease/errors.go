@@ -3,7 +3,6 @@ package lease
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -126,63 +125,42 @@ var ErrNotReleased = errors.New("fencegate: not released")
 // as Status, and stale as soon as it is read.
 type ReleaseReason int
 
-// The reasons a release released nothing. Each also has a sentinel that a
-// *ReleaseError of that reason matches with errors.Is, for callers that
-// match errors rather than read fields.
+// The reasons a release released nothing.
 const (
 	// ReleaseExpired: the token's lease was not live when the release ran:
 	// its term had ended (in the database's clock), and no one had taken
-	// the resource since. Sentinel: ErrReleaseExpired.
+	// the resource since.
 	ReleaseExpired ReleaseReason = iota + 1
 	// ReleaseAlreadyReleased: the token's lease had been released already
-	// (by an earlier release of the same token). Sentinel:
-	// ErrReleaseAlreadyReleased.
+	// (by an earlier release of the same token).
 	ReleaseAlreadyReleased
 	// ReleaseSuperseded: a newer generation (a higher fence) has been
 	// granted on the resource since the token's lease; ReleaseError's
-	// HeldBy and CurrentFence name it. Sentinel: ErrReleaseSuperseded.
+	// HeldBy and CurrentFence name it.
 	ReleaseSuperseded
 	// ReleaseNeverHeld: no lease the token names was ever granted: the
 	// resource was never leased, or its lease with that fence belongs to
 	// another holder, or the fence is above every fence the resource had.
-	// Sentinel: ErrReleaseNeverHeld.
 	ReleaseNeverHeld
 )
 
-// The sentinels of the ReleaseReasons, matched (errors.Is) by a
-// *ReleaseError of that reason.
-var (
-	ErrReleaseExpired         = errors.New("fencegate: the lease had expired")
-	ErrReleaseAlreadyReleased = errors.New("fencegate: the lease was released already")
-	ErrReleaseSuperseded      = errors.New("fencegate: the lease was superseded by a newer one")
-	ErrReleaseNeverHeld       = errors.New("fencegate: the token names no lease that was granted")
-)
-
-// sentinel returns the error that r's ReleaseErrors match.
-func (r ReleaseReason) sentinel() error {
-	switch r {
-	case ReleaseExpired:
-		return ErrReleaseExpired
-	case ReleaseAlreadyReleased:
-		return ErrReleaseAlreadyReleased
-	case ReleaseSuperseded:
-		return ErrReleaseSuperseded
-	case ReleaseNeverHeld:
-		return ErrReleaseNeverHeld
-	}
-	return nil
-}
-
 // String says the reason in words.
 func (r ReleaseReason) String() string {
-	if err := r.sentinel(); err != nil {
-		return strings.TrimPrefix(err.Error(), "fencegate: ")
+	switch r {
+	case ReleaseExpired:
+		return "the lease had expired"
+	case ReleaseAlreadyReleased:
+		return "the lease was released already"
+	case ReleaseSuperseded:
+		return "the lease was superseded by a newer one"
+	case ReleaseNeverHeld:
+		return "the token names no lease that was granted"
 	}
 	return fmt.Sprintf("ReleaseReason(%d)", int(r))
 }
 
-// ReleaseError says why Coordinator.ReleaseStrict released nothing. It
-// matches ErrNotReleased and the sentinel of its Reason.
+// ReleaseError says why Coordinator.ReleaseStrict released nothing: its
+// Reason. It matches ErrNotReleased.
 type ReleaseError struct {
 	Resource string
 	Holder   string // the token's
@@ -202,8 +180,6 @@ func (e *ReleaseError) Error() string {
 		e.Resource, e.Holder, e.Fence, e.Reason)
 }
 
-// Is makes errors.Is(err, ErrNotReleased) true, and errors.Is(err,
-// ErrReleaseExpired) and the like for the error's Reason.
-func (e *ReleaseError) Is(target error) bool {
-	return target == ErrNotReleased || (target != nil && target == e.Reason.sentinel())
-}
+// Is makes errors.Is(err, ErrNotReleased) true; the reason is the Reason
+// field's, read through errors.As.
+func (e *ReleaseError) Is(target error) bool { return target == ErrNotReleased }

@@ -186,9 +186,9 @@ func ExampleCoordinator_ReleaseStrict() {
 	fmt.Println("first release:", coord.ReleaseStrict(ctx, token))
 	err := coord.ReleaseStrict(ctx, token)
 	fmt.Println("again, not released:", errors.Is(err, lease.ErrNotReleased))
-	fmt.Println("because released already:", errors.Is(err, lease.ErrReleaseAlreadyReleased))
 	var nr *lease.ReleaseError
 	if errors.As(err, &nr) {
+		fmt.Println("because released already:", nr.Reason == lease.ReleaseAlreadyReleased)
 		fmt.Printf("reason: %v; latest generation: %s %d\n", nr.Reason, nr.HeldBy, nr.CurrentFence)
 	}
 
