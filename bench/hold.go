@@ -37,7 +37,7 @@ type renewalCounter struct {
 type renewalKey struct{}
 
 func (c *renewalCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if c.on.Load() && strings.Contains(d.SQL, "unnest(") {
+	if c.on.Load() && strings.Contains(d.SQL, "fencegate_renew_leases(") {
 		return context.WithValue(ctx, renewalKey{}, true)
 	}
 	return ctx

@@ -186,26 +186,47 @@ END
 $$;
 -- +goose StatementEnd
 
--- fencegate_renew_lease is the renewal of a live lease (resource, holder,
--- fence) to at least p_ttl_us from now: never earlier than it was
--- (GREATEST), for a holder may already have been given the later deadline.
--- An expired, released or superseded lease is not renewed (no row). It
--- answers the lease row and the clock (µs), as the Go drivers read it
--- (sqlstore.Executor.LeaseRenew calls it).
+-- fencegate_renew_leases is the renewal rule, the one text of it: each
+-- live lease (p_resources[i], p_holders[i], p_fences[i]) is renewed to at
+-- least p_ttls_us[i] from now, never earlier than it was (GREATEST), for a
+-- holder may already have been given the later deadline. An expired,
+-- released or superseded lease is not renewed (no row). One clock reading
+-- for the whole batch. Each renewed lease answers its request's ordinality
+-- i (from 1), the lease row and the clock (µs); two requests for one lease
+-- renew it once, and only one of them is answered. The Go drivers' batch
+-- (sqlstore.Executor.LeaseRenewBatch) calls it, fencegate_renew_lease with
+-- one request.
+-- +goose StatementBegin
+CREATE FUNCTION fencegate_renew_leases(p_resources text[], p_holders text[], p_fences bigint[], p_ttls_us bigint[])
+RETURNS TABLE (i bigint, resource text, holder text, fence bigint, request_id text, granted_us bigint,
+               expires_us bigint, released boolean, now_us bigint)
+LANGUAGE sql VOLATILE AS $$
+    WITH now AS MATERIALIZED (SELECT clock_timestamp() AS t),
+    req AS (SELECT * FROM unnest(p_resources, p_holders, p_fences, p_ttls_us)
+             WITH ORDINALITY AS r(resource, holder, fence, ttl_us, i))
+    UPDATE fencegate_lease l SET expires_at = GREATEST(l.expires_at, now.t + req.ttl_us * interval '1 microsecond')
+      FROM now, req
+     WHERE l.resource = req.resource AND l.holder = req.holder AND l.fence = req.fence
+       AND NOT l.released AND l.expires_at > now.t
+    RETURNING req.i, l.resource, l.holder, l.fence, l.request_id,
+        (extract(epoch FROM l.granted_at) * 1000000)::bigint,
+        (extract(epoch FROM l.expires_at) * 1000000)::bigint,
+        l.released, (extract(epoch FROM now.t) * 1000000)::bigint
+$$;
+-- +goose StatementEnd
+
+-- fencegate_renew_lease is the renewal of one live lease (resource, holder,
+-- fence) to at least p_ttl_us from now: fencegate_renew_leases with one
+-- request. It answers the lease row and the clock (µs), as the Go drivers
+-- read it (sqlstore.Executor.LeaseRenew calls it); no row when the lease
+-- was not live.
 -- +goose StatementBegin
 CREATE FUNCTION fencegate_renew_lease(p_resource text, p_holder text, p_fence bigint, p_ttl_us bigint)
 RETURNS TABLE (resource text, holder text, fence bigint, request_id text, granted_us bigint, expires_us bigint,
                released boolean, now_us bigint)
 LANGUAGE sql VOLATILE AS $$
-    WITH now AS (SELECT clock_timestamp() AS t)
-    UPDATE fencegate_lease l SET expires_at = GREATEST(l.expires_at, now.t + p_ttl_us * interval '1 microsecond')
-      FROM now
-     WHERE l.resource = p_resource AND l.holder = p_holder AND l.fence = p_fence
-       AND NOT l.released AND l.expires_at > now.t
-    RETURNING l.resource, l.holder, l.fence, l.request_id,
-        (extract(epoch FROM l.granted_at) * 1000000)::bigint,
-        (extract(epoch FROM l.expires_at) * 1000000)::bigint,
-        l.released, (extract(epoch FROM now.t) * 1000000)::bigint
+    SELECT r.resource, r.holder, r.fence, r.request_id, r.granted_us, r.expires_us, r.released, r.now_us
+      FROM fencegate_renew_leases(ARRAY[p_resource], ARRAY[p_holder], ARRAY[p_fence], ARRAY[p_ttl_us]) r
 $$;
 -- +goose StatementEnd
 
@@ -427,6 +448,7 @@ DROP FUNCTION fencegate_admission(text, text, bigint);
 DROP FUNCTION fencegate_release(text, text, bigint, boolean, boolean);
 DROP FUNCTION fencegate_renew(text, text, bigint, bigint);
 DROP FUNCTION fencegate_renew_lease(text, text, bigint, bigint);
+DROP FUNCTION fencegate_renew_leases(text[], text[], bigint[], bigint[]);
 DROP FUNCTION fencegate_claim_set(text[], text, bigint, text, text);
 DROP FUNCTION fencegate_claim_answer(text, text, bigint, bigint, bigint, text, text);
 DROP FUNCTION fencegate_claim(text, text, bigint, text, text);

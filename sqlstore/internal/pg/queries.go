@@ -133,22 +133,10 @@ RETURNING ` + pgLeaseCols + `, (extract(epoch FROM now.t) * 1000000)::bigint`,
 	// than it was (GREATEST), for a holder may already have been given the
 	// later deadline.
 	LeaseRenew: `SELECT * FROM fencegate_renew_lease($1, $2, $3, $4::bigint)`,
-	// One clock reading for the whole batch; a request's ordinality (from
-	// 1) tells its row. Never shorter, as LeaseRenew. Two requests for one
-	// row renew it once, and only one of them is answered (the lease
-	// coordinator sends each lease once).
-	LeaseRenewBatch: `
-WITH now AS MATERIALIZED (SELECT clock_timestamp() AS t),
-req AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[])
-         WITH ORDINALITY AS r(resource, holder, fence, ttl_us, i))
-UPDATE fencegate_lease l SET expires_at = GREATEST(l.expires_at, now.t + req.ttl_us * interval '1 microsecond')
-  FROM now, req
- WHERE l.resource = req.resource AND l.holder = req.holder AND l.fence = req.fence
-   AND NOT l.released AND l.expires_at > now.t
-RETURNING req.i, l.resource, l.holder, l.fence, l.request_id,
-  (extract(epoch FROM l.granted_at) * 1000000)::bigint,
-  (extract(epoch FROM l.expires_at) * 1000000)::bigint,
-  l.released, (extract(epoch FROM now.t) * 1000000)::bigint`,
+	// fencegate_renew_leases, the one text of the renewal rule, which
+	// fencegate_renew_lease calls with one request: one clock reading for
+	// the whole batch; a request's ordinality (from 1) tells its row.
+	LeaseRenewBatch: `SELECT * FROM fencegate_renew_leases($1::text[], $2::text[], $3::bigint[], $4::bigint[])`,
 	// The releases are the SQL protocol's fencegate_release; a row when it
 	// released the lease.
 	// $4 is sqlstore.LeaseReleaseParams.Settled (fencegate_release's
