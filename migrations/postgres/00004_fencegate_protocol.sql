@@ -46,6 +46,24 @@ END
 $$;
 -- +goose StatementEnd
 
+-- fencegate_check_request raises 22023 unless p_request_id is a valid
+-- request id: 1 to 128 bytes of printable ASCII without spaces (a UUID,
+-- say), the rule of the Go library (lease) and of the MySQL procedures
+-- (fencegate_valid_request), with the same messages.
+-- +goose StatementBegin
+CREATE FUNCTION fencegate_check_request(p_request_id text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF coalesce(octet_length(p_request_id), 0) NOT BETWEEN 1 AND 128 THEN
+        RAISE EXCEPTION 'fencegate: request_id must be 1 to 128 bytes' USING ERRCODE = '22023';
+    END IF;
+    IF p_request_id !~ E'^[\\x21-\\x7e]+$' THEN
+        RAISE EXCEPTION 'fencegate: request_id must be printable ASCII without spaces' USING ERRCODE = '22023';
+    END IF;
+END
+$$;
+-- +goose StatementEnd
+
 -- fencegate_check_args validates the arguments every protocol function
 -- shares: resource, holder, and a fence and a term where the caller passes
 -- them (p_check_fence, p_check_ttl). A term is 1 ms to 24 h, the lease
@@ -98,7 +116,7 @@ DECLARE
 BEGIN
     PERFORM fencegate_check_args(p_resource, p_holder, NULL, false, p_ttl_ms, true, true);
     IF p_request_id IS NOT NULL THEN
-        PERFORM fencegate_check_name('request_id', p_request_id, false);
+        PERFORM fencegate_check_request(p_request_id);
     END IF;
     SELECT * INTO STRICT r FROM fencegate_acquire(p_resource, p_holder, v_rid, p_ttl_ms * 1000,
         coalesce(p_lock_timeout, current_setting('lock_timeout')));
@@ -158,7 +176,7 @@ BEGIN
         RAISE EXCEPTION 'fencegate: invalid resources: a name appears twice' USING ERRCODE = '22023';
     END IF;
     IF p_request_id IS NOT NULL THEN
-        PERFORM fencegate_check_name('request_id', p_request_id, false);
+        PERFORM fencegate_check_request(p_request_id);
     END IF;
     BEGIN
         FOR v_res IN SELECT m FROM unnest(p_resources) m ORDER BY m COLLATE "C" LOOP
@@ -454,4 +472,5 @@ DROP FUNCTION fencegate_claim_answer(text, text, bigint, bigint, bigint, text, t
 DROP FUNCTION fencegate_claim(text, text, bigint, text, text);
 DROP FUNCTION fencegate_check_args(text, text, bigint, boolean, bigint, boolean, boolean);
 DROP FUNCTION fencegate_check_name(text, text, boolean);
+DROP FUNCTION fencegate_check_request(text);
 DROP FUNCTION fencegate_protocol_version();

@@ -479,6 +479,14 @@ func TestProtocolBadInput(t *testing.T) {
 		{`SELECT * FROM fencegate_claim('s', 'b', $1)`, []any{int64(-5)}},
 		{`SELECT * FROM fencegate_claim('s', 'b', $1)`, []any{int64(86400001)}},
 		{`SELECT * FROM fencegate_claim('s', 'b', 1000, $1)`, []any{""}},
+		// A request id is lease's: 1 to 128 bytes of printable ASCII
+		// without spaces.
+		{`SELECT * FROM fencegate_claim('s', 'b', 1000, $1)`, []any{strings.Repeat("q", 129)}},
+		{`SELECT * FROM fencegate_claim('s', 'b', 1000, $1)`, []any{"has space"}},
+		{`SELECT * FROM fencegate_claim('s', 'b', 1000, $1)`, []any{"caf\u00e9"}},
+		{`SELECT * FROM fencegate_claim('s', 'b', 1000, $1)`, []any{"tab\t"}},
+		{`SELECT * FROM fencegate_claim_set($1, 'b', 1000, $2)`, []any{[]string{"s"}, strings.Repeat("q", 129)}},
+		{`SELECT * FROM fencegate_claim_set($1, 'b', 1000, $2)`, []any{[]string{"s"}, "caf\u00e9"}},
 		{`SELECT * FROM fencegate_claim(NULL, 'b', 1000)`, nil},
 		{`SELECT * FROM fencegate_claim_set($1, 'b', 1000)`, []any{[]string{}}},
 		{`SELECT * FROM fencegate_claim_set($1, 'b', 1000)`, []any{[]string{"s", "s"}}},
@@ -510,6 +518,11 @@ func TestProtocolBadInput(t *testing.T) {
 	}
 	if after := state(); after != before {
 		t.Fatalf("bad input changed the state:\n%s\n%s", before, after)
+	}
+	// The longest request id lease accepts is accepted here too.
+	id := "~!" + strings.Repeat("q", 126)
+	if a := claim(t, db, "s", "b", 1000, id); a.Status != "granted" || a.RequestID == nil || *a.RequestID != id {
+		t.Errorf("claim with a 128-byte request id = %+v; want granted", a)
 	}
 }
 
