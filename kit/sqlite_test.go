@@ -50,6 +50,7 @@ type args struct {
 	resource, holder, request string
 	fence, ttl                int64
 	checkFence, checkTTL      bool
+	checkRequest              bool // a claim's
 	noPath                    bool
 }
 
@@ -66,8 +67,12 @@ func (a args) check() error {
 	if a.checkTTL && (a.ttl <= 0 || a.ttl > 86400000) {
 		return fmt.Errorf("%w: ttl_ms %d is not in 1..86400000", errRefused, a.ttl)
 	}
-	if a.request != "" {
-		return checkName("request_id", a.request, false)
+	if !a.checkRequest {
+		return nil
+	}
+	if a.request == "" || len(a.request) > 128 || strings.IndexFunc(a.request, func(r rune) bool { return r < 0x21 || r > 0x7e }) >= 0 {
+		// docs/SQL.md's Request ids: 1 to 128 bytes of 0x21 to 0x7E
+		return fmt.Errorf("%w: request_id is not 1 to 128 bytes of printable ASCII without spaces", errRefused)
 	}
 	return nil
 }
@@ -423,7 +428,7 @@ func (c *sqliteClient) do(ctx context.Context, env *scenario.Env, st scenario.St
 		}
 	}
 	if st.Op == "claim" || st.Op == "claim_set" {
-		a.request = newRequestID()
+		a.request, a.checkRequest = newRequestID(), true
 		if st.RequestID != nil {
 			a.request = *st.RequestID
 		}

@@ -75,7 +75,11 @@ sl_args() { # sl_args [nopath]: checks the step's r h f t q (empty: not given) b
 	sl_name "$r" resource "${1:-}" && sl_name "$h" holder || return 1
 	if [ -n "$f" ] && ! [ "$f" -gt 0 ] 2>/dev/null; then echo "fence $f is not positive"; return 1; fi
 	if [ -n "$t" ] && ! { [ "$t" -gt 0 ] && [ "$t" -le 86400000 ]; } 2>/dev/null; then echo "ttl_ms $t is not in 1..86400000"; return 1; fi
-	[ -z "$q" ] || sl_name "$q" request_id
+	# docs/SQL.md's Request ids: 1 to 128 bytes of 0x21 to 0x7E
+	if [ -n "$q" ] && { [ ${#q} -gt 256 ] || grep -qE '^(..)*([01].|20|7f|[89a-f].)' <<<"$q"; }; then
+		echo "request_id is not 1 to 128 bytes of printable ASCII without spaces"
+		return 1
+	fi
 }
 sl_refused() { jq -cn --arg m "$1" '{error: "22023", detail: null, message: $m}'; }
 sl_failed() { # a statement failed: end the transaction, answer the client error

@@ -416,8 +416,10 @@ def _check_args(resource, holder, fence=None, ttl_ms=None, no_path=False, reques
         raise Refused(f"invalid fence: {fence} is not positive")
     if ttl_ms is not None and (not isinstance(ttl_ms, int) or not 0 < ttl_ms <= 86400000):
         raise Refused(f"invalid ttl_ms: {ttl_ms} is not in 1..86400000")
-    if request_id is not None:
-        _check_name("request_id", request_id)
+    if request_id is not None:  # docs/SQL.md's Request ids: 1 to 128 bytes of 0x21 to 0x7E
+        b = request_id if isinstance(request_id, bytes) else request_id.encode("utf-8")
+        if not 0 < len(b) <= 128 or any(c < 0x21 or c > 0x7E for c in b):
+            raise Refused("invalid request_id: not 1 to 128 bytes of printable ASCII without spaces")
 
 
 class SQLiteClient(Client):
