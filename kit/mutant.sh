@@ -73,7 +73,8 @@ for r in "${runners[@]}"; do
 	case $r in go | bash | python) dbs+=(sqlite) ;; esac # Node has no SQLite client of its own; pause.py runs on the servers
 	for d in "${dbs[@]}"; do
 		# a failing scenario on d, in the runner's own words
-		hits=$(grep -E "^FAIL ($r )?[a-z]* ?$d|--- FAIL: TestKit/$d/" "$tmp/$r.log" | sed -E 's/^ *//' | sort -u | tr '\n' ';' || true)
+		# (a named scenario: a runner that could not start on d is no kill)
+		hits=$(grep -E "^FAIL $r $d [a-z_-]+(:|$)|--- FAIL: TestKit/$d/" "$tmp/$r.log" | sed -E 's/^ *//' | sort -u | tr '\n' ';' || true)
 		if [ -n "$hits" ] && ! grep -q '^exit 0$' "$tmp/$r.log"; then
 			echo "killed   $r $d: $hits"
 		else

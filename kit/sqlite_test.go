@@ -101,7 +101,11 @@ func (c *sqliteClient) tx(ctx context.Context, body func() (map[string]any, bool
 // row runs the statement name and scans its one row into dst; false when
 // it answers none.
 func (c *sqliteClient) row(ctx context.Context, name string, dst []any, a ...any) (bool, error) {
-	err := c.conn.QueryRowContext(ctx, c.q[name], a...).Scan(dst...)
+	q, err := c.statement(name)
+	if err != nil {
+		return false, err
+	}
+	err = c.conn.QueryRowContext(ctx, q, a...).Scan(dst...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -111,8 +115,23 @@ func (c *sqliteClient) row(ctx context.Context, name string, dst []any, a ...any
 	return true, nil
 }
 
+// statement is docs/SQL.md's statement name: an error when the doc has
+// none by that name, where an empty text would run as no statement at all
+// (no row, nothing changed) and the scenario skip what it checks.
+func (c *sqliteClient) statement(name string) (string, error) {
+	q, ok := c.q[name]
+	if !ok || strings.TrimSpace(q) == "" {
+		return "", fmt.Errorf("docs/SQL.md's SQLite section has no statement %s", name)
+	}
+	return q, nil
+}
+
 func (c *sqliteClient) exec(ctx context.Context, name string, a ...any) (int64, error) {
-	r, err := c.conn.ExecContext(ctx, c.q[name], a...)
+	q, err := c.statement(name)
+	if err != nil {
+		return 0, err
+	}
+	r, err := c.conn.ExecContext(ctx, q, a...)
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", name, err)
 	}
