@@ -269,19 +269,46 @@ END
 $$;
 -- +goose StatementEnd
 
--- fencegate_release is the protocol's release of the live lease (resource,
--- holder, fence); the release trigger announces it to waiters and
--- watchers. A stale release frees nothing and says why: already_released,
--- expired, superseded (the resource's lease has a later fence), or
--- never_held. p_async (the Go drivers' autocommit release) lets the commit
--- skip the wait for its WAL flush: a release lost in a crash only keeps the
+-- fencegate_release_lease is the release's rule, which fencegate_release
+-- runs after its argument checks and the Go drivers call on its own (they
+-- check the arguments in Go): the live lease (resource, holder, fence) is
+-- released, and true returned; anything else changes nothing. A scalar
+-- PL/pgSQL function without those checks, because the checks (three
+-- nested function calls) and a set-returning call cost about as much
+-- server time as the UPDATE (docs/PERFORMANCE.md, issue 39).
+--
+-- p_async (the Go drivers' autocommit release) lets the commit skip the
+-- wait for its WAL flush: a release lost in a crash only keeps the
 -- resource until the lease's expiry; leave it false in a transaction of
 -- your own, whose other writes it would loosen too. p_settled is the
 -- holder's word that it sent the request that made this lease once, had
 -- its answer, and will never send it again: no copy of the request can
 -- still arrive, so the request needs no record in fencegate_request when
 -- a new generation overwrites the lease row (settled_fence); without it
--- (the default) the overwrite records it, and a late copy is refused.
+-- the overwrite records it, and a late copy is refused.
+-- +goose StatementBegin
+CREATE FUNCTION fencegate_release_lease(p_resource text, p_holder text, p_fence bigint, p_async boolean,
+                                        p_settled boolean)
+RETURNS boolean LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    IF p_async THEN
+        PERFORM set_config('synchronous_commit', 'off', true);
+    END IF;
+    UPDATE fencegate_lease f SET released = true, expires_at = LEAST(f.expires_at, clock_timestamp()),
+           settled_fence = CASE WHEN p_settled THEN p_fence END
+     WHERE f.resource = p_resource AND f.holder = p_holder AND f.fence = p_fence
+       AND NOT f.released AND f.expires_at > clock_timestamp();
+    RETURN FOUND;
+END
+$$;
+-- +goose StatementEnd
+
+-- fencegate_release is the protocol's release of the live lease (resource,
+-- holder, fence): fencegate_release_lease (p_async and p_settled are its,
+-- false by default) after the arguments' checks; the release trigger
+-- announces it to waiters and watchers. A stale release frees nothing and
+-- says why: already_released, expired, superseded (the resource's lease
+-- has a later fence), or never_held.
 -- +goose StatementBegin
 CREATE FUNCTION fencegate_release(p_resource text, p_holder text, p_fence bigint, p_async boolean DEFAULT false,
                                   p_settled boolean DEFAULT false)
@@ -292,14 +319,7 @@ DECLARE
     l fencegate_lease%ROWTYPE;
 BEGIN
     PERFORM fencegate_check_args(p_resource, p_holder, p_fence, true, NULL, false, false);
-    IF p_async THEN
-        PERFORM set_config('synchronous_commit', 'off', true);
-    END IF;
-    UPDATE fencegate_lease f SET released = true, expires_at = LEAST(f.expires_at, clock_timestamp()),
-           settled_fence = CASE WHEN p_settled THEN p_fence END
-     WHERE f.resource = p_resource AND f.holder = p_holder AND f.fence = p_fence
-       AND NOT f.released AND f.expires_at > clock_timestamp();
-    released := FOUND;
+    released := fencegate_release_lease(p_resource, p_holder, p_fence, p_async, p_settled);
     IF NOT released THEN
         SELECT * INTO l FROM fencegate_lease f WHERE f.resource = p_resource;
         reason := CASE
@@ -464,6 +484,7 @@ DROP FUNCTION fencegate_admit(text, text, bigint);
 DROP FUNCTION fencegate_check(text, text, bigint);
 DROP FUNCTION fencegate_admission(text, text, bigint);
 DROP FUNCTION fencegate_release(text, text, bigint, boolean, boolean);
+DROP FUNCTION fencegate_release_lease(text, text, bigint, boolean, boolean);
 DROP FUNCTION fencegate_renew(text, text, bigint, bigint);
 DROP FUNCTION fencegate_renew_lease(text, text, bigint, bigint);
 DROP FUNCTION fencegate_renew_leases(text[], text[], bigint[], bigint[]);

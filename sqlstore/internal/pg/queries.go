@@ -137,21 +137,21 @@ RETURNING ` + pgLeaseCols + `, (extract(epoch FROM now.t) * 1000000)::bigint`,
 	// fencegate_renew_lease calls with one request: one clock reading for
 	// the whole batch; a request's ordinality (from 1) tells its row.
 	LeaseRenewBatch: `SELECT * FROM fencegate_renew_leases($1::text[], $2::text[], $3::bigint[], $4::bigint[])`,
-	// The releases are the SQL protocol's fencegate_release; a row when it
-	// released the lease.
-	// $4 is sqlstore.LeaseReleaseParams.Settled (fencegate_release's
-	// p_settled).
-	LeaseRelease: `SELECT 1 FROM fencegate_release($1, $2, $3, false, $4) r WHERE r.released`,
+	// The releases are fencegate_release_lease, the rule the SQL protocol's
+	// fencegate_release runs after its argument checks (made in Go here):
+	// those checks and a set-returning call cost about as much server time
+	// as the release itself (docs/PERFORMANCE.md). A row when it released
+	// the lease. $4 is sqlstore.LeaseReleaseParams.Settled (its p_settled).
+	LeaseRelease: `SELECT 1 WHERE fencegate_release_lease($1, $2, $3, false, $4)`,
 	// On its own, a release commits without waiting for its WAL to reach
-	// disk (or a synchronous standby), fencegate_release's p_async: a
-	// release lost in a crash only keeps the resource locked until the
-	// lease's expiry, and the next grant's synchronous commit flushes it.
-	LeaseReleaseAutocommit: `SELECT 1 FROM fencegate_release($1, $2, $3, true, $4) r WHERE r.released`,
+	// disk (or a synchronous standby), the function's p_async: a release
+	// lost in a crash only keeps the resource locked until the lease's
+	// expiry, and the next grant's synchronous commit flushes it.
+	LeaseReleaseAutocommit: `SELECT 1 WHERE fencegate_release_lease($1, $2, $3, true, $4)`,
 	// The same releases, also reading the first live waiter in the
 	// statement's snapshot (a waiter joining meanwhile looks for itself).
-	LeaseReleaseFirst: `SELECT ` + pgFirstWaiter + ` FROM fencegate_release($1, $2, $3, false, $4) r WHERE r.released`,
-	LeaseReleaseFirstAutocommit: `
-SELECT ` + pgFirstWaiter + ` FROM fencegate_release($1, $2, $3, true, $4) r WHERE r.released`,
+	LeaseReleaseFirst:           `SELECT ` + pgFirstWaiter + ` WHERE fencegate_release_lease($1, $2, $3, false, $4)`,
+	LeaseReleaseFirstAutocommit: `SELECT ` + pgFirstWaiter + ` WHERE fencegate_release_lease($1, $2, $3, true, $4)`,
 	// The prunes delete by a batch of row ids, Postgres's DELETE having no
 	// LIMIT.
 	RequestPrune: `
