@@ -193,11 +193,12 @@ func (r *Report) Opening(cfg Config) string {
 	w("- **A lease on its own** (scenario 3, one acquirer, acquire+release p50; below 1 fencegate's is shorter): fencegate ÷ pglock (heartbeat off): %s; fencegate ÷ the bare SQL lease (one durable upsert and a release, the least a lease with a durable grant costs; not a lease to use): %s.\n",
 		per(func(n string) []any { return []any{"3", n, "pglock"} }), per(func(n string) []any { return []any{"3", n, "bare"} }))
 	if _, ok := r.get("notify", 16, "loopback", "pglock"); ok {
-		var parts []string
+		var parts, bare []string
 		for _, wr := range cfg.Writers {
 			parts = append(parts, fmt.Sprintf("%s %s", plural(wr, "acquirer"), per(func(n string) []any { return []any{"notify", wr, n, "pglock"} })))
+			bare = append(bare, fmt.Sprintf("%s %s", plural(wr, "acquirer"), per(func(n string) []any { return []any{"notify", wr, n, "bare"} })))
 		}
-		w("- **Leases under concurrency** (distinct keys, acquire+release p50, fencegate ÷ pglock; below 1 fencegate's is shorter): %s.\n", strings.Join(parts, "; "))
+		w("- **Leases under concurrency** (distinct keys, acquire+release p50, fencegate ÷ pglock; below 1 fencegate's is shorter): %s. Fencegate ÷ the bare SQL lease (the bound, in the same rounds): %s.\n", strings.Join(parts, "; "), strings.Join(bare, "; "))
 	}
 	if _, ok := r.get("fairness", vHandAdvisory, "vs advisory"); ok {
 		w("- **64 workers taking turns on one lock** (throughput ÷ `pg_advisory_lock`'s queue, which fences nothing): AcquireWait, a fenced `pgxgate.CommitBatch`, Release: %s; the same with the release and the next holder's grant in the write's commit (`handover.CommitBatch`): %s with one coordinator, %s with four woken by NOTIFY. Busiest ÷ least busy worker: %s and %s (1 is perfectly even; pglock's is in the table).\n",
