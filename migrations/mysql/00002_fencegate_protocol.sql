@@ -443,16 +443,22 @@ BEGIN
 END
 -- +goose StatementEnd
 
--- fencegate_claim_one is one resource's acquisition, the rules of the Go
--- library's shared steps (sqlstore/internal/steps.Acquire), in the
--- caller's (the claim's) transaction. It answers through its OUT
--- arguments: status granted, retried, held, request_expired or
--- floor_ahead (the grant is then written and must be rolled back).
+-- fencegate_claim_one is one resource's acquisition, the one text of its
+-- rule on MySQL: fencegate_claim runs it for clients in any language, and
+-- the Go driver's acquisition of one resource (fencegate_acquire_lease).
+-- The same rules as the Go library's shared steps
+-- (sqlstore/internal/steps.Acquire), which SQLite and the Go driver's set
+-- and path claims run. In the caller's transaction; the term in µs. It
+-- answers through its OUT arguments: status granted, retried, held,
+-- request_expired or floor_ahead (the grant is then written and must be
+-- rolled back; p_holder_out and p_floor are the floor's), and the clock
+-- it judged by (read after the lease row's lock).
 DROP PROCEDURE IF EXISTS fencegate_claim_one;
 -- +goose StatementBegin
-CREATE PROCEDURE fencegate_claim_one(IN p_resource VARBINARY(256), IN p_holder VARBINARY(256), IN p_ttl_ms BIGINT,
+CREATE PROCEDURE fencegate_claim_one(IN p_resource VARBINARY(256), IN p_holder VARBINARY(256), IN p_ttl_us BIGINT,
                                      IN p_request_id VARBINARY(128), OUT p_status VARCHAR(16), OUT p_fence BIGINT,
-                                     OUT p_holder_out VARBINARY(256), OUT p_ttl_left BIGINT)
+                                     OUT p_holder_out VARBINARY(256), OUT p_ttl_left BIGINT, OUT p_now DATETIME(6),
+                                     OUT p_floor BIGINT)
     COMMENT 'fencegate internal: one resource''s acquisition'
 BEGIN
     DECLARE v_found BOOLEAN;
@@ -463,14 +469,14 @@ BEGIN
     DECLARE v_released, v_live, v_admitted, v_issued BOOLEAN;
     DECLARE v_attempt INT DEFAULT 0;
     DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_found = FALSE;
-    SET p_status = NULL, p_fence = NULL, p_holder_out = NULL, p_ttl_left = NULL;
+    SET p_status = NULL, p_fence = NULL, p_holder_out = NULL, p_ttl_left = NULL, p_now = NULL, p_floor = NULL;
     attempts: WHILE v_attempt < 3 DO
         SET v_attempt = v_attempt + 1, v_found = TRUE, v_request_fence = NULL,
             v_holder = NULL, v_fence = NULL, v_request = NULL, v_expires = NULL, v_released = NULL;
         SELECT holder, fence, request_id, expires_at, released
           INTO v_holder, v_fence, v_request, v_expires, v_released
           FROM fencegate_lease WHERE resource = p_resource FOR UPDATE;
-        SET v_now = UTC_TIMESTAMP(6); -- after the lock wait
+        SET v_now = UTC_TIMESTAMP(6), p_now = v_now; -- after the lock wait
         SET v_live = v_found AND NOT v_released AND v_expires > v_now;
         IF v_live AND v_holder = p_holder AND v_request = p_request_id THEN
             SET p_status = 'retried', p_fence = v_fence, p_holder_out = v_holder,
@@ -504,11 +510,11 @@ BEGIN
         IF v_fence IS NOT NULL THEN
             UPDATE fencegate_lease
                SET holder = p_holder, fence = p_fence, request_id = p_request_id, granted_at = v_now,
-                   expires_at = v_now + INTERVAL p_ttl_ms * 1000 MICROSECOND, released = FALSE
+                   expires_at = v_now + INTERVAL p_ttl_us MICROSECOND, released = FALSE
              WHERE resource = p_resource;
         ELSE
             INSERT INTO fencegate_lease (resource, holder, fence, request_id, granted_at, expires_at, released)
-            VALUES (p_resource, p_holder, p_fence, p_request_id, v_now, v_now + INTERVAL p_ttl_ms * 1000 MICROSECOND, FALSE)
+            VALUES (p_resource, p_holder, p_fence, p_request_id, v_now, v_now + INTERVAL p_ttl_us MICROSECOND, FALSE)
             ON DUPLICATE KEY UPDATE resource = resource;
             SET v_found = TRUE;
             SELECT fence INTO v_fence FROM fencegate_lease WHERE resource = p_resource FOR UPDATE;
@@ -523,10 +529,10 @@ BEGIN
         -- Co-located: the gate's floor rises in the claim's transaction.
         CALL fencegate_raise_floor(p_resource, p_holder, p_fence, FALSE, v_admitted, v_issued, v_floor, v_floor_holder);
         IF NOT v_admitted THEN
-            SET p_status = 'floor_ahead', p_holder_out = v_floor_holder;
+            SET p_status = 'floor_ahead', p_holder_out = v_floor_holder, p_floor = v_floor;
             LEAVE attempts;
         END IF;
-        SET p_status = 'granted', p_holder_out = p_holder, p_ttl_left = p_ttl_ms;
+        SET p_status = 'granted', p_holder_out = p_holder, p_ttl_left = p_ttl_us DIV 1000;
         LEAVE attempts;
     END WHILE;
     IF p_status IS NULL THEN
@@ -546,8 +552,9 @@ CREATE PROCEDURE fencegate_claim(IN p_resource LONGBLOB, IN p_holder LONGBLOB, I
 BEGIN
     DECLARE v_request VARBINARY(128);
     DECLARE v_status VARCHAR(16);
-    DECLARE v_fence, v_ttl BIGINT;
+    DECLARE v_fence, v_ttl, v_floor BIGINT;
     DECLARE v_holder VARBINARY(256);
+    DECLARE v_now DATETIME(6);
     CALL fencegate_valid_args(p_resource, p_holder, 'ttl_ms', p_ttl_ms, TRUE);
     IF p_request_id IS NULL THEN
         SET v_request = CONCAT('fg-', REPLACE(UUID(), '-', ''));
@@ -558,7 +565,8 @@ BEGIN
     BEGIN
         DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
         START TRANSACTION;
-        CALL fencegate_claim_one(p_resource, p_holder, p_ttl_ms, v_request, v_status, v_fence, v_holder, v_ttl);
+        CALL fencegate_claim_one(p_resource, p_holder, p_ttl_ms * 1000, v_request, v_status, v_fence, v_holder, v_ttl,
+                                 v_now, v_floor);
         IF v_status IN ('granted', 'retried') THEN
             COMMIT;
         ELSE
@@ -568,6 +576,41 @@ BEGIN
     END;
     SELECT v_status AS status, v_fence AS fence, CONVERT(v_holder USING utf8mb4) AS holder,
            v_ttl AS ttl_ms, CONVERT(v_request USING utf8mb4) AS request_id;
+END
+-- +goose StatementEnd
+
+-- fencegate_acquire_lease is the acquisition of one resource as the Go
+-- driver runs it (sqlstore.Executor.LeaseAcquire): fencegate_claim_one,
+-- arguments checked by the caller, the term in µs, in the caller's
+-- transaction, which the caller rolls back (or back to a savepoint) on
+-- floor_ahead. One row: status, fence (the new one, or the request's for
+-- request_expired), floor and floor_holder (floor_ahead), then the lease
+-- row (granted, retried, held: times in µs since the epoch; NULL
+-- otherwise) and the clock the claim judged by.
+DROP PROCEDURE IF EXISTS fencegate_acquire_lease;
+-- +goose StatementBegin
+CREATE PROCEDURE fencegate_acquire_lease(IN p_resource VARBINARY(256), IN p_holder VARBINARY(256), IN p_ttl_us BIGINT,
+                                         IN p_request_id VARBINARY(128))
+    COMMENT 'fencegate internal: the Go driver''s acquisition of one resource'
+BEGIN
+    DECLARE v_status VARCHAR(16);
+    DECLARE v_fence, v_ttl, v_floor BIGINT;
+    DECLARE v_holder VARBINARY(256);
+    DECLARE v_now DATETIME(6);
+    CALL fencegate_claim_one(p_resource, p_holder, p_ttl_us, p_request_id, v_status, v_fence, v_holder, v_ttl,
+                             v_now, v_floor);
+    IF v_status IN ('granted', 'retried', 'held') THEN
+        -- A locking read: the row claim_one locked, as it is now, whatever
+        -- the caller's isolation level and snapshot.
+        SELECT v_status, v_fence, NULL, NULL, resource, holder, fence, request_id,
+               TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', granted_at),
+               TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', expires_at), released,
+               TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', v_now)
+          FROM fencegate_lease WHERE resource = p_resource FOR UPDATE;
+    ELSE
+        SELECT v_status, v_fence, v_floor, v_holder, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+               TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', v_now);
+    END IF;
 END
 -- +goose StatementEnd
 
@@ -776,6 +819,7 @@ END
 -- +goose Down
 DROP PROCEDURE IF EXISTS fencegate_claim_set;
 DROP PROCEDURE IF EXISTS fencegate_claim;
+DROP PROCEDURE IF EXISTS fencegate_acquire_lease;
 DROP PROCEDURE IF EXISTS fencegate_claim_one;
 DROP PROCEDURE IF EXISTS fencegate_release;
 DROP PROCEDURE IF EXISTS fencegate_release_lease;

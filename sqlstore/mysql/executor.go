@@ -9,6 +9,7 @@ import (
 
 	gomysql "github.com/go-sql-driver/mysql"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/internal/sqlexec"
 	"github.com/fencegate/fencegate/sqlstore/internal/steps"
@@ -371,10 +372,111 @@ func (e *executor) LeaseRelease(ctx context.Context, p *sqlstore.LeaseReleasePar
 	return sqlstore.LeaseReleaseResult{Released: released}, nil
 }
 
-// LeaseAcquire runs the shared steps (package steps), in e's transaction
-// or one of their own.
+// LeaseAcquire acquires one resource by the SQL protocol's rule
+// (fencegate_claim_one, which fencegate_claim runs for clients in other
+// languages), through fencegate_acquire_lease, in e's transaction or one
+// of its own. Sets and paths (their members' path locks and the all or
+// none) run the shared steps (package steps), as on SQLite.
 func (e *executor) LeaseAcquire(ctx context.Context, p *sqlstore.LeaseAcquireParams) (sqlstore.LeaseAcquireResult, error) {
-	return steps.Acquire(ctx, e, e.inTx(), p)
+	if len(p.Members) > 0 || fence.IsPath(p.Resource) {
+		return steps.Acquire(ctx, e, e.inTx(), p)
+	}
+	if e.tx != nil {
+		return e.acquire(ctx, p, true)
+	}
+	var res sqlstore.LeaseAcquireResult
+	err := e.d.InTx(ctx, func(ex sqlstore.Executor) error {
+		var err error
+		res, err = ex.(*executor).acquire(ctx, p, false)
+		if err == nil && res.Status == sqlstore.AcquireFloorAhead {
+			return errFloorAhead // roll the grant back
+		}
+		return err
+	})
+	if errors.Is(err, errFloorAhead) {
+		return res, nil
+	}
+	return res, err
+}
+
+// errFloorAhead makes InTx roll back a grant the floor refused.
+var errFloorAhead = errors.New("the floor is ahead of the new fence")
+
+// acquire calls fencegate_acquire_lease in e's transaction. With
+// savepoint (a caller's transaction, which is not fencegate's to roll
+// back) a grant the floor refused is rolled back to a savepoint taken
+// before it; without, the caller rolls the transaction back on
+// AcquireFloorAhead.
+func (e *executor) acquire(ctx context.Context, p *sqlstore.LeaseAcquireParams, savepoint bool) (sqlstore.LeaseAcquireResult, error) {
+	if p.Sending != nil {
+		p.Sending() // the transaction has begun: its statements go out now
+	}
+	if err := e.SetLockTimeout(ctx, p.LockTimeout); err != nil {
+		return sqlstore.LeaseAcquireResult{}, err
+	}
+	if savepoint {
+		if _, _, err := e.exec(ctx, acquireSavepoint); err != nil {
+			return sqlstore.LeaseAcquireResult{}, fail("acquire lease: savepoint", err)
+		}
+	}
+	var (
+		res                                  sqlstore.LeaseAcquireResult
+		status                               string
+		fence, floor, granted, expires, lfen sql.NullInt64
+		floorHolder, resource, holder, reqID sql.NullString
+		released                             sql.NullBool
+		now                                  int64
+	)
+	err := e.c.QueryRowContext(ctx, acquireCall, p.Resource, p.Holder, p.TTL.Microseconds(), p.RequestID).Scan(
+		&status, &fence, &floor, &floorHolder, &resource, &holder, &lfen, &reqID, &granted, &expires, &released, &now)
+	if err != nil {
+		return sqlstore.LeaseAcquireResult{}, fail("acquire lease", err)
+	}
+	if resource.Valid {
+		res.Lease = sqlstore.LeaseRow{
+			Found: true, Resource: resource.String, Holder: holder.String, Fence: lfen.Int64, RequestID: reqID.String,
+			GrantedAt: sqlexec.Micros(granted.Int64), ExpiresAt: sqlexec.Micros(expires.Int64), Released: released.Bool,
+			Now: sqlexec.Micros(now),
+		}
+	}
+	switch status {
+	case "granted", "retried":
+		res.Status = sqlstore.AcquireGranted
+		if status == "retried" {
+			res.Status = sqlstore.AcquireRetried
+		}
+		if !res.Lease.Found {
+			return sqlstore.LeaseAcquireResult{}, fmt.Errorf("acquire lease: %s without its lease row", status)
+		}
+		if p.Waiter != 0 {
+			if err := e.WaiterRemove(ctx, p.Waiter); err != nil {
+				return sqlstore.LeaseAcquireResult{}, err
+			}
+		}
+	case "held":
+		res.Status = sqlstore.AcquireHeld
+		if !res.Lease.Found {
+			return sqlstore.LeaseAcquireResult{}, errors.New("acquire lease: held without its lease row")
+		}
+	case "request_expired":
+		res.Status, res.Fence = sqlstore.AcquireRequestExpired, fence.Int64
+	case "floor_ahead":
+		res.Status, res.Fence, res.Floor, res.FloorHolder = sqlstore.AcquireFloorAhead, fence.Int64, floor.Int64, floorHolder.String
+		if savepoint {
+			if _, _, err := e.exec(ctx, acquireRollback); err != nil {
+				return sqlstore.LeaseAcquireResult{}, fail("acquire lease: roll back to the savepoint", err)
+			}
+		}
+		return res, nil
+	default:
+		return sqlstore.LeaseAcquireResult{}, fmt.Errorf("acquire lease: the database answered status %q", status)
+	}
+	if savepoint {
+		if _, _, err := e.exec(ctx, acquireRelease); err != nil {
+			return sqlstore.LeaseAcquireResult{}, fail("acquire lease: release the savepoint", err)
+		}
+	}
+	return res, nil
 }
 
 // LeaseRenewBatch runs the shared steps (package steps), in e's

@@ -117,7 +117,18 @@ UPDATE fencegate_lease
 	// calls them. Arguments: resource, holder, fence, ttl µs → the lease
 	// columns and the renewal's clock, no row when not renewed; resource,
 	// holder, fence → released.
-	leaseRenewCall   = `CALL fencegate_renew_lease(?, ?, ?, ?)`
+	leaseRenewCall = `CALL fencegate_renew_lease(?, ?, ?, ?)`
+	// The acquisition of one resource is the SQL protocol's rule
+	// (fencegate_claim_one), as the Go driver calls it. Arguments:
+	// resource, holder, ttl µs, request id → status, fence, floor,
+	// floor_holder, the lease columns (NULL unless granted, retried or
+	// held) and the claim's clock.
+	acquireCall = `CALL fencegate_acquire_lease(?, ?, ?, ?)`
+	// In a caller's transaction, a grant the floor refused is rolled back
+	// to a savepoint taken before it.
+	acquireSavepoint = `SAVEPOINT fencegate_acquire`
+	acquireRollback  = `ROLLBACK TO SAVEPOINT fencegate_acquire`
+	acquireRelease   = `RELEASE SAVEPOINT fencegate_acquire`
 	leaseReleaseCall = `CALL fencegate_release_lease(?, ?, ?)`
 	// Arguments: resource, request id, fence.
 	requestInsert = `

@@ -1,9 +1,10 @@
 // Package steps is the lease rules written once, step by step, over the
-// primitives of sqlstore.Executor, for the drivers whose dialect does not
-// state them in SQL (SQLite and MySQL): each driver's Executor.LeaseAcquire
-// and Executor.LeaseRenewBatch call these. Postgres states the same rules
-// in its migrations' functions; the conformance table in
-// sqlstore/sqlstoretest holds both to the same answers.
+// primitives of sqlstore.Executor, for what a driver's dialect does not
+// state in SQL: SQLite's acquisitions and batch renewals, MySQL's set and
+// path claims and batch renewals (MySQL acquires one resource by its
+// migrations' fencegate_claim_one). Postgres states the same rules in its
+// migrations' functions; the conformance table in sqlstore/sqlstoretest
+// holds them all to the same answers.
 package steps
 
 import (
