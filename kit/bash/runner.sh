@@ -188,10 +188,24 @@ for tool in jq "${dialects[@]/#/}"; do
 done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# The databases side by side, each in a subshell with its own scratch
+# directory (the clients' coprocesses and $tmp/err are per database); their
+# lines are printed in order once all have ended.
+for d in "${dialects[@]}"; do
+	mkdir "$tmp/$d"
+	(
+		tmp=$tmp/$d
+		set +e
+		run "$d" >"$tmp/out" 2>&1
+		echo $? >"$tmp/rc"
+	) &
+done
+wait
 total=0
 for d in "${dialects[@]}"; do
-	run "$d"
-	total=$((total + $?))
+	cat "$tmp/$d/out"
+	rc=$(cat "$tmp/$d/rc" 2>/dev/null) || rc=1
+	total=$((total + rc))
 done
 if [ $total -gt 0 ]; then echo "bash: FAIL ($total failed)"; exit 1; fi
 echo "bash: PASS (0 failed)"
