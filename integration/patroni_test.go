@@ -132,9 +132,9 @@ func runPatroniHistory(t *testing.T, opts faults.PatroniOptions, seed uint64, pl
 	t.Cleanup(p.Stop)
 	dsn := p.URL("postgres")
 	if open != nil {
-		leader := p.Leader(ctx)
-		if leader == nil {
-			t.Fatal("no leader")
+		leader, err := p.WaitHealthy(ctx, "")
+		if err != nil {
+			t.Fatalf("no leader: %v", err)
 		}
 		open(t, leader)
 	}
@@ -160,9 +160,9 @@ func runPatroniHistory(t *testing.T, opts faults.PatroniOptions, seed uint64, pl
 	}
 	wait(3 * time.Second)
 	for _, f := range plan {
-		leader := p.Leader(ctx)
-		if leader == nil {
-			t.Fatalf("no leader before %q", f.name)
+		leader, err := p.WaitHealthy(ctx, "")
+		if err != nil {
+			t.Fatalf("no leader before %q: %v", f.name, err)
 		}
 		t0 := time.Now()
 		f.do(ctx, t, p, leader)
@@ -181,9 +181,12 @@ func runPatroniHistory(t *testing.T, opts faults.PatroniOptions, seed uint64, pl
 	}
 	fl.waitAll(time.Now().Add(30 * time.Second))
 
-	leader := p.Leader(ctx)
-	if leader == nil {
-		t.Fatal("no leader at the end")
+	// The history is read through the leader: wait for one, as after each
+	// fault (a single look could meet a REST call slowed by a loaded
+	// machine, or etcd between two leader keys, and see none).
+	leader, err := p.WaitHealthy(ctx, "")
+	if err != nil {
+		t.Fatalf("no leader at the end: %v", err)
 	}
 	in := check.Input{Timeout: time.Minute, TTL: sp.TTL, VisualizeTo: filepath.Join(dir, "linearizability.html")}
 	in.Events, in.Rejections, in.LeaseLog = readDatabase(t, pgsql.Dialect, dsn)
