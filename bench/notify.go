@@ -16,7 +16,7 @@ import (
 // Names of the notify scenario's variants.
 const (
 	vNotifyGate   = "fencegate acquire+release"
-	vNotifyAlways = "fencegate, every release announced (migration 00010's trigger)"
+	vNotifyAlways = "fencegate, every release announced (the trigger before announcements went only to waiters)"
 	vNotifyPglock = "pglock Acquire+Close, heartbeat off"
 	// vNotifyBare is the bound: scenario 3's bare SQL lease, a durable
 	// grant (nextval in one upsert) and an asynchronous release, with no
@@ -24,7 +24,7 @@ const (
 	vNotifyBare = "bound: bare SQL lease (durable grant, async release)"
 )
 
-// alwaysNotify is migration 00010's fencegate_lease_notify, which announced
+// alwaysNotify is the fencegate_lease_notify from before announcements went only to waiters, which announced
 // every release: the scenario's "before", installed in a schema of its own.
 const alwaysNotify = `
 CREATE OR REPLACE FUNCTION fencegate_lease_notify() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -162,9 +162,9 @@ func (s *waitSampler) summary(name string) string {
 
 // Notify is the scenario "notify": lease acquire+release on distinct keys
 // with cfg.Writers acquirers, fencegate (whose releases nobody waits for
-// are announced by nobody since migration 00017) against pglock on every
+// are announced to nobody) against pglock on every
 // net (loopback, and cfg.RTT through a delay proxy), and, on loopback, the
-// same with every release announced (migration 00010's trigger), with
+// same with every release announced (the earlier trigger), with
 // Postgres's wait events sampled beside each.
 func Notify(ctx context.Context, cfg Config, r *Report) error {
 	maxW := slices.Max(append([]int{1}, cfg.Writers...))
@@ -216,7 +216,7 @@ func Notify(ctx context.Context, cfg Config, r *Report) error {
 		}
 	}
 	r.f("## Notify only when someone waits: acquire+release with 1–64 acquirers\n\n")
-	r.f("Distinct keys, Postgres through pgx, on every path (loopback, and a delay proxy adding a round trip where the run has one). *%s* is scenario 3's cycle; *%s* (loopback only) is the same in a schema whose trigger is migration 00010's, announcing every release (the cost before migration 00017); pglock as in scenario 3; *%s* is scenario 3's bound, the least a lease with a durable grant costs: a faster fencegate would need a grant that is not durable. Busy backends and their wait events are pg_stat_activity sampled every 5 ms during each variant (mean per sample; the sampler sees the server, whatever path the client takes).\n\n", vNotifyGate, vNotifyAlways, vNotifyBare)
+	r.f("Distinct keys, Postgres through pgx, on every path (loopback, and a delay proxy adding a round trip where the run has one). *%s* is scenario 3's cycle; *%s* (loopback only) is the same in a schema whose trigger announces every release (the cost before announcements went only to waiters); pglock as in scenario 3; *%s* is scenario 3's bound, the least a lease with a durable grant costs: a faster fencegate would need a grant that is not durable. Busy backends and their wait events are pg_stat_activity sampled every 5 ms during each variant (mean per sample; the sampler sees the server, whatever path the client takes).\n\n", vNotifyGate, vNotifyAlways, vNotifyBare)
 	r.f("| acquirers | path | variant | median ops/s | p50 | p99 | ÷ pglock p50 | wait events (mean backends) |\n|---:|---|---|---:|---:|---:|---:|---|\n")
 	for _, w := range cfg.Writers {
 		type row struct{ net, name, label string }

@@ -305,16 +305,16 @@ func Overhead(ctx context.Context, cfg Config, pg *PG, lite *SQLite, r *Report) 
 	return nil
 }
 
-// vFloorCTE names FenceSQL's variant with the floor CTE of before
-// migration 00007.
-const vFloorCTE = "fenced tx, the floor CTE before 00007"
+// vFloorCTE names FenceSQL's variant with the floor CTE that fencegate_fence
+// replaced.
+const vFloorCTE = "fenced tx, the floor CTE before fencegate_fence"
 
 // FenceSQL is scenario fencesql: gate.Commit's floor statement as the
-// function of migration 00007 against the CTE it replaced, in every pgx exec
+// function fencegate_fence against the CTE it replaced, in every pgx exec
 // mode, on loopback, where the statement's own cost shows. One writer.
 func FenceSQL(ctx context.Context, cfg Config, pg *PG, r *Report) error {
 	r.f("## fencesql. The floor statement as a function against the CTE it replaced\n\n")
-	r.f("gate.Commit in a pgx transaction calls fencegate_fence (migration 00007), whose statements the server plans once per session; before, it sent a CTE that the exec and simple protocol modes parsed and planned on every call. Both against the unfenced transaction in the same mode, loopback, 1 writer, %d interleaved rounds of %s.\n\n", cfg.Rounds, cfg.Duration)
+	r.f("gate.Commit in a pgx transaction calls fencegate_fence, whose statements the server plans once per session; before, it sent a CTE that the exec and simple protocol modes parsed and planned on every call. Both against the unfenced transaction in the same mode, loopback, 1 writer, %d interleaved rounds of %s.\n\n", cfg.Rounds, cfg.Duration)
 	var g grid
 	for _, mode := range ExecModes {
 		t, err := pg.Attach(ctx, Net{Name: "loopback", URL: cfg.PostgresURL}, 2, mode)

@@ -297,7 +297,7 @@ func (p *PG) pglockClient(heartbeat bool) *pglock.Client {
 	return p.Pglock
 }
 
-// floorCTE is the gate's floor statement before migration 00007 made it a
+// floorCTE is the gate's floor statement before it became a
 // function (fencegate_fence): both paths in one CTE, parsed and planned on
 // every call outside the statement-caching exec modes.
 const floorCTE = `
@@ -316,7 +316,7 @@ WITH held AS MATERIALIZED (
 )
 SELECT floor, holder FROM held UNION ALL SELECT floor, holder FROM raised`
 
-// PgFloorCTETx is PgFencedTx with the floor CTE of before migration 00007
+// PgFloorCTETx is PgFencedTx with the floor CTE of before fencegate_fence
 // in place of gate.Commit's call of fencegate_fence.
 func (p *PG) PgFloorCTETx(ctx context.Context, key int) error {
 	tok := Token(key)
