@@ -50,7 +50,9 @@
 //     row, and fencegate_acquire in a transaction; fencegate_acquire_turn
 //     for a waiter: functions their migrations install); a dialect that
 //     states them in no SQL calls the shared step-by-step implementation,
-//     internal/steps, over its own statements (SQLite and MySQL do).
+//     internal/steps, over its own statements (SQLite does; MySQL for set
+//     and path claims, its one-resource acquisition being the protocol's
+//     procedure fencegate_claim_one).
 //   - Error classification: every error the driver returns passes through
 //     WithClass with the driver's reading of its database's errors
 //     (ErrorClass: retryable, connection lost, outcome unknown), so

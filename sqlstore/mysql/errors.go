@@ -40,6 +40,11 @@ func Classify(err error) sqlstore.ErrorClass {
 		return sqlstore.ErrorClass{}
 	}
 	if me, ok := errors.AsType[*gomysql.MySQLError](err); ok {
+		if string(me.SQLState[:]) == "40001" {
+			// A serialization failure, whatever its number: the protocol's
+			// procedures SIGNAL it (1644) for "run the transaction again".
+			return sqlstore.ErrorClass{Retryable: true}
+		}
 		switch me.Number {
 		case erLockWaitTimeout, erLockDeadlock, erCheckRead:
 			return sqlstore.ErrorClass{Retryable: true}

@@ -399,6 +399,23 @@ func (e *executor) LeaseAcquire(ctx context.Context, p *sqlstore.LeaseAcquirePar
 	return res, err
 }
 
+// undoAcquire rolls a caller's transaction back to the savepoint taken
+// before a failed acquisition: MySQL keeps what a procedure's earlier
+// statements wrote when a later one fails (a lease row and its request
+// written, say, and the floor's raise timed out), and a caller that went on
+// in its transaction despite the error, or retried in it (answered
+// "retried", which raises no floor), would commit half a grant. Even when
+// ctx has ended, bounded as restoreLockWait is; an error here leaves the
+// transaction for the caller to roll back, as the contract says.
+func (e *executor) undoAcquire(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), restoreTimeout)
+	defer cancel()
+	if _, _, err := e.exec(ctx, acquireRollback); err != nil {
+		return fail("acquire lease: roll back to the savepoint (roll the transaction back)", err)
+	}
+	return nil
+}
+
 // errFloorAhead makes InTx roll back a grant the floor refused.
 var errFloorAhead = errors.New("the floor is ahead of the new fence")
 
@@ -407,7 +424,7 @@ var errFloorAhead = errors.New("the floor is ahead of the new fence")
 // back) a grant the floor refused is rolled back to a savepoint taken
 // before it; without, the caller rolls the transaction back on
 // AcquireFloorAhead.
-func (e *executor) acquire(ctx context.Context, p *sqlstore.LeaseAcquireParams, savepoint bool) (sqlstore.LeaseAcquireResult, error) {
+func (e *executor) acquire(ctx context.Context, p *sqlstore.LeaseAcquireParams, savepoint bool) (_ sqlstore.LeaseAcquireResult, err error) {
 	if p.Sending != nil {
 		p.Sending() // the transaction has begun: its statements go out now
 	}
@@ -418,6 +435,11 @@ func (e *executor) acquire(ctx context.Context, p *sqlstore.LeaseAcquireParams, 
 		if _, _, err := e.exec(ctx, acquireSavepoint); err != nil {
 			return sqlstore.LeaseAcquireResult{}, fail("acquire lease: savepoint", err)
 		}
+		defer func() {
+			if err != nil {
+				err = errors.Join(err, e.undoAcquire(ctx))
+			}
+		}()
 	}
 	var (
 		res                                  sqlstore.LeaseAcquireResult
@@ -427,7 +449,7 @@ func (e *executor) acquire(ctx context.Context, p *sqlstore.LeaseAcquireParams, 
 		released                             sql.NullBool
 		now                                  int64
 	)
-	err := e.c.QueryRowContext(ctx, acquireCall, p.Resource, p.Holder, p.TTL.Microseconds(), p.RequestID).Scan(
+	err = e.c.QueryRowContext(ctx, acquireCall, p.Resource, p.Holder, p.TTL.Microseconds(), p.RequestID).Scan(
 		&status, &fence, &floor, &floorHolder, &resource, &holder, &lfen, &reqID, &granted, &expires, &released, &now)
 	if err != nil {
 		return sqlstore.LeaseAcquireResult{}, fail("acquire lease", err)
@@ -463,8 +485,8 @@ func (e *executor) acquire(ctx context.Context, p *sqlstore.LeaseAcquireParams, 
 	case "floor_ahead":
 		res.Status, res.Fence, res.Floor, res.FloorHolder = sqlstore.AcquireFloorAhead, fence.Int64, floor.Int64, floorHolder.String
 		if savepoint {
-			if _, _, err := e.exec(ctx, acquireRollback); err != nil {
-				return sqlstore.LeaseAcquireResult{}, fail("acquire lease: roll back to the savepoint", err)
+			if err := e.undoAcquire(ctx); err != nil {
+				return sqlstore.LeaseAcquireResult{}, err
 			}
 		}
 		return res, nil

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	gomysql "github.com/go-sql-driver/mysql"
+
 	"github.com/fencegate/fencegate/sqlstore"
 	"github.com/fencegate/fencegate/sqlstore/mysql"
 )
@@ -120,4 +122,43 @@ func grant(t *testing.T, d *mysql.Driver, resource, holder string) int64 {
 		t.Fatal(err)
 	}
 	return fence
+}
+
+// An acquisition in a caller's transaction that fails part way (its floor
+// raise waits past the lock timeout, after the lease row was written) leaves
+// nothing of itself in the transaction: MySQL keeps a failed procedure's
+// earlier writes, so a caller that went on or retried in it would commit a
+// grant whose floor was never raised.
+func TestFailedAcquireInCallersTxLeavesNothing(t *testing.T) {
+	d := open(t)
+	ctx := context.Background()
+	raise(t, d.Executor(), "r", "h0", 1, false)
+	_, other := inTx(t, d)
+	raise(t, other, "r", "h0", 1, false) // holds the floor row's lock
+	tx, ex := inTx(t, d)
+	_, err := ex.LeaseAcquire(ctx, &sqlstore.LeaseAcquireParams{
+		Resource: "r", Holder: "h", RequestID: "req-1", TTL: time.Minute, LockTimeout: time.Second,
+	})
+	if err == nil || !sqlstore.IsRetryable(err) {
+		t.Fatalf("LeaseAcquire with the floor locked = %v, want a retryable lock wait timeout", err)
+	}
+	var leases, requests int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM fencegate_lease WHERE resource = 'r'`).Scan(&leases); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM fencegate_request WHERE request_id = 'req-1'`).Scan(&requests); err != nil {
+		t.Fatal(err)
+	}
+	if leases != 0 || requests != 0 {
+		t.Fatalf("the failed acquisition left %d lease and %d request rows in the caller's transaction", leases, requests)
+	}
+}
+
+// The protocol's procedures SIGNAL SQLSTATE 40001 (error 1644) for "run
+// the transaction again": retryable, as a deadlock is.
+func TestSignalledSerializationFailureIsRetryable(t *testing.T) {
+	me := &gomysql.MySQLError{Number: 1644, SQLState: [5]byte{'4', '0', '0', '0', '1'}, Message: "fencegate: run again"}
+	if !sqlstore.IsRetryable(open(t).ClassifyError(me)) {
+		t.Fatal("SQLSTATE 40001 from SIGNAL is not retryable")
+	}
 }
