@@ -153,7 +153,11 @@ BEGIN
     END IF;
     SELECT min(w.seq) INTO first FROM fencegate_waiter w
      WHERE w.resource = res AND w.expires_at > clock_timestamp();
-    IF first IS NULL AND NOT EXISTS (
+    -- The skip's argument needs a snapshot taken after the UPDATE: READ
+    -- COMMITTED's, statement by statement. A release in a REPEATABLE READ or
+    -- SERIALIZABLE transaction reads the transaction's older snapshot, which
+    -- can miss a waiter or watcher that committed since, so it announces.
+    IF first IS NULL AND current_setting('transaction_isolation') = 'read committed' AND NOT EXISTS (
         SELECT 1 FROM fencegate_watcher o
          WHERE (o.resource = res AND NOT o.prefix) OR (o.prefix AND starts_with(res, o.resource))) THEN
         RETURN NULL; -- nobody waits: no NOTIFY, no notify lock at commit

@@ -572,6 +572,54 @@ func TestProtocolWatch(t *testing.T) {
 	}
 }
 
+// A release in a REPEATABLE READ transaction whose snapshot predates the
+// watcher's row still announces: the trigger skips the NOTIFY for nobody
+// waiting only where its read is fresh (READ COMMITTED).
+func TestProtocolWatchReleaseInRepeatableRead(t *testing.T) {
+	db := protocolDB(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	f := granted(t, db, "rr", "a")
+	tx, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	var schema string
+	if err := tx.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil { // the snapshot
+		t.Fatal(err)
+	}
+	conn, err := db.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT fencegate_watch('rr')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `LISTEN fencegate_lease`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT fencegate_release('rr', 'a', $1)`, f); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		n, err := conn.Conn().WaitForNotification(ctx)
+		if err != nil {
+			t.Fatalf("no announcement of a release made in REPEATABLE READ: %v", err)
+		}
+		if fields := strings.Split(n.Payload, "\x1f"); n.Channel == "fencegate_lease" && len(fields) >= 3 && fields[0] == "rr" && fields[2] == schema {
+			break
+		}
+	}
+	if _, err := conn.Exec(ctx, `UNLISTEN fencegate_lease; SELECT fencegate_unwatch()`); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // sqlSection returns the Postgres section of docs/SQL.md.
 func sqlSection(t *testing.T) string {
 	t.Helper()
