@@ -411,7 +411,7 @@ func (e *executor) undoAcquire(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), restoreTimeout)
 	defer cancel()
 	if _, _, err := e.exec(ctx, acquireRollback); err != nil {
-		return fail("acquire lease: roll back to the savepoint (roll the transaction back)", err)
+		return fail("acquire lease: the roll back to its savepoint failed, so the failed acquisition's writes may still be in the transaction: roll the transaction back", err)
 	}
 	return nil
 }
