@@ -45,6 +45,9 @@ type effectWorker struct {
 	// stall, when it says so, holds an attempt until River handed its job
 	// to a later one.
 	stall func(*river.Job[effectArgs]) bool
+	// stalled, when set, receives each stalled attempt's outcome once it
+	// has tried its write.
+	stalled chan error
 	// kill, when it says so, ends an attempt's connection in the middle of
 	// its transaction, after its write.
 	kill func(*river.Job[effectArgs]) bool
@@ -84,7 +87,11 @@ func (w *effectWorker) Work(ctx context.Context, job *river.Job[effectArgs]) err
 		if err := awaitNextAttempt(context.WithoutCancel(ctx), w.pool, job); err != nil {
 			return err
 		}
-		return w.effect(context.WithoutCancel(ctx), job)
+		err := w.effect(context.WithoutCancel(ctx), job)
+		if w.stalled != nil {
+			w.stalled <- err
+		}
+		return err
 	}
 	if w.runs == nil {
 		return w.effect(ctx, job)
@@ -323,7 +330,7 @@ func TestManyJobsStalledAttempts(t *testing.T) {
 	const jobs = 30
 	stalls := make(map[int64]bool, jobs) // both written before the client starts
 	kills := make(map[int64]bool, jobs)
-	w := &effectWorker{g: gate.New(store, nil), pool: pool, fenced: true,
+	w := &effectWorker{g: gate.New(store, nil), pool: pool, fenced: true, stalled: make(chan error, jobs),
 		stall: func(job *river.Job[effectArgs]) bool { return job.Attempt == 1 && stalls[job.ID] },
 		kill:  func(job *river.Job[effectArgs]) bool { return job.Attempt == 1 && kills[job.ID] }}
 	workers := river.NewWorkers()
@@ -368,6 +375,18 @@ func TestManyJobsStalledAttempts(t *testing.T) {
 			t.Fatalf("%d of %d jobs completed: %v", done, jobs, err)
 		}
 		time.Sleep(50 * time.Millisecond) // polling the database for a condition
+	}
+	// A stalled attempt tries its write only after it saw its successor
+	// start, so the jobs can all be completed before it has: wait for each.
+	for i := range stalled {
+		select {
+		case err := <-w.stalled:
+			if !errors.Is(err, gate.ErrStaleFence) {
+				t.Errorf("a stalled attempt's write answered %v; want %v", err, gate.ErrStaleFence)
+			}
+		case <-ctx.Done():
+			t.Fatalf("%d of %d stalled attempts tried their write before the test's deadline", i, stalled)
+		}
 	}
 	var twice, lost, wrongAttempt int
 	if err := pool.QueryRow(ctx, `SELECT
