@@ -143,9 +143,9 @@ func Batch(ctx context.Context, cfg Config, pg *PG, r *Report) error {
 	iters := max(int(cfg.Duration*time.Duration(cfg.Rounds)/(3*time.Millisecond)), 200)
 	for _, t := range pgs {
 		vs := []Variant{
-			{vAutocommit, t.PgPlainAutocommit}, {vFencedCTE, t.PgFencedCTE}, {vBatchPlain, t.PgFencedBatch},
-			{vBatchGuarded, t.PgFencedBatchGuarded}, {vBatchOldGuard, t.PgFencedBatchOldGuard},
-			{vPlainTx, t.PgPlainTx}, {vBeginTx, t.PgBeginFencedTx},
+			{Name: vAutocommit, Op: t.PgPlainAutocommit}, {Name: vFencedCTE, Op: t.PgFencedCTE}, {Name: vBatchPlain, Op: t.PgFencedBatch},
+			{Name: vBatchGuarded, Op: t.PgFencedBatchGuarded}, {Name: vBatchOldGuard, Op: t.PgFencedBatchOldGuard},
+			{Name: vPlainTx, Op: t.PgPlainTx}, {Name: vBeginTx, Op: t.PgBeginFencedTx},
 		}
 		prog(cfg, fmt.Sprintf("batch: %d iterations op by op [%s]", iters, t.Net))
 		mean, p50, err := opByOp(ctx, vs, iters)

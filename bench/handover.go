@@ -54,7 +54,7 @@ const handoverCoordinators = 4
 func Handover(ctx context.Context, cfg Config, pg *PG, r *Report) error {
 	r.f("## 7. Hand-over: release → next holder's grant\n\n")
 	r.f("N workers loop on one lock: take it, release it at once, take it again. The latency is from the release (read just before it is sent) to the next grant (read when it returns), on one process's monotonic clock, loopback, for %v per variant and worker count. ", cfg.Duration)
-	r.f("*AcquireWait* queues in fencegate_waiter and is woken by the release (in-process with one coordinator; by LISTEN/NOTIFY across 4). *Polling* is the CLI's former loop: Acquire, and while held sleep the lease's remaining time clamped to 10–200 ms, jittered. *pglock* is cirello.io/pglock's AcquireContext, which sleeps a lease (1 s) between tries (an attempt that runs past its lease under contention fails with pglock's own deadline, and the worker tries again). *pg_advisory_lock* waits in Postgres's own lock queue on a pooled connection per worker. With one worker the next holder is the releaser itself; *to another* is the share of hand-overs that went to a worker other than the releaser (a lock that lets the releaser take it straight back shows fast hand-overs that hand nothing over).\n\n")
+	r.f("*AcquireWait* queues in fencegate_waiter and is woken by the release (in-process with one coordinator; by LISTEN/NOTIFY across 4). *Polling* is the CLI's former loop: Acquire, and while held sleep the lease's remaining time clamped to 10–200 ms, jittered. *pglock* is cirello.io/pglock's AcquireContext, which sleeps a lease (1 s) between tries (an attempt that runs past its lease under contention fails with pglock's own deadline, and the worker tries again). *pg_advisory_lock* waits in Postgres's own lock queue on a pooled connection per worker. Hand-overs are counted from when every worker has taken the lock once (or after %v), so that none is a new connection's first. With one worker the next holder is the releaser itself; *to another* is the share of hand-overs that went to a worker other than the releaser (a lock that lets the releaser take it straight back shows fast hand-overs that hand nothing over).\n\n", lockWarmUp)
 	r.f("*after return* is the same latency counted from when the release returned instead (for the hand-over variants, the holder's commit of its write, release and grant together: what is left is the waiter's wake-up); 0 when the grant was seen first.\n\n")
 	r.f("| workers | variant | hand-overs | to another | p50 | p99 | after return p50 |\n| ---: | --- | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, n := range []int{1, 16, 64} {
@@ -131,7 +131,7 @@ func handOverTurns(ctx context.Context, cfg Config, pg *PG, variant string, n in
 			mu.Unlock()
 		},
 	}
-	err = runLockWorkers(ctx, pg, variant, n, cfg.Duration, false, hooks)
+	_, err = runLockWorkers(ctx, pg, variant, n, cfg.Duration, false, hooks)
 	return lat, after, others, err
 }
 
@@ -146,11 +146,37 @@ type cycleHooks struct {
 // looping acquire → (with write, a write under the lock) → release.
 // fencegate's write is fenced (pgxgate.CommitBatch with the lease's token);
 // the others' is the same UPDATE, unfenced (they have no fence).
-func runLockWorkers(ctx context.Context, pg *PG, variant string, n int, d time.Duration, write bool, h cycleHooks) error {
+//
+// The variant's pool is new, so the window d starts only after a warm-up:
+// until every worker completed a cycle, or lockWarmUp passed. Until then
+// the hooks see nothing. It returns the window's length. Without it every
+// window began with n connections opening and each new backend planning
+// the statements and functions it runs for the first time: a cost paid
+// once per connection, not per turn, which fell on the variants unevenly.
+func runLockWorkers(ctx context.Context, pg *PG, variant string, n int, d time.Duration, write bool, h cycleHooks) (time.Duration, error) {
 	resource := fmt.Sprintf("lockrun/%s/%d/%s", variant, n, randomHex(3))
+	var (
+		measuring atomic.Bool
+		cycled    = make([]atomic.Bool, n) // worker w completed a cycle
+		warmed    atomic.Int64             // how many have
+		allWarm   = make(chan struct{})
+	)
 	for _, f := range []*func(int){&h.granted, &h.released, &h.releasing} {
 		if *f == nil {
 			*f = func(int) {}
+		}
+		hook := *f
+		*f = func(w int) {
+			if measuring.Load() {
+				hook(w)
+			}
+		}
+	}
+	released := h.released
+	h.released = func(w int) {
+		released(w)
+		if !cycled[w].Swap(true) && warmed.Add(1) == int64(n) {
+			close(allWarm)
 		}
 	}
 
@@ -158,12 +184,12 @@ func runLockWorkers(ctx context.Context, pg *PG, variant string, n int, d time.D
 	// queue for connections, and the advisory lock needs one each.
 	pcfg, err := pgxpool.ParseConfig(pg.URL)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	pcfg.MaxConns = int32(n + 2)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer pool.Close()
 	store := pgxv5.New(pool)
@@ -186,7 +212,7 @@ func runLockWorkers(ctx context.Context, pg *PG, variant string, n int, d time.D
 		for w := range clients {
 			c, err := lease.NewClient(&lease.ClientOptions{Holder: fmt.Sprintf("w%d", w), TTL: 30 * time.Second})
 			if err != nil {
-				return err
+				return 0, err
 			}
 			clients[w] = c
 		}
@@ -245,7 +271,7 @@ func runLockWorkers(ctx context.Context, pg *PG, variant string, n int, d time.D
 		defer db.Close()
 		pl, err := newPglock(db, pglockLease, 0, "bench")
 		if err != nil {
-			return err
+			return 0, err
 		}
 		name := resource
 		cycle = func(ctx context.Context, w int) error {
@@ -295,10 +321,10 @@ func runLockWorkers(ctx context.Context, pg *PG, variant string, n int, d time.D
 			return err
 		}
 	default:
-		return fmt.Errorf("unknown variant %q", variant)
+		return 0, fmt.Errorf("unknown variant %q", variant)
 	}
 
-	rctx, cancel := context.WithTimeout(ctx, d)
+	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make(chan error, n)
 	for w := range n {
@@ -317,12 +343,34 @@ func runLockWorkers(ctx context.Context, pg *PG, variant string, n int, d time.D
 			}
 		}()
 	}
+	warm := time.NewTimer(lockWarmUp)
+	select {
+	case <-allWarm:
+	case <-warm.C:
+	case <-rctx.Done():
+	}
+	warm.Stop()
+	measuring.Store(true)
+	start := time.Now()
+	window := time.NewTimer(d)
+	select {
+	case <-window.C:
+	case <-rctx.Done():
+	}
+	window.Stop()
+	measuring.Store(false)
+	elapsed := time.Since(start)
+	cancel()
 	var all []error
 	for range n {
 		all = append(all, <-errs)
 	}
-	return errors.Join(all...)
+	return elapsed, errors.Join(all...)
 }
+
+// lockWarmUp bounds runLockWorkers' warm-up: a lock that starves some
+// workers (pglock's) may leave one without a cycle for longer.
+const lockWarmUp = 3 * time.Second
 
 // bareHandOver hands scenario 3's bare SQL lease on in the write's
 // implicit transaction: the fence checked, the next one drawn, the lease
@@ -428,7 +476,7 @@ func Fairness(ctx context.Context, cfg Config, pg *PG, r *Report) error {
 	}
 	rounds := max(cfg.Rounds, 1)
 	r.f("## Fairness: %d workers on one lock for %v\n\n", fairWorkers, d)
-	r.f("Each worker loops: acquire the lock, write the same row under it, release. fencegate's write is fenced (pgxgate.CommitBatch with the lease's token: the fence check and the UPDATE in one round trip); pglock's and the advisory lock's is the bare UPDATE, on the advisory lock's own connection. Cycles are counted per worker when its release returns; a lock that starves workers shows a min of 0 and no ratio. The variants take turns in %d interleaved rounds of %v each (forward, then backward), loopback; a worker's cycles are summed over the rounds, and *vs advisory* is the median of the per-round throughput ratios.\n\n", rounds, d/time.Duration(rounds))
+	r.f("Each worker loops: acquire the lock, write the same row under it, release. fencegate's write is fenced (pgxgate.CommitBatch with the lease's token: the fence check and the UPDATE in one round trip); pglock's and the advisory lock's is the bare UPDATE, on the advisory lock's own connection. Cycles are counted per worker when its release returns; a lock that starves workers shows a min of 0 and no ratio. Each run opens a pool of its own, and its window starts once every worker has completed a cycle (or after %v): opening the connections and each new backend's first statements are a cost per connection, not per turn, and are not counted. The variants take turns in %d interleaved rounds of %v each (forward, then backward), loopback; a worker's cycles are summed over the rounds, and *vs advisory* is the median of the per-round throughput ratios.\n\n", lockWarmUp, rounds, d/time.Duration(rounds))
 	r.f("| variant | cycles/s | vs advisory | cycles per worker: min | median | max | max ÷ min |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	counts := make(map[string][]int64, len(fairVariants))
 	elapsed := make(map[string]time.Duration, len(fairVariants))
@@ -449,24 +497,22 @@ func Fairness(ctx context.Context, cfg Config, pg *PG, r *Report) error {
 		for _, v := range alone {
 			prog(cfg, fmt.Sprintf("fairness: round %d/%d, %s, 1 worker alone, %v", round+1, rounds, v, d/time.Duration(rounds)))
 			var n atomic.Int64
-			start := time.Now()
-			if err := runLockWorkers(ctx, pg, v, 1, d/time.Duration(rounds), true, cycleHooks{released: func(int) { n.Add(1) }}); err != nil {
+			el, err := runLockWorkers(ctx, pg, v, 1, d/time.Duration(rounds), true, cycleHooks{released: func(int) { n.Add(1) }})
+			if err != nil {
 				return fmt.Errorf("%s alone: %w", v, err)
 			}
-			aloneRates[v] = append(aloneRates[v], float64(n.Load())/time.Since(start).Seconds())
+			aloneRates[v] = append(aloneRates[v], float64(n.Load())/el.Seconds())
 		}
 		for _, v := range order {
 			prog(cfg, fmt.Sprintf("fairness: round %d/%d, %s, %d workers, %v", round+1, rounds, v, fairWorkers, d/time.Duration(rounds)))
 			var mu sync.Mutex
 			var n int64
-			start := time.Now()
-			err := runLockWorkers(ctx, pg, v, fairWorkers, d/time.Duration(rounds), true, cycleHooks{released: func(w int) {
+			el, err := runLockWorkers(ctx, pg, v, fairWorkers, d/time.Duration(rounds), true, cycleHooks{released: func(w int) {
 				mu.Lock()
 				counts[v][w]++
 				n++
 				mu.Unlock()
 			}})
-			el := time.Since(start)
 			if err != nil {
 				return fmt.Errorf("%s: %w", v, err)
 			}

@@ -25,7 +25,7 @@ func TestLockVariantsCycle(t *testing.T) {
 		const enough = 4
 		run, done := context.WithCancel(ctx)
 		var cycles atomic.Int64
-		err := runLockWorkers(run, pg, v, 2, 30*time.Second, true, cycleHooks{released: func(int) {
+		_, err := runLockWorkers(run, pg, v, 2, 30*time.Second, true, cycleHooks{released: func(int) {
 			if cycles.Add(1) == enough {
 				done()
 			}

@@ -101,6 +101,32 @@ func Run(ctx context.Context, op Op, workers int, keyOf KeyOf, d time.Duration) 
 type Variant struct {
 	Name string
 	Op   Op
+	// Rewarm says that the variant's connections may have been closed
+	// since its last run (waitSampler.wrapOn closes the other pools' when
+	// the variant running changes): Interleave warms it again before each
+	// run, so that no run pays for opening connections and planning on
+	// new backends.
+	Rewarm bool
+}
+
+// warmOps is how many ops each worker runs in Warm.
+const warmOps = 3
+
+// Warm runs op warmOps times in each of workers goroutines, every one
+// under its own key, and ignores what happens: with a pool of about
+// workers connections, each is opened and has run op once.
+func Warm(ctx context.Context, op Op, workers int, keyOf KeyOf) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for range warmOps {
+				_ = op(ctx, keyOf(w))
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // Result is every round of one variant.
@@ -112,7 +138,8 @@ type Result struct {
 // Interleave runs each variant once per round, alternating their order
 // (forward on even rounds, backward on odd ones) so that drift on a shared
 // machine hits every variant alike. Each variant warms up for a fifth of d
-// first (statement preparation on every connection).
+// first (statement preparation on every connection), and a Rewarm one
+// again before each run.
 func Interleave(ctx context.Context, vs []Variant, workers int, keyOf KeyOf, d time.Duration, rounds int, progress func(string)) []Result {
 	res := make([]Result, len(vs))
 	for i, v := range vs {
@@ -128,6 +155,9 @@ func Interleave(ctx context.Context, vs []Variant, workers int, keyOf KeyOf, d t
 			slices.Reverse(order)
 		}
 		for _, i := range order {
+			if vs[i].Rewarm {
+				Warm(ctx, vs[i].Op, workers, keyOf)
+			}
 			s := Run(ctx, vs[i].Op, workers, keyOf, d)
 			res[i].Rounds = append(res[i].Rounds, s)
 			msg := fmt.Sprintf("round %d/%d %-28s %8.0f ops/s  p99 %s", r+1, rounds, vs[i].Name, s.Throughput(), fmtDur(Quantile(s.Lat, 0.99)))

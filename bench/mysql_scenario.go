@@ -52,9 +52,9 @@ func MariaDB(ctx context.Context, cfg Config, r *Report) error {
 	r.f("### Gate overhead, 1 writer, distinct keys\n\n")
 	r.f("Each op updates its writer's row (`UPDATE bench_item SET n = n + 1 WHERE id = ?`) in a `*sql.Tx`; the fenced one first runs gate.Commit with the floor's own fence (the floor upsert, one round trip).\n\n")
 	res := Interleave(ctx, []Variant{
-		{vMyPlainTx, m.PlainTx},
-		{vMyFencedTx, m.FencedTx},
-		{vMyRoundTrip, m.RoundTrip},
+		{Name: vMyPlainTx, Op: m.PlainTx},
+		{Name: vMyFencedTx, Op: m.FencedTx},
+		{Name: vMyRoundTrip, Op: m.RoundTrip},
 	}, 1, Distinct, cfg.Duration, cfg.Rounds, prefix(cfg, "mariadb/overhead"))
 	r.table(res, 0)
 	r.f("The fence's statement on MariaDB is an `INSERT … ON DUPLICATE KEY UPDATE` that takes the floor record's exclusive lock and changes nothing when the fence is the floor's; its cost is that round trip, the lock, and the statement's work in the commit.\n\n")
@@ -65,8 +65,8 @@ func MariaDB(ctx context.Context, cfg Config, r *Report) error {
 	r.f("| writers | variant | median ops/s | p50 | p99 | ÷ GET_LOCK (per-round median, range) | errors |\n|---:|---|---:|---:|---:|---:|---:|\n")
 	for _, w := range mysqlWriters {
 		res := Interleave(ctx, []Variant{
-			{vMyGate, m.FencedTx},
-			{vMyGetLock, m.GetLock},
+			{Name: vMyGate, Op: m.FencedTx},
+			{Name: vMyGetLock, Op: m.GetLock},
 		}, w, OneKey, cfg.Duration, cfg.Rounds, prefix(cfg, fmt.Sprintf("mariadb/one key/%dw", w)))
 		for i, x := range res {
 			ratio := "1"

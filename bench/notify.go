@@ -216,7 +216,7 @@ func Notify(ctx context.Context, cfg Config, r *Report) error {
 		}
 	}
 	r.f("## Notify only when someone waits: acquire+release with 1–64 acquirers\n\n")
-	r.f("Distinct keys, Postgres through pgx, on every path (loopback, and a delay proxy adding a round trip where the run has one). *%s* is scenario 3's cycle; *%s* (loopback only) is the same in a schema whose trigger announces every release (the cost before announcements went only to waiters); pglock as in scenario 3; *%s* is scenario 3's bound, the least a lease with a durable grant costs: a faster fencegate would need a grant that is not durable. Busy backends and their wait events are pg_stat_activity sampled every 5 ms during each variant (mean per sample; the sampler sees the server, whatever path the client takes).\n\n", vNotifyGate, vNotifyAlways, vNotifyBare)
+	r.f("Distinct keys, Postgres through pgx, on every path (loopback, and a delay proxy adding a round trip where the run has one). *%s* is scenario 3's cycle; *%s* (loopback only) is the same in a schema whose trigger announces every release (the cost before announcements went only to waiters); pglock as in scenario 3; *%s* is scenario 3's bound, the least a lease with a durable grant costs: a faster fencegate would need a grant that is not durable. The pools of all paths do not fit the server's connections together, so a path's idle connections are closed when another's variant runs; each variant runs %d ops per acquirer, untimed, before each of its runs, so that no run pays for opening connections and the first statements on new backends. Busy backends and their wait events are pg_stat_activity sampled every 5 ms during each variant (mean per sample; the sampler sees the server, whatever path the client takes).\n\n", vNotifyGate, vNotifyAlways, vNotifyBare, warmOps)
 	r.f("| acquirers | path | variant | median ops/s | p50 | p99 | ÷ pglock p50 | wait events (mean backends) |\n|---:|---|---|---:|---:|---:|---:|---|\n")
 	for _, w := range cfg.Writers {
 		type row struct{ net, name, label string }
@@ -225,7 +225,7 @@ func Notify(ctx context.Context, cfg Config, r *Report) error {
 		add := func(net, name string, pool *pgxpool.Pool, op Op) {
 			label := fmt.Sprintf("%s @%d [%s]", name, w, net)
 			rows = append(rows, row{net, name, label})
-			vs = append(vs, Variant{label, s.wrapOn(label, pool, op)})
+			vs = append(vs, Variant{Name: label, Op: s.wrapOn(label, pool, op), Rewarm: true})
 		}
 		for i, pg := range now {
 			add(pg.Net, vNotifyGate, pg.Pool, cycle(envs[i]))

@@ -160,7 +160,7 @@ func (g *grid) add(where, name string, op Op) {
 		g.at = map[[2]string]int{}
 	}
 	g.at[[2]string{where, name}] = len(g.vs)
-	g.vs = append(g.vs, Variant{name + " [" + where + "]", op})
+	g.vs = append(g.vs, Variant{Name: name + " [" + where + "]", Op: op})
 }
 
 func (g *grid) run(ctx context.Context, cfg Config, workers int, keyOf KeyOf, progress string) {
@@ -293,8 +293,8 @@ func Overhead(ctx context.Context, cfg Config, pg *PG, lite *SQLite, r *Report) 
 	for _, w := range []int{1, 4} {
 		r.f("### SQLite (BEGIN IMMEDIATE, WAL, synchronous=FULL), %d writer(s), distinct keys\n\n", w)
 		res := Interleave(ctx, []Variant{
-			{vPlainTx, lite.PlainTx},
-			{vFencedTx, lite.FencedTx},
+			{Name: vPlainTx, Op: lite.PlainTx},
+			{Name: vFencedTx, Op: lite.FencedTx},
 		}, w, Distinct, cfg.Duration, cfg.Rounds, prefix(cfg, fmt.Sprintf("1/sqlite/%dw", w)))
 		r.table(res, 0)
 		if w == 1 {
@@ -596,9 +596,9 @@ func walProfile(ctx context.Context, pg *PG, r *Report) {
 	}
 	r.f("WAL written per transaction (the WAL insert position over %d sequential transactions each, one writer):\n\n| variant | WAL bytes per transaction |\n|---|---:|\n", n)
 	for _, v := range []Variant{
-		{"unfenced BEGIN/UPDATE/COMMIT", pg.PgPlainTx},
-		{"advisory xact tx", pg.PgAdvisoryXactTx},
-		{"fencegate tx", pg.PgFencedTx},
+		{Name: "unfenced BEGIN/UPDATE/COMMIT", Op: pg.PgPlainTx},
+		{Name: "advisory xact tx", Op: pg.PgAdvisoryXactTx},
+		{Name: "fencegate tx", Op: pg.PgFencedTx},
 	} {
 		start, err := lsn()
 		for i := 0; err == nil && i < n; i++ {
