@@ -461,29 +461,21 @@ func (e *executor) acquire(ctx context.Context, p *sqlstore.LeaseAcquireParams, 
 			Now: sqlexec.Micros(now),
 		}
 	}
-	switch status {
-	case "granted", "retried":
-		res.Status = sqlstore.AcquireGranted
-		if status == "retried" {
-			res.Status = sqlstore.AcquireRetried
-		}
+	res.Status = sqlexec.AcquireStatus(status)
+	switch res.Status {
+	case sqlstore.AcquireGranted, sqlstore.AcquireRetried, sqlstore.AcquireHeld:
 		if !res.Lease.Found {
 			return sqlstore.LeaseAcquireResult{}, fmt.Errorf("acquire lease: %s without its lease row", status)
 		}
-		if p.Waiter != 0 {
+		if res.Status != sqlstore.AcquireHeld && p.Waiter != 0 {
 			if err := e.WaiterRemove(ctx, p.Waiter); err != nil {
 				return sqlstore.LeaseAcquireResult{}, err
 			}
 		}
-	case "held":
-		res.Status = sqlstore.AcquireHeld
-		if !res.Lease.Found {
-			return sqlstore.LeaseAcquireResult{}, errors.New("acquire lease: held without its lease row")
-		}
-	case "request_expired":
-		res.Status, res.Fence = sqlstore.AcquireRequestExpired, fence.Int64
-	case "floor_ahead":
-		res.Status, res.Fence, res.Floor, res.FloorHolder = sqlstore.AcquireFloorAhead, fence.Int64, floor.Int64, floorHolder.String
+	case sqlstore.AcquireRequestExpired:
+		res.Fence = fence.Int64
+	case sqlstore.AcquireFloorAhead:
+		res.Fence, res.Floor, res.FloorHolder = fence.Int64, floor.Int64, floorHolder.String
 		if savepoint {
 			if err := e.undoAcquire(ctx); err != nil {
 				return sqlstore.LeaseAcquireResult{}, err

@@ -598,7 +598,12 @@ func (e *executor) SetSemaphorePermits(ctx context.Context, name string, permits
 	return nil
 }
 
-// acquireStatus reads the status column of Queries.LeaseAcquire.
+// AcquireStatus reads the status column of an acquisition in SQL
+// (Queries.LeaseAcquire, MySQL's fencegate_acquire_lease): 0 for a status
+// it does not know.
+func AcquireStatus(status string) sqlstore.AcquireStatus { return acquireStatus[status] }
+
+// acquireStatus is AcquireStatus's table.
 var acquireStatus = map[string]sqlstore.AcquireStatus{
 	"granted":         sqlstore.AcquireGranted,
 	"retried":         sqlstore.AcquireRetried,
