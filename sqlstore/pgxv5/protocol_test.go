@@ -532,43 +532,61 @@ func TestProtocolWatch(t *testing.T) {
 	db := protocolDB(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	f := granted(t, db, "w", "a")
+	conn, schema := watch(ctx, t, db, "w")
+	if _, err := db.Exec(ctx, `SELECT fencegate_release('w', 'a', $1)`, f); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := announcement(ctx, t, conn, schema, "w"), "w\x1f\x1f"+schema; got != want {
+		t.Fatalf("announcement %q; want %q", got, want)
+	}
+}
+
+// watch watches resource on a connection of db's, listening on
+// fencegate_lease, and returns it with the schema its announcements name.
+// The test's end unwatches and releases it.
+func watch(ctx context.Context, t *testing.T, db *pgxpool.Pool, resource string) (*pgxpool.Conn, string) {
+	t.Helper()
 	conn, err := db.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Release()
-	f := granted(t, db, "w", "a")
+	t.Cleanup(func() {
+		defer conn.Release()
+		// The test's ctx has ended by now: a bound of its own.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(cctx, `UNLISTEN fencegate_lease; SELECT fencegate_unwatch()`); err != nil {
+			t.Errorf("unwatch %q: the watcher row stays until the connection ends: %v", resource, err)
+		}
+	})
 	var schema string
 	if err := conn.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.Exec(ctx, `SELECT fencegate_watch('w')`); err != nil {
+	if _, err := conn.Exec(ctx, `SELECT fencegate_watch($1)`, resource); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := conn.Exec(ctx, `LISTEN fencegate_lease`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(ctx, `SELECT fencegate_release('w', 'a', $1)`, f); err != nil {
-		t.Fatal(err)
-	}
-	// The channel is the database's: other schemas' announcements (other
-	// tests') are skipped by their schema field, as a client does.
+	return conn, schema
+}
+
+// announcement waits on conn for the announcement of resource in schema
+// and returns its payload. The channel is the database's: other schemas'
+// announcements (other tests') are skipped by their schema field, as a
+// client does.
+func announcement(ctx context.Context, t *testing.T, conn *pgxpool.Conn, schema, resource string) string {
+	t.Helper()
 	for {
 		n, err := conn.Conn().WaitForNotification(ctx)
 		if err != nil {
-			t.Fatalf("no announcement of the release: %v", err)
+			t.Fatalf("no announcement of %q's release: %v", resource, err)
 		}
-		fields := strings.Split(n.Payload, "\x1f")
-		if n.Channel != "fencegate_lease" || len(fields) < 3 || fields[2] != schema {
-			continue
+		if fields := strings.Split(n.Payload, "\x1f"); n.Channel == "fencegate_lease" && len(fields) >= 3 && fields[0] == resource && fields[2] == schema {
+			return n.Payload
 		}
-		if want := "w\x1f\x1f" + schema; n.Payload != want {
-			t.Fatalf("announcement %q; want %q", n.Payload, want)
-		}
-		break
-	}
-	if _, err := conn.Exec(ctx, `UNLISTEN fencegate_lease; SELECT fencegate_unwatch()`); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -589,35 +607,14 @@ func TestProtocolWatchReleaseInRepeatableRead(t *testing.T) {
 	if err := tx.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil { // the snapshot
 		t.Fatal(err)
 	}
-	conn, err := db.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, `SELECT fencegate_watch('rr')`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, `LISTEN fencegate_lease`); err != nil {
-		t.Fatal(err)
-	}
+	conn, _ := watch(ctx, t, db, "rr")
 	if _, err := tx.Exec(ctx, `SELECT fencegate_release('rr', 'a', $1)`, f); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		n, err := conn.Conn().WaitForNotification(ctx)
-		if err != nil {
-			t.Fatalf("no announcement of a release made in REPEATABLE READ: %v", err)
-		}
-		if fields := strings.Split(n.Payload, "\x1f"); n.Channel == "fencegate_lease" && len(fields) >= 3 && fields[0] == "rr" && fields[2] == schema {
-			break
-		}
-	}
-	if _, err := conn.Exec(ctx, `UNLISTEN fencegate_lease; SELECT fencegate_unwatch()`); err != nil {
-		t.Fatal(err)
-	}
+	announcement(ctx, t, conn, schema, "rr")
 }
 
 // sqlSection returns the Postgres section of docs/SQL.md.
