@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -398,9 +399,18 @@ func bareHandOff(pool *pgxpool.Pool, resource string, key int, h cycleHooks) fun
 		if !held {
 			held = true
 			mu.Unlock()
-			var fence int64
-			err := pool.QueryRow(ctx, bareLeaseAcquire, resource).Scan(&fence)
-			return fence, err
+			for {
+				// The last holder marked the lock free before its release
+				// was sent: a grant that comes first finds the lease live
+				// (no row), and one that comes while it commits waits for
+				// the row. Try again until the release is in.
+				var fence int64
+				err := pool.QueryRow(ctx, bareLeaseAcquire, resource).Scan(&fence)
+				if !errors.Is(err, pgx.ErrNoRows) {
+					return fence, err
+				}
+				runtime.Gosched()
+			}
 		}
 		turn := make(chan int64, 1)
 		queue = append(queue, turn)
